@@ -1,0 +1,786 @@
+package main
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// maxBody is the largest request body any endpoint reads (API.md §3).
+const maxBody = 64 << 10
+
+// jsonString is a string field of a request body that remembers whether it
+// was present and whether it was a string at all, so that validation can
+// report every bad field rather than the first type error.
+type jsonString struct {
+	s   string
+	set bool   // present and not null
+	bad string // why the raw value is unacceptable, if it is
+}
+
+func (j *jsonString) UnmarshalJSON(b []byte) error {
+	*j = jsonString{}
+	switch {
+	case string(b) == "null":
+	case b[0] != '"':
+		j.set, j.bad = true, "must be a string"
+	case !utf8.Valid(b):
+		j.set, j.bad = true, "must be valid UTF-8"
+	case bytes.IndexByte(b, '\\') < 0:
+		j.set, j.s = true, string(b[1:len(b)-1])
+	default:
+		j.set = true
+		if err := json.Unmarshal(b, &j.s); err != nil {
+			j.bad = "must be a string"
+		}
+	}
+	return nil
+}
+
+// registerRequest is the body of POST /stores/{store_id}/auth/auth-code.
+type registerRequest struct {
+	AuthCode          jsonString `json:"auth_code"`
+	RedirectURI       jsonString `json:"redirect_uri"`
+	ClientReferenceID jsonString `json:"client_reference_id"`
+	CodeChallenge     jsonString `json:"code_challenge"`
+	State             jsonString `json:"state"`
+	FirstName         jsonString `json:"first_name"`
+	LastName          jsonString `json:"last_name"`
+	Language          jsonString `json:"language"`
+	Currency          jsonString `json:"currency"`
+	Country           jsonString `json:"country"`
+	Timezone          jsonString `json:"timezone"`
+}
+
+// bodyPool holds buffers of maxBody+1 bytes, so reading a body never
+// allocates and never holds more than the limit.
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, maxBody+1); return &b }}
+
+// readBody reads r's body into a pooled buffer, which the caller returns
+// with bodyPool.Put(buf) once done with b. It fails with errBodyTooLarge past
+// maxBody.
+func readBody(r *http.Request) (b []byte, buf *[]byte, err error) {
+	if r.ContentLength > maxBody {
+		return nil, nil, errBodyTooLarge
+	}
+	buf = bodyPool.Get().(*[]byte)
+	n, err := io.ReadFull(r.Body, *buf)
+	switch {
+	case err == nil: // filled the buffer: one byte over the limit
+		bodyPool.Put(buf)
+		return nil, nil, errBodyTooLarge
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return (*buf)[:n], buf, nil
+	default:
+		bodyPool.Put(buf)
+		return nil, nil, &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "could not read the body"}
+	}
+}
+
+// isJSON reports whether the Content-Type is application/json, parameters
+// such as charset allowed.
+func isJSON(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
+}
+
+// storeFor returns the store named by the request path, or writes 404.
+func (s *server) storeFor(w http.ResponseWriter, r *http.Request) *StoreConfig {
+	st := s.cfg.stores[r.PathValue("store_id")]
+	if st == nil {
+		writeError(w, errStoreNotFound)
+	}
+	return st
+}
+
+// authorized reports whether the request carries one of st's API keys. Every
+// key is compared, in constant time, so timing tells nothing of which.
+func authorized(st *StoreConfig, r *http.Request) bool {
+	key := r.Header.Get("X-API-Key")
+	if key == "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(key))
+	ok := 0
+	for i := range st.keyHashes {
+		ok |= subtle.ConstantTimeCompare(sum[:], st.keyHashes[i][:])
+	}
+	return ok == 1
+}
+
+// handleRegister is POST /stores/{store_id}/auth/auth-code (API.md §4.1).
+// Checks run in the order of API.md §3: store, key, media type, size, JSON,
+// fields (every bad one at once), redirect host, conflict, capacity.
+func (s *server) handleRegister(w http.ResponseWriter, r *http.Request) {
+	st := s.storeFor(w, r)
+	if st == nil {
+		return
+	}
+	if !authorized(st, r) {
+		writeError(w, errUnauthorized)
+		return
+	}
+	if !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, errMediaType)
+		return
+	}
+	if s.draining.Load() {
+		writeError(w, errShuttingDown)
+		return
+	}
+	body, buf, err := readBody(r)
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return
+	}
+	var req registerRequest
+	err = unmarshalObject(body, &req)
+	bodyPool.Put(buf)
+	if err != nil {
+		writeError(w, errInvalidJSON)
+		return
+	}
+	if e := s.register(st, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(okBody)))
+	w.Write(okBody)
+}
+
+// unmarshalObject decodes b, which must be one JSON object, into v.
+func unmarshalObject(b []byte, v any) error {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 || b[0] != '{' {
+		return errInvalidJSON
+	}
+	return json.Unmarshal(b, v)
+}
+
+func asAPIError(err error) *apiError {
+	var e *apiError
+	if errors.As(err, &e) {
+		return e
+	}
+	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
+}
+
+// register validates req and stores the code for st. It returns the error
+// to answer, or nil once the code is live.
+func (s *server) register(st *StoreConfig, req *registerRequest) *apiError {
+	fields, redirectOK := s.validateRegister(st, req)
+	if len(fields) > 0 {
+		return validationError(fields)
+	}
+	if !redirectOK {
+		return errRedirectHost
+	}
+	rec := codeRecord{
+		RedirectURI:   req.RedirectURI.s,
+		CodeChallenge: req.CodeChallenge.s,
+		Player: Player{
+			ClientReferenceID: req.ClientReferenceID.s,
+			FirstName:         req.FirstName.s,
+			LastName:          req.LastName.s,
+			Language:          req.Language.s,
+			Currency:          req.Currency.s,
+			Country:           req.Country.s,
+			Timezone:          req.Timezone.s,
+		},
+	}
+	exp := time.Now().Add(s.cfg.AuthCodeTTL.D())
+	switch err := s.store.Insert(codeKey(st.ID, req.AuthCode.s), rec.encode(), exp); err {
+	case nil:
+		return nil
+	case errKeyExists:
+		return errCodeConflict
+	case errStoreFull:
+		return errFull
+	default:
+		return errPersist
+	}
+}
+
+// validateRegister checks every field of req against API.md §4.1. It
+// returns the invalid fields in the order of that table, and whether the
+// redirect_uri host is one of st's domains (meaningful only when the
+// redirect_uri itself is valid).
+func (s *server) validateRegister(st *StoreConfig, req *registerRequest) (fields []fieldError, redirectOK bool) {
+	check := func(name string, f *jsonString, required bool, rule func(string) string) {
+		msg := f.bad
+		switch {
+		case msg != "":
+		case !f.set || f.s == "" && !required:
+			if required {
+				msg = "is required"
+			}
+		case hasControl(f.s):
+			msg = "must not contain control characters"
+		default:
+			msg = rule(f.s)
+		}
+		if msg != "" {
+			fields = append(fields, fieldError{Field: name, Message: msg})
+		}
+	}
+	check("auth_code", &req.AuthCode, true, func(v string) string {
+		if len(v) < 16 || len(v) > 255 || !isUnreserved(v) {
+			return "must be 16 to 255 characters of A-Z a-z 0-9 - . _ ~"
+		}
+		return ""
+	})
+	check("redirect_uri", &req.RedirectURI, true, func(v string) string {
+		host, msg := s.checkRedirectURI(v)
+		if msg == "" {
+			redirectOK = st.allowsHost(host)
+		}
+		return msg
+	})
+	check("client_reference_id", &req.ClientReferenceID, true, maxChars(255))
+	check("code_challenge", &req.CodeChallenge, true, func(v string) string {
+		if !isCodeChallenge(v) {
+			return "must be exactly 43 characters of base64url (an S256 challenge)"
+		}
+		return ""
+	})
+	check("state", &req.State, true, maxChars(1024))
+	check("first_name", &req.FirstName, false, maxChars(255))
+	check("last_name", &req.LastName, false, maxChars(255))
+	check("language", &req.Language, false, func(v string) string {
+		if len(v) > 10 || !isLanguageTag(v) {
+			return "must be a language tag such as en or pt-BR, at most 10 characters"
+		}
+		return ""
+	})
+	check("currency", &req.Currency, false, upperLetters(3, "must be an ISO 4217 code: 3 upper-case letters"))
+	check("country", &req.Country, false, upperLetters(2, "must be an ISO 3166-1 alpha-2 code: 2 upper-case letters"))
+	check("timezone", &req.Timezone, false, func(v string) string {
+		if utf8.RuneCountInString(v) > 64 || !s.knownZone(v) {
+			return "must be an IANA time zone such as Europe/Berlin, at most 64 characters"
+		}
+		return ""
+	})
+	return fields, redirectOK
+}
+
+func maxChars(n int) func(string) string {
+	msg := fmt.Sprintf("is longer than %d characters", n)
+	return func(v string) string {
+		if utf8.RuneCountInString(v) > n {
+			return msg
+		}
+		return ""
+	}
+}
+
+func upperLetters(n int, msg string) func(string) string {
+	return func(v string) string {
+		if len(v) != n {
+			return msg
+		}
+		for i := 0; i < len(v); i++ {
+			if v[i] < 'A' || v[i] > 'Z' {
+				return msg
+			}
+		}
+		return ""
+	}
+}
+
+// hasControl reports whether s holds a C0 or C1 control character or DEL.
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || 0x80 <= r && r < 0xa0 {
+			return true
+		}
+	}
+	return false
+}
+
+// isLanguageTag reports whether s looks like a BCP 47 tag: a primary
+// language of 2 or 3 letters, then subtags of 1 to 8 letters or digits.
+func isLanguageTag(s string) bool {
+	for i, sub := range strings.Split(s, "-") {
+		if i == 0 && (len(sub) < 2 || len(sub) > 3) || len(sub) < 1 || len(sub) > 8 {
+			return false
+		}
+		for j := 0; j < len(sub); j++ {
+			c := sub[j] | 0x20
+			if !('a' <= c && c <= 'z' || i > 0 && '0' <= sub[j] && sub[j] <= '9') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// knownZone reports whether name is a zone of the IANA database (bundled
+// with the binary through time/tzdata). Loading a zone parses the database,
+// so the names found are remembered; only real zone names are, so the
+// cache is bounded by the database.
+func (s *server) knownZone(name string) bool {
+	if _, ok := s.zones.Load(name); ok {
+		return true
+	}
+	if name == "Local" || strings.HasPrefix(name, "/") {
+		return false
+	}
+	if _, err := time.LoadLocation(name); err != nil {
+		return false
+	}
+	s.zones.Store(name, true)
+	return true
+}
+
+// checkRedirectURI checks that v is an absolute https URL (http for
+// localhost when insecure URLs are allowed) that cannot be read two ways:
+// no userinfo, backslash, fragment, opaque form, trailing dot, non-ASCII or
+// percent-encoded host. It returns the lower-cased host, or why v is
+// invalid.
+func (s *server) checkRedirectURI(v string) (host, msg string) {
+	const invalid = "must be an absolute https URL without userinfo or fragment, at most 2048 characters"
+	if len(v) > 2048 || strings.ContainsAny(v, "\\# \t") {
+		return "", invalid
+	}
+	scheme, rest, ok := strings.Cut(v, "://")
+	if !ok {
+		return "", invalid // also the opaque form https:host
+	}
+	scheme = strings.ToLower(scheme)
+	authority := rest
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		authority = rest[:i]
+	}
+	host = authority
+	if h, port, ok := strings.Cut(authority, ":"); ok {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '+' {
+			return "", invalid
+		}
+		host = h
+	}
+	// isHostname refuses userinfo (@), percent-encoding, non-ASCII, IPv6
+	// literals and empty or trailing-dot labels in one go.
+	if !isHostname(host) {
+		return "", invalid
+	}
+	host = strings.ToLower(host)
+	switch {
+	case scheme == "https":
+	case scheme == "http" && s.cfg.Webhooks.AllowInsecureURLs && (host == "localhost" || host == "127.0.0.1"):
+	default:
+		return "", invalid
+	}
+	if u, err := url.Parse(v); err != nil || u.Opaque != "" || u.User != nil || !strings.EqualFold(u.Host, authority) {
+		return "", invalid
+	}
+	return host, ""
+}
+
+// allowsHost reports whether host (lower case) is one of the store's
+// redirect domains: an exact entry, or a proper subdomain of a *.entry.
+func (st *StoreConfig) allowsHost(host string) bool {
+	for _, d := range st.RedirectDomains {
+		if parent, ok := strings.CutPrefix(d, "*."); ok {
+			if strings.HasSuffix(host, "."+parent) && len(host) > len(parent)+1 {
+				return true
+			}
+		} else if host == d {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenError is the OAuth error body of the token endpoint (RFC 6749 §5.2).
+type tokenError struct {
+	status      int
+	Err         string `json:"error"`
+	Description string `json:"error_description"`
+}
+
+func (e *tokenError) Error() string { return e.Err + ": " + e.Description }
+
+func invalidGrant(why string) *tokenError {
+	return &tokenError{http.StatusBadRequest, "invalid_grant", why}
+}
+
+func invalidRequest(why string) *tokenError {
+	return &tokenError{http.StatusBadRequest, "invalid_request", why}
+}
+
+// tokenResponse is the success body of the token endpoint.
+type tokenResponse struct {
+	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"`
+	ExpiresIn   int64  `json:"expires_in"`
+	Player      Player `json:"player"`
+}
+
+// handleToken is POST /stores/{store_id}/auth/token (API.md §4.2), the
+// webshop's code exchange.
+func (s *server) handleToken(w http.ResponseWriter, r *http.Request) {
+	s.allowCORS(w, r)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Pragma", "no-cache")
+	resp, terr := s.token(r)
+	if terr != nil {
+		writeJSON(w, terr.status, terr)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *server) token(r *http.Request) (*tokenResponse, *tokenError) {
+	if s.draining.Load() {
+		return nil, &tokenError{http.StatusServiceUnavailable, "temporarily_unavailable", "the service is shutting down; retry shortly"}
+	}
+	p, terr := readTokenParams(r)
+	if terr != nil {
+		return nil, terr
+	}
+	switch {
+	case p.GrantType == "":
+		return nil, invalidRequest("grant_type is required")
+	case p.GrantType != "authorization_code":
+		return nil, &tokenError{http.StatusBadRequest, "unsupported_grant_type", "only authorization_code is supported"}
+	case p.Code == "":
+		return nil, invalidRequest("code is required")
+	}
+	st := s.cfg.stores[r.PathValue("store_id")]
+	if st == nil {
+		return nil, invalidGrant("no store with that id")
+	}
+	return s.redeem(st, p.Code, p.RedirectURI, p.CodeVerifier)
+}
+
+// tokenParams are the parameters of a token request.
+type tokenParams struct {
+	GrantType    string `json:"grant_type"`
+	Code         string `json:"code"`
+	RedirectURI  string `json:"redirect_uri"`
+	CodeVerifier string `json:"code_verifier"`
+	ClientID     string `json:"client_id"`
+}
+
+// readTokenParams reads a form-encoded body, or a JSON one.
+func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
+	body, buf, err := readBody(r)
+	if err != nil {
+		e := asAPIError(err)
+		return p, &tokenError{e.Status, "invalid_request", e.Message}
+	}
+	defer bodyPool.Put(buf)
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch ct {
+	case "application/x-www-form-urlencoded":
+		q, err := url.ParseQuery(string(body))
+		if err != nil {
+			return p, invalidRequest("the body is not a valid form")
+		}
+		for name, dst := range map[string]*string{"grant_type": &p.GrantType, "code": &p.Code, "redirect_uri": &p.RedirectURI, "code_verifier": &p.CodeVerifier} {
+			if len(q[name]) > 1 {
+				return p, invalidRequest(name + " is repeated")
+			}
+			*dst = q.Get(name)
+		}
+	case "application/json":
+		if unmarshalObject(body, &p) != nil {
+			return p, invalidRequest("the body is not a JSON object of strings")
+		}
+	default:
+		return p, invalidRequest("Content-Type must be application/x-www-form-urlencoded or application/json")
+	}
+	return p, nil
+}
+
+// redeem exchanges the code of st for an access token. Whatever the
+// outcome, the code is used up: the swap to a redeemed marker is the one
+// atomic step that decides which of concurrent redemptions wins. Redeeming
+// an already redeemed code revokes the token the first redemption issued.
+func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*tokenResponse, *tokenError) {
+	const unknown = "the code is unknown, expired, already used, or for another store"
+	if len(code) > 255 {
+		return nil, invalidGrant(unknown)
+	}
+	ck := codeKey(st.ID, code)
+	token := randomToken()
+	tk := tokenKey(token)
+	marker := redeemedValue(tk)
+	old, ok := s.store.Swap(ck, marker)
+	if !ok {
+		return nil, invalidGrant(unknown)
+	}
+	if prev, replay := decodeRedeemed(old); replay {
+		s.store.Delete(prev)
+		return nil, invalidGrant(unknown)
+	}
+	rec, ok := decodeCode(old)
+	switch {
+	case !ok:
+		return nil, invalidGrant(unknown)
+	case redirectURI == "":
+		return nil, invalidRequest("redirect_uri is required")
+	case verifier == "":
+		return nil, invalidRequest("code_verifier is required")
+	case redirectURI != rec.RedirectURI:
+		return nil, invalidGrant("redirect_uri differs from the one the code was registered with")
+	case !isCodeVerifier(verifier) || !verifyS256(verifier, rec.CodeChallenge):
+		return nil, invalidGrant("code_verifier does not match the code_challenge")
+	}
+	sess := sessionRecord{StoreID: st.ID, Player: rec.Player}
+	if err := s.store.Insert(tk, sess.encode(), time.Now().Add(s.cfg.SessionTTL.D())); err != nil {
+		return nil, &tokenError{http.StatusServiceUnavailable, "temporarily_unavailable", "cannot store the session; start the sign-in again"}
+	}
+	// A replay that swapped in between saw our marker and deleted a token
+	// not yet stored; if the marker is no longer ours, revoke it ourselves.
+	if cur, ok := s.store.Get(ck); !ok || !bytes.Equal(cur, marker) {
+		s.store.Delete(tk)
+		return nil, invalidGrant(unknown)
+	}
+	return &tokenResponse{
+		AccessToken: token,
+		TokenType:   "Bearer",
+		ExpiresIn:   int64(s.cfg.SessionTTL.D() / time.Second),
+		Player:      rec.Player,
+	}, nil
+}
+
+// allowCORS answers for browsers on the store's redirect domains, so a
+// webshop page may call the token endpoint itself.
+func (s *server) allowCORS(w http.ResponseWriter, r *http.Request) bool {
+	w.Header().Add("Vary", "Origin")
+	origin := r.Header.Get("Origin")
+	st := s.cfg.stores[r.PathValue("store_id")]
+	if origin == "" || st == nil {
+		return false
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Path != "" || !(u.Scheme == "https" || u.Scheme == "http" && s.cfg.Webhooks.AllowInsecureURLs) || !st.allowsHost(strings.ToLower(u.Hostname())) {
+		return false
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Allow-Methods", "POST")
+	h.Set("Access-Control-Allow-Headers", "Content-Type")
+	h.Set("Access-Control-Max-Age", "600")
+	return true
+}
+
+// handleTokenPreflight answers the CORS preflight of the token endpoint.
+func (s *server) handleTokenPreflight(w http.ResponseWriter, r *http.Request) {
+	if !s.allowCORS(w, r) {
+		writeError(w, &apiError{Status: http.StatusForbidden, Code: "cors_origin_not_allowed", Message: "the Origin is not on a redirect domain of this store"})
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// sessionCookie carries the access token in the browser flow.
+const sessionCookie = "dl_session"
+
+// handleMe is GET /stores/{store_id}/auth/me (API.md §4.3).
+func (s *server) handleMe(w http.ResponseWriter, r *http.Request) {
+	st := s.storeFor(w, r)
+	if st == nil {
+		return
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		if c, err := r.Cookie(sessionCookie); err == nil {
+			token, ok = c.Value, true
+		}
+	}
+	var sess sessionRecord
+	if ok && token != "" {
+		if v, found := s.store.Get(tokenKey(token)); found {
+			sess, ok = decodeSession(v)
+		} else {
+			ok = false
+		}
+	}
+	if !ok || token == "" || sess.StoreID != st.ID {
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		writeError(w, &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "the access token is missing, unknown, expired or for another store"})
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"player": sess.Player}})
+}
+
+// linkState is what the link endpoint binds to the browser, in a signed
+// cookie, for the callback to check.
+type linkState struct {
+	Verifier string `json:"v"`
+	State    string `json:"s"`
+	ReturnTo string `json:"r"`
+	StoreID  string `json:"i"`
+	Expires  int64  `json:"e"`
+}
+
+const linkCookie = "dl_link"
+
+// handleLink is GET /stores/{store_id}/auth/link (API.md §4.4): it starts
+// the deep-link flow by sending the browser to the game app.
+func (s *server) handleLink(w http.ResponseWriter, r *http.Request) {
+	st := s.storeFor(w, r)
+	if st == nil {
+		return
+	}
+	if st.GameAuthorizeURL == "" {
+		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "this store has no game_authorize_url configured"})
+		return
+	}
+	ls := linkState{
+		Verifier: newVerifier(),
+		State:    randomToken(),
+		ReturnTo: safeReturnTo(r.URL.Query().Get("return_to")),
+		StoreID:  st.ID,
+		Expires:  time.Now().Add(s.linkTTL()).Unix(),
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name:     linkCookie,
+		Value:    s.sign(ls),
+		Path:     "/stores/" + st.ID + "/auth/",
+		MaxAge:   int(s.linkTTL() / time.Second),
+		HttpOnly: true,
+		Secure:   true,
+		SameSite: http.SameSiteLaxMode,
+	})
+	target, _ := url.Parse(st.GameAuthorizeURL) // validated at start-up
+	q := target.Query()
+	q.Set("redirect_uri", s.callbackURL(st))
+	q.Set("state", ls.State)
+	q.Set("code_challenge", s256(ls.Verifier))
+	q.Set("code_challenge_method", "S256")
+	q.Set("store_id", st.ID)
+	target.RawQuery = q.Encode()
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, target.String(), http.StatusFound)
+}
+
+// linkTTL is how long a started link flow may take: the code's own life
+// plus time for the player to find the app.
+func (s *server) linkTTL() time.Duration { return s.cfg.AuthCodeTTL.D() + 5*time.Minute }
+
+func (s *server) callbackURL(st *StoreConfig) string {
+	return s.cfg.PublicBaseURL + "/stores/" + st.ID + "/auth/callback"
+}
+
+// safeReturnTo returns p when it is a path on this site, and "/" otherwise:
+// never another origin (//host, /\host, scheme:).
+func safeReturnTo(p string) string {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || strings.ContainsAny(p, "\\") || hasControl(p) {
+		return "/"
+	}
+	if u, err := url.Parse(p); err != nil || u.Scheme != "" || u.Host != "" {
+		return "/"
+	}
+	return p
+}
+
+// sign returns ls as a cookie value: base64url(JSON) "." base64url(HMAC).
+func (s *server) sign(ls linkState) string {
+	b, _ := json.Marshal(ls)
+	payload := base64.RawURLEncoding.EncodeToString(b)
+	return payload + "." + base64.RawURLEncoding.EncodeToString(s.mac(payload))
+}
+
+// verify returns the link state of a cookie value signed by sign, if the
+// signature holds and it has not expired.
+func (s *server) verify(v string, now time.Time) (ls linkState, ok bool) {
+	payload, sig, found := strings.Cut(v, ".")
+	mac, err := base64.RawURLEncoding.DecodeString(sig)
+	if !found || err != nil || !hmac.Equal(mac, s.mac(payload)) {
+		return ls, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil || json.Unmarshal(b, &ls) != nil || now.Unix() >= ls.Expires {
+		return ls, false
+	}
+	return ls, true
+}
+
+func (s *server) mac(payload string) []byte {
+	m := hmac.New(sha256.New, s.cookieKey)
+	m.Write([]byte("link\x00" + payload))
+	return m.Sum(nil)
+}
+
+// handleCallback is GET /stores/{store_id}/auth/callback (API.md §4.4):
+// where the game app sends the browser back with code and state.
+func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
+	st := s.storeFor(w, r)
+	if st == nil {
+		return
+	}
+	q := r.URL.Query()
+	// Whatever happens, this link attempt is over.
+	http.SetCookie(w, &http.Cookie{Name: linkCookie, Path: "/stores/" + st.ID + "/auth/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
+	c, err := r.Cookie(linkCookie)
+	if err != nil {
+		callbackFailed(w, "This sign-in was not started in this browser, or it was already completed. Go back to the shop and choose “Link to game” again.")
+		return
+	}
+	ls, ok := s.verify(c.Value, time.Now())
+	switch {
+	case !ok || ls.StoreID != st.ID:
+		callbackFailed(w, "This sign-in attempt has expired. Go back to the shop and choose “Link to game” again.")
+		return
+	case q.Get("error") != "":
+		callbackFailed(w, "The game app did not complete the sign-in ("+q.Get("error")+").")
+		return
+	case subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(ls.State)) != 1:
+		callbackFailed(w, "The state returned by the game app does not match this browser's sign-in attempt.")
+		return
+	case q.Get("code") == "":
+		callbackFailed(w, "The game app returned no code.")
+		return
+	}
+	resp, terr := s.redeem(st, q.Get("code"), s.callbackURL(st), ls.Verifier)
+	if terr != nil {
+		callbackFailed(w, "The code from the game app could not be used: "+terr.Description+".")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name:     sessionCookie,
+		Value:    resp.AccessToken,
+		Path:     "/",
+		MaxAge:   int(resp.ExpiresIn),
+		HttpOnly: true,
+		Secure:   true,
+		SameSite: http.SameSiteLaxMode,
+	})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, ls.ReturnTo, http.StatusFound)
+}
+
+var callbackPage = template.Must(template.New("").Parse(`<!doctype html>
+<meta charset="utf-8"><title>Sign-in failed</title>
+<h1>Sign-in failed</h1>
+<p>{{.}}</p>
+`))
+
+func callbackFailed(w http.ResponseWriter, why string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusBadRequest)
+	callbackPage.Execute(w, why)
+}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// demoConfig is served by a bare `go run .`: one store on 127.0.0.1 whose
+// game authorize URL is the built-in demo game app, so the whole flow can be
+// clicked through in a browser with nothing else running.
+//
+//go:embed demo.json
+var demoConfig []byte
+
+// Config is the configuration file of API.md §2. Durations are Go duration
+// strings in the file; Load fills in every default.
+type Config struct {
+	Listen        string         `json:"listen"`
+	DataDir       string         `json:"data_dir"`
+	PublicBaseURL string         `json:"public_base_url"`
+	AuthCodeTTL   Duration       `json:"auth_code_ttl"`
+	SessionTTL    Duration       `json:"session_ttl"`
+	Webhooks      WebhookConfig  `json:"webhooks"`
+	Stores        []*StoreConfig `json:"stores"`
+	Apps          AppsConfig     `json:"apps"`
+
+	// MaxLiveEntries caps the auth codes and sessions held in memory; writes
+	// beyond it answer 503. Not in API.md: a safety valve with a generous
+	// default (about 1 GiB of heap at 2 M entries).
+	MaxLiveEntries int `json:"max_live_entries"`
+
+	stores map[string]*StoreConfig // by id, built by validate
+}
+
+// WebhookConfig is the "webhooks" object of the configuration file.
+type WebhookConfig struct {
+	Timeout             Duration   `json:"timeout"`
+	RetrySchedule       []Duration `json:"retry_schedule"`
+	SecretRotationGrace Duration   `json:"secret_rotation_grace"`
+	AllowInsecureURLs   bool       `json:"allow_insecure_urls"`
+	TrustedCAFile       string     `json:"trusted_ca_file"`
+}
+
+// StoreConfig is one entry of "stores".
+type StoreConfig struct {
+	ID               string   `json:"id"`
+	Name             string   `json:"name"`
+	APIKeys          []string `json:"api_keys"`
+	APIKeySHA256     []string `json:"api_key_sha256"`
+	RedirectDomains  []string `json:"redirect_domains"`
+	GameAuthorizeURL string   `json:"game_authorize_url"`
+
+	keyHashes [][sha256.Size]byte // every accepted key, hashed
+}
+
+// AppsConfig describes the game apps for the association files of API.md §4.5.
+type AppsConfig struct {
+	Apple   []AppleApp   `json:"apple"`
+	Android []AndroidApp `json:"android"`
+}
+
+type AppleApp struct {
+	AppID string   `json:"app_id"`
+	Paths []string `json:"paths"`
+}
+
+type AndroidApp struct {
+	PackageName            string   `json:"package_name"`
+	SHA256CertFingerprints []string `json:"sha256_cert_fingerprints"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("5m").
+type Duration time.Duration
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("must be a duration string such as \"5m\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as \"5m\"", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func defaultConfig() *Config {
+	sched := []Duration{}
+	for _, s := range []string{"5s", "1m", "5m", "30m", "2h", "6h", "12h", "24h"} {
+		d, _ := time.ParseDuration(s)
+		sched = append(sched, Duration(d))
+	}
+	return &Config{
+		Listen:        "127.0.0.1:8080",
+		DataDir:       "data",
+		PublicBaseURL: "https://shop.example.com",
+		AuthCodeTTL:   Duration(5 * time.Minute),
+		SessionTTL:    Duration(24 * time.Hour),
+		Webhooks: WebhookConfig{
+			Timeout:             Duration(10 * time.Second),
+			RetrySchedule:       sched,
+			SecretRotationGrace: Duration(24 * time.Hour),
+		},
+		MaxLiveEntries: 2_000_000,
+	}
+}
+
+// LoadConfig reads the configuration file at path, or the embedded demo
+// configuration when path is empty. The error names the bad field.
+func LoadConfig(path string) (*Config, error) {
+	b := demoConfig
+	if path != "" {
+		var err error
+		if b, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+	}
+	return ParseConfig(b)
+}
+
+// ParseConfig parses and validates a configuration file's contents.
+func ParseConfig(b []byte) (*Config, error) {
+	c := defaultConfig()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("config: %s: must be a %s", te.Field, te.Type)
+		}
+		return nil, fmt.Errorf("config: %v", err)
+	}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return c, nil
+}
+
+func (c *Config) validate() error {
+	if c.Listen == "" {
+		return errors.New("listen: must not be empty")
+	}
+	if c.DataDir == "" {
+		return errors.New("data_dir: must not be empty")
+	}
+	u, err := url.Parse(c.PublicBaseURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("public_base_url: %q must be an absolute http(s) URL", c.PublicBaseURL)
+	}
+	c.PublicBaseURL = strings.TrimSuffix(c.PublicBaseURL, "/")
+	if c.AuthCodeTTL <= 0 {
+		return errors.New("auth_code_ttl: must be positive")
+	}
+	if c.SessionTTL <= 0 {
+		return errors.New("session_ttl: must be positive")
+	}
+	if c.MaxLiveEntries <= 0 {
+		return errors.New("max_live_entries: must be positive")
+	}
+	if c.Webhooks.Timeout <= 0 {
+		return errors.New("webhooks.timeout: must be positive")
+	}
+	if len(c.Webhooks.RetrySchedule) == 0 {
+		return errors.New("webhooks.retry_schedule: must not be empty")
+	}
+	for i, d := range c.Webhooks.RetrySchedule {
+		if d <= 0 {
+			return fmt.Errorf("webhooks.retry_schedule[%d]: must be positive", i)
+		}
+	}
+	if c.Webhooks.SecretRotationGrace < 0 {
+		return errors.New("webhooks.secret_rotation_grace: must not be negative")
+	}
+	if f := c.Webhooks.TrustedCAFile; f != "" {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("webhooks.trusted_ca_file: %v", err)
+		}
+	}
+	if len(c.Stores) == 0 {
+		return errors.New("stores: at least one store is required")
+	}
+	c.stores = make(map[string]*StoreConfig, len(c.Stores))
+	for i, s := range c.Stores {
+		if err := s.validate(); err != nil {
+			return fmt.Errorf("stores[%d].%w", i, err)
+		}
+		if _, dup := c.stores[s.ID]; dup {
+			return fmt.Errorf("stores[%d].id: %q appears twice", i, s.ID)
+		}
+		c.stores[s.ID] = s
+	}
+	for i, a := range c.Apps.Apple {
+		if a.AppID == "" {
+			return fmt.Errorf("apps.apple[%d].app_id: must not be empty", i)
+		}
+	}
+	for i, a := range c.Apps.Android {
+		if a.PackageName == "" {
+			return fmt.Errorf("apps.android[%d].package_name: must not be empty", i)
+		}
+	}
+	return nil
+}
+
+func (s *StoreConfig) validate() error {
+	if s == nil {
+		return errors.New("id: store must be an object")
+	}
+	if !isUUID(s.ID) {
+		return fmt.Errorf("id: %q is not a UUID", s.ID)
+	}
+	for i, k := range s.APIKeys {
+		if k == "" {
+			return fmt.Errorf("api_keys[%d]: must not be empty", i)
+		}
+		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
+	}
+	for i, h := range s.APIKeySHA256 {
+		var sum [sha256.Size]byte
+		if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
+			return fmt.Errorf("api_key_sha256[%d]: must be 64 hex digits", i)
+		} else {
+			copy(sum[:], b)
+		}
+		s.keyHashes = append(s.keyHashes, sum)
+	}
+	if len(s.keyHashes) == 0 {
+		return errors.New("api_keys: a store needs at least one key in api_keys or api_key_sha256")
+	}
+	for i, d := range s.RedirectDomains {
+		bare := strings.TrimPrefix(d, "*.")
+		if !isHostname(bare) {
+			return fmt.Errorf("redirect_domains[%d]: %q is not a host name or *.domain", i, d)
+		}
+		s.RedirectDomains[i] = strings.ToLower(d)
+	}
+	if s.GameAuthorizeURL != "" {
+		u, err := url.Parse(s.GameAuthorizeURL)
+		if err != nil || u.Scheme == "" || u.Fragment != "" {
+			return fmt.Errorf("game_authorize_url: %q must be an absolute URL", s.GameAuthorizeURL)
+		}
+	}
+	return nil
+}
+
+// isUUID reports whether s has the 8-4-4-4-12 hex form of a UUID.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !isHex(c) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// isHostname reports whether s is an ASCII host name of letters, digits,
+// hyphens and dots, without empty labels or a trailing dot.
+func isHostname(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}

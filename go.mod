@@ -1,0 +1,3 @@
+module deeplink
+
+go 1.24.0

@@ -1,0 +1,223 @@
+// Command deeplink signs players into a webshop from the game app through
+// a deep link with PKCE, and tells merchants' servers about store events
+// with signed webhooks. See README.md and API.md.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	_ "time/tzdata" // timezone checks must work in a static binary without /usr/share/zoneinfo
+)
+
+var (
+	configFile = flag.String("config", "", "configuration file (API.md §2); empty serves the embedded demo")
+	addrFlag   = flag.String("addr", "", "listen address HOST:PORT, overriding the configuration's listen")
+	dataFlag   = flag.String("data", "", "state directory, overriding the configuration's data_dir")
+)
+
+// version is set at link time with -ldflags "-X main.version=…"; otherwise
+// it comes from the module's build information.
+var version = ""
+
+func main() {
+	log.SetFlags(0)
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "version":
+			fmt.Println(productVersion())
+			return
+		case "verify":
+			os.Exit(runVerify(os.Args[2:], os.Stdin, os.Stdout))
+		}
+	}
+	flag.Parse()
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func productVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return "0.1.0+" + s.Value[:12]
+			}
+		}
+	}
+	return "0.1.0-dev"
+}
+
+func run() error {
+	cfg, err := LoadConfig(*configFile)
+	if err != nil {
+		return err
+	}
+	demo := *configFile == ""
+	if *addrFlag != "" {
+		cfg.Listen = *addrFlag
+	}
+	if *dataFlag != "" {
+		cfg.DataDir = *dataFlag
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	slog.SetDefault(logger)
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if demo {
+		// The demo's links point at wherever it actually listens.
+		base := "http://" + ln.Addr().String()
+		cfg.PublicBaseURL = base
+		cfg.Stores[0].GameAuthorizeURL = base + "/demo/game/authorize"
+	}
+	a, err := newApp(cfg, logger, demo)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if cfg.Webhooks.AllowInsecureURLs {
+		logger.Warn("allow_insecure_urls is on: http:// and private addresses are accepted; for development only")
+	}
+
+	srv := &http.Server{
+		Handler: a.srv.handler(),
+		// A slow client may hold a connection only so long: headers within
+		// 5 s, a whole (≤64 KiB) request within 15 s. Handlers answer from
+		// memory, so 30 s to write is generous. Idle keep-alives go after 2 min.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	a.srv.ready.Store(true)
+	logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion())
+	if demo {
+		printDemoBanner(cfg, ln.Addr().String())
+	}
+
+	select {
+	case err := <-serveErr:
+		a.Close()
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	a.srv.draining.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("shutdown: in-flight requests cut off", "err", err)
+	}
+	if err := a.Close(); err != nil {
+		return fmt.Errorf("writing state: %w", err)
+	}
+	logger.Info("state written; bye")
+	return nil
+}
+
+// app is the service without its listener: what run serves and what tests
+// start, stop and start again on one data_dir.
+type app struct {
+	srv   *server
+	store *memStore
+	done  chan struct{} // closed by Close to stop the store's ticker
+	idle  chan struct{} // closed when the ticker has stopped
+}
+
+// newApp restores the state in cfg.DataDir and starts the store's ticker.
+func newApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "cookie.key"))
+	if err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	st, err := newMemStore(cfg.DataDir, cfg.MaxLiveEntries)
+	if err != nil {
+		return nil, err
+	}
+	srv := newServer(cfg, st, st.Len, key, logger)
+	srv.demo = demo
+	a := &app{srv: srv, store: st, done: make(chan struct{}), idle: make(chan struct{})}
+	go func() {
+		defer close(a.idle)
+		st.Run(a.done, time.Second)
+	}()
+	return a, nil
+}
+
+// Close stops the timed work and writes the state. Requests must have
+// finished.
+func (a *app) Close() error {
+	close(a.done)
+	<-a.idle
+	return a.store.Flush()
+}
+
+// loadOrCreateKey returns the 32-byte key in path, creating it on first use.
+func loadOrCreateKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if len(b) != 32 {
+			return nil, fmt.Errorf("%s: want 32 bytes, found %d", path, len(b))
+		}
+		return b, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	b = make([]byte, 32)
+	rand.Read(b)
+	return b, writeFileAtomic(path, b)
+}
+
+func printDemoBanner(cfg *Config, addr string) {
+	st := cfg.Stores[0]
+	base := "http://" + addr
+	fmt.Printf(`
+Demo configuration (for trying it out; never deploy it).
+  store id: %s
+  API key:  %s
+  open %s/ in a browser and click "Link to game".
+
+Register an auth code as a game app would:
+  curl -i %s/stores/%s/auth/auth-code \
+    -H 'X-API-Key: %s' -H 'Content-Type: application/json' \
+    -d '{"auth_code":"demo-code-0123456789abcdef","redirect_uri":"%s/stores/%s/auth/callback","client_reference_id":"player-42","code_challenge":"9kVljBY-KYin_nAeGRHZH5PvwxsK-itoVUhYZQ8SOzs","state":"xyz"}'
+
+Exchange it as the webshop would, with the verifier whose S256 hash is that challenge:
+  curl -i %s/stores/%s/auth/token -d grant_type=authorization_code \
+    -d code=demo-code-0123456789abcdef -d code_verifier=dBjftJeZ4CVP-mJ92K9ufU9mQOzzE8UvfBVdGpTWnWY \
+    --data-urlencode redirect_uri=%s/stores/%s/auth/callback
+
+Open the link URL that starts the deep-link flow:
+  curl -i '%s/stores/%s/auth/link?return_to=/'
+
+`, st.ID, st.APIKeys[0], base, base, st.ID, st.APIKeys[0], base, st.ID, base, st.ID, base, st.ID, base, st.ID)
+}

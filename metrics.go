@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// latencyBuckets are the upper bounds, in seconds, of the request latency
+// histogram.
+var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
+
+// metrics counts requests by route and status and their latencies, in the
+// Prometheus text format. Counting is lock-free once a route's counters
+// exist.
+type metrics struct {
+	routes sync.Map // route string -> *routeMetrics
+}
+
+type routeMetrics struct {
+	byStatus sync.Map // int -> *atomic.Int64
+	buckets  []atomic.Int64
+	count    atomic.Int64
+	sumNanos atomic.Int64
+}
+
+func newMetrics() *metrics { return &metrics{} }
+
+func (m *metrics) observe(route string, status int, d time.Duration) {
+	v, ok := m.routes.Load(route)
+	if !ok {
+		v, _ = m.routes.LoadOrStore(route, &routeMetrics{buckets: make([]atomic.Int64, len(latencyBuckets))})
+	}
+	rm := v.(*routeMetrics)
+	c, ok := rm.byStatus.Load(status)
+	if !ok {
+		c, _ = rm.byStatus.LoadOrStore(status, new(atomic.Int64))
+	}
+	c.(*atomic.Int64).Add(1)
+	sec := d.Seconds()
+	for i, b := range latencyBuckets {
+		if sec <= b {
+			rm.buckets[i].Add(1)
+			break
+		}
+	}
+	rm.count.Add(1)
+	rm.sumNanos.Add(int64(d))
+}
+
+// serve writes every metric; gauges are read from s at scrape time.
+func (m *metrics) serve(s *server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		var routes []string
+		m.routes.Range(func(k, _ any) bool { routes = append(routes, k.(string)); return true })
+		slices.Sort(routes)
+
+		b.WriteString("# HELP http_requests_total Requests by route and status.\n# TYPE http_requests_total counter\n")
+		for _, route := range routes {
+			v, _ := m.routes.Load(route)
+			rm := v.(*routeMetrics)
+			var codes []int
+			rm.byStatus.Range(func(k, _ any) bool { codes = append(codes, k.(int)); return true })
+			slices.Sort(codes)
+			for _, code := range codes {
+				c, _ := rm.byStatus.Load(code)
+				fmt.Fprintf(&b, "http_requests_total{route=%q,status=\"%d\"} %d\n", route, code, c.(*atomic.Int64).Load())
+			}
+		}
+		b.WriteString("# HELP http_request_duration_seconds Request latency by route.\n# TYPE http_request_duration_seconds histogram\n")
+		for _, route := range routes {
+			v, _ := m.routes.Load(route)
+			rm := v.(*routeMetrics)
+			var cum int64
+			for i, le := range latencyBuckets {
+				cum += rm.buckets[i].Load()
+				fmt.Fprintf(&b, "http_request_duration_seconds_bucket{route=%q,le=%q} %d\n", route, strconv.FormatFloat(le, 'g', -1, 64), cum)
+			}
+			n := rm.count.Load()
+			fmt.Fprintf(&b, "http_request_duration_seconds_bucket{route=%q,le=\"+Inf\"} %d\n", route, n)
+			fmt.Fprintf(&b, "http_request_duration_seconds_sum{route=%q} %g\n", route, time.Duration(rm.sumNanos.Load()).Seconds())
+			fmt.Fprintf(&b, "http_request_duration_seconds_count{route=%q} %d\n", route, n)
+		}
+		if s.live != nil {
+			fmt.Fprintf(&b, "# HELP auth_store_entries Live auth codes and sessions held in memory.\n# TYPE auth_store_entries gauge\nauth_store_entries %d\n", s.live())
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.Write([]byte(b.String()))
+	}
+}

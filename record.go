@@ -1,0 +1,160 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+)
+
+// Values kept in the Store, in a compact binary form: a kind byte, then
+// length-prefixed strings. Compactness matters: a million live codes must
+// fit in half a GiB.
+const (
+	kindCode      = 'c' // a registered, unredeemed auth code
+	kindRedeemed  = 'r' // a code that was redeemed once; holds the key of the token it issued
+	kindSession   = 's' // an access token's session
+	playerFields  = 7
+	keySeparator  = 0
+	tokenKeyLabel = "token"
+)
+
+// Player is what the game app told us about the player, as returned by the
+// token and me endpoints. Every field is always present, empty when unknown.
+type Player struct {
+	ClientReferenceID string `json:"client_reference_id"`
+	FirstName         string `json:"first_name"`
+	LastName          string `json:"last_name"`
+	Language          string `json:"language"`
+	Currency          string `json:"currency"`
+	Country           string `json:"country"`
+	Timezone          string `json:"timezone"`
+}
+
+func (p *Player) fields() [playerFields]*string {
+	return [...]*string{&p.ClientReferenceID, &p.FirstName, &p.LastName, &p.Language, &p.Currency, &p.Country, &p.Timezone}
+}
+
+// codeRecord is a registered auth code: what its redemption must match and
+// the player it signs in.
+type codeRecord struct {
+	RedirectURI   string
+	CodeChallenge string
+	Player        Player
+}
+
+// sessionRecord is the state behind an access token.
+type sessionRecord struct {
+	StoreID string
+	Player  Player
+}
+
+// codeKey is where the code of a store is kept: a hash, so neither memory
+// dumps nor snapshots hold a redeemable code.
+func codeKey(storeID, code string) Key {
+	var buf [36 + 1 + 255]byte
+	b := append(buf[:0], storeID...)
+	b = append(b, keySeparator)
+	b = append(b, code...)
+	return sha256.Sum256(b)
+}
+
+// tokenKey is where the session of an access token is kept.
+func tokenKey(token string) Key {
+	return sha256.Sum256([]byte(tokenKeyLabel + string(rune(keySeparator)) + token))
+}
+
+func (c *codeRecord) encode() []byte {
+	n := 1 + strLen(c.RedirectURI) + strLen(c.CodeChallenge)
+	for _, f := range c.Player.fields() {
+		n += strLen(*f)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, kindCode)
+	b = appendStr(b, c.RedirectURI)
+	b = appendStr(b, c.CodeChallenge)
+	for _, f := range c.Player.fields() {
+		b = appendStr(b, *f)
+	}
+	return b
+}
+
+func decodeCode(b []byte) (c codeRecord, ok bool) {
+	if len(b) == 0 || b[0] != kindCode {
+		return c, false
+	}
+	r := reader{b: b[1:]}
+	c.RedirectURI = r.str()
+	c.CodeChallenge = r.str()
+	for _, f := range c.Player.fields() {
+		*f = r.str()
+	}
+	return c, r.ok()
+}
+
+// redeemedValue marks a code as used, remembering the token it issued so a
+// replay can revoke it.
+func redeemedValue(tok Key) []byte { return append([]byte{kindRedeemed}, tok[:]...) }
+
+func decodeRedeemed(b []byte) (tok Key, ok bool) {
+	if len(b) != 1+len(tok) || b[0] != kindRedeemed {
+		return tok, false
+	}
+	copy(tok[:], b[1:])
+	return tok, true
+}
+
+func (s *sessionRecord) encode() []byte {
+	b := []byte{kindSession}
+	b = appendStr(b, s.StoreID)
+	for _, f := range s.Player.fields() {
+		b = appendStr(b, *f)
+	}
+	return b
+}
+
+func decodeSession(b []byte) (s sessionRecord, ok bool) {
+	if len(b) == 0 || b[0] != kindSession {
+		return s, false
+	}
+	r := reader{b: b[1:]}
+	s.StoreID = r.str()
+	for _, f := range s.Player.fields() {
+		*f = r.str()
+	}
+	return s, r.ok()
+}
+
+func strLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+func appendStr(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// reader reads length-prefixed strings; a short or damaged input sets bad
+// and yields empty strings from then on.
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *reader) str() string {
+	l, n := binary.Uvarint(r.b)
+	if r.bad || n <= 0 || l > uint64(len(r.b)-n) {
+		r.bad = true
+		return ""
+	}
+	s := string(r.b[n : n+int(l)])
+	r.b = r.b[n+int(l):]
+	return s
+}
+
+// ok reports whether everything read was well formed and nothing is left.
+func (r *reader) ok() bool { return !r.bad && len(r.b) == 0 }

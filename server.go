@@ -1,0 +1,207 @@
+package main
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// server holds the HTTP side of the service. Its handlers are safe for
+// concurrent use.
+type server struct {
+	cfg       *Config
+	store     Store
+	live      func() int // live entries of the store, for /metrics
+	cookieKey []byte     // signs the link cookie; persisted in data_dir
+	log       *slog.Logger
+	metrics   *metrics
+	demo      bool // serve the demo game app and home page
+
+	ready    atomic.Bool // serving; /readyz answers 200
+	draining atomic.Bool // shutting down; writes answer 503
+
+	zones sync.Map // IANA zone names known to be valid
+
+	appleBody, androidBody []byte // association files, nil when not configured
+}
+
+func newServer(cfg *Config, st Store, live func() int, cookieKey []byte, log *slog.Logger) *server {
+	s := &server{cfg: cfg, store: st, live: live, cookieKey: cookieKey, log: log, metrics: newMetrics()}
+	s.appleBody, s.androidBody = associationFiles(cfg.Apps)
+	return s
+}
+
+// routes are the service's endpoints in the Go 1.22 pattern syntax.
+func (s *server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /stores/{store_id}/auth/auth-code", s.handleRegister)
+	mux.HandleFunc("POST /stores/{store_id}/auth/token", s.handleToken)
+	mux.HandleFunc("OPTIONS /stores/{store_id}/auth/token", s.handleTokenPreflight)
+	mux.HandleFunc("GET /stores/{store_id}/auth/me", s.handleMe)
+	mux.HandleFunc("GET /stores/{store_id}/auth/link", s.handleLink)
+	mux.HandleFunc("GET /stores/{store_id}/auth/callback", s.handleCallback)
+	mux.HandleFunc("GET /.well-known/apple-app-site-association", s.serveBody(func() []byte { return s.appleBody }))
+	mux.HandleFunc("GET /.well-known/assetlinks.json", s.serveBody(func() []byte { return s.androidBody }))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"data": map[string]string{"status": "ok"}})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !s.ready.Load() || s.draining.Load() {
+			writeError(w, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "not ready", retryAfter: 1})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"data": map[string]string{"status": "ok"}})
+	})
+	mux.HandleFunc("GET /metrics", s.metrics.serve(s))
+	if s.demo {
+		s.demoRoutes(mux)
+	}
+	mux.HandleFunc("/", s.notFound(mux))
+	return mux
+}
+
+// handler is the whole service: the routes behind logging and metrics.
+func (s *server) handler() http.Handler {
+	mux := s.routes()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rw := &statusWriter{ResponseWriter: w}
+		mux.ServeHTTP(rw, r)
+		d := time.Since(start)
+		route := r.Pattern
+		if route == "" || route == "/" {
+			route = "unmatched"
+		}
+		s.metrics.observe(route, rw.code(), d)
+		// The path alone: query strings carry codes and states.
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.String("route", route),
+			slog.Int("status", rw.code()),
+			slog.Int64("bytes", rw.n),
+			slog.Duration("duration", d),
+		)
+	})
+}
+
+// notFound answers requests no route matched: 405 with Allow when the path
+// exists under other methods, 404 otherwise, both as JSON errors.
+func (s *server) notFound(mux *http.ServeMux) http.HandlerFunc {
+	methods := []string{"GET", "POST", "PATCH", "DELETE", "OPTIONS"}
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range methods {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pat := mux.Handler(probe); pat != "" && pat != "/" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: r.Method + " is not allowed here; use " + strings.Join(allow, " or ")})
+			return
+		}
+		writeError(w, errNotFound)
+	}
+}
+
+func (s *server) serveBody(body func() []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b := body()
+		if b == nil {
+			writeError(w, errNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+	}
+}
+
+// associationFiles renders the apple-app-site-association and
+// assetlinks.json bodies of API.md §4.5, nil where no app is configured.
+// The Apple file carries both the classic (appID, paths) and the iOS 13+
+// (appIDs, components) forms, so every iOS version reads it.
+func associationFiles(apps AppsConfig) (apple, android []byte) {
+	if len(apps.Apple) > 0 {
+		type detail struct {
+			AppID      string              `json:"appID"`
+			Paths      []string            `json:"paths"`
+			AppIDs     []string            `json:"appIDs"`
+			Components []map[string]string `json:"components"`
+		}
+		var details []detail
+		for _, a := range apps.Apple {
+			d := detail{AppID: a.AppID, Paths: a.Paths, AppIDs: []string{a.AppID}, Components: []map[string]string{}}
+			if d.Paths == nil {
+				d.Paths = []string{}
+			}
+			for _, p := range a.Paths {
+				d.Components = append(d.Components, map[string]string{"/": p})
+			}
+			details = append(details, d)
+		}
+		apple, _ = json.Marshal(map[string]any{"applinks": map[string]any{"apps": []string{}, "details": details}})
+	}
+	if len(apps.Android) > 0 {
+		type target struct {
+			Namespace    string   `json:"namespace"`
+			PackageName  string   `json:"package_name"`
+			Fingerprints []string `json:"sha256_cert_fingerprints"`
+		}
+		type statement struct {
+			Relation []string `json:"relation"`
+			Target   target   `json:"target"`
+		}
+		var list []statement
+		for _, a := range apps.Android {
+			fp := a.SHA256CertFingerprints
+			if fp == nil {
+				fp = []string{}
+			}
+			list = append(list, statement{
+				Relation: []string{"delegate_permission/common.handle_all_urls"},
+				Target:   target{"android_app", a.PackageName, fp},
+			})
+		}
+		android, _ = json.Marshal(list)
+	}
+	return apple, android
+}
+
+// statusWriter records the status and size of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	n      int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
