@@ -48,6 +48,10 @@ type WebhookConfig struct {
 	SecretRotationGrace Duration   `json:"secret_rotation_grace"`
 	AllowInsecureURLs   bool       `json:"allow_insecure_urls"`
 	TrustedCAFile       string     `json:"trusted_ca_file"`
+
+	// DeliveryLogSize is how many deliveries the log keeps per endpoint,
+	// newest first. Not in API.md.
+	DeliveryLogSize int `json:"delivery_log_size"`
 }
 
 // StoreConfig is one entry of "stores".
@@ -115,6 +119,7 @@ func defaultConfig() *Config {
 			Timeout:             Duration(10 * time.Second),
 			RetrySchedule:       sched,
 			SecretRotationGrace: Duration(24 * time.Hour),
+			DeliveryLogSize:     1000,
 		},
 		MaxLiveEntries: 2_000_000,
 	}
@@ -182,6 +187,9 @@ func (c *Config) validate() error {
 		if d <= 0 {
 			return fmt.Errorf("webhooks.retry_schedule[%d]: must be positive", i)
 		}
+	}
+	if c.Webhooks.DeliveryLogSize < 1 {
+		return errors.New("webhooks.delivery_log_size: must be at least 1")
 	}
 	if c.Webhooks.SecretRotationGrace < 0 {
 		return errors.New("webhooks.secret_rotation_grace: must not be negative")

@@ -164,20 +164,43 @@ func newApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	}
 	srv := newServer(cfg, st, st.Len, key, logger)
 	srv.demo = demo
+	if err := srv.hooks.load(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if err := srv.hooks.start(); err != nil {
+		return nil, err
+	}
 	a := &app{srv: srv, store: st, done: make(chan struct{}), idle: make(chan struct{})}
-	go func() {
-		defer close(a.idle)
-		st.Run(a.done, time.Second)
-	}()
+	go a.tick(time.Second)
 	return a, nil
 }
 
-// Close stops the timed work and writes the state. Requests must have
-// finished.
+// tick does the timed work, sweeps and snapshots, every interval until
+// Close: one goroutine for all of it.
+func (a *app) tick(interval time.Duration) {
+	defer close(a.idle)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.done:
+			return
+		case now := <-t.C:
+			a.store.Tick(now)
+			if err := a.srv.hooks.tick(now, a.srv.cfg.DataDir); err != nil {
+				a.srv.log.Error("webhooks: saving state failed", "err", err)
+			}
+		}
+	}
+}
+
+// Close stops the timed work and the webhook dispatcher and writes the
+// state. Requests must have finished.
 func (a *app) Close() error {
 	close(a.done)
 	<-a.idle
-	return a.store.Flush()
+	a.srv.hooks.stop()
+	return errors.Join(a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir))
 }
 
 // loadOrCreateKey returns the 32-byte key in path, creating it on first use.

@@ -19,6 +19,7 @@ type server struct {
 	cookieKey []byte     // signs the link cookie; persisted in data_dir
 	log       *slog.Logger
 	metrics   *metrics
+	hooks     *hooks
 	demo      bool // serve the demo game app and home page
 
 	ready    atomic.Bool // serving; /readyz answers 200
@@ -30,7 +31,7 @@ type server struct {
 }
 
 func newServer(cfg *Config, st Store, live func() int, cookieKey []byte, log *slog.Logger) *server {
-	s := &server{cfg: cfg, store: st, live: live, cookieKey: cookieKey, log: log, metrics: newMetrics()}
+	s := &server{cfg: cfg, store: st, live: live, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: newHooks(cfg)}
 	s.appleBody, s.androidBody = associationFiles(cfg.Apps)
 	return s
 }
@@ -57,6 +58,7 @@ func (s *server) routes() *http.ServeMux {
 		writeJSON(w, http.StatusOK, map[string]any{"data": map[string]string{"status": "ok"}})
 	})
 	mux.HandleFunc("GET /metrics", s.metrics.serve(s))
+	s.webhookRoutes(mux)
 	if s.demo {
 		s.demoRoutes(mux)
 	}

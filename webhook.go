@@ -1,0 +1,707 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Webhook endpoints, events and the delivery log (API.md §5). All of it is
+// one hooks value behind one mutex: requests and deliveries each touch it
+// briefly, while the slow part, the HTTP request to the merchant, runs
+// outside the lock (dispatch.go).
+
+const (
+	maxEndpointsPerStore = 5
+	eventOrderStatus     = "order.status.updated"
+	eventTest            = "webhook.test"
+	idempotencyTTL       = 24 * time.Hour
+)
+
+var knownEvents = []string{eventOrderStatus, eventTest}
+
+var orderStatuses = []string{"pending", "completed", "archived", "canceled", "requires_action"}
+
+// endpoint is a merchant's webhook URL. Secrets leave the service only
+// through create, rotate and /secret.
+type endpoint struct {
+	ID          string   `json:"id"`
+	StoreID     string   `json:"store_id"`
+	URL         string   `json:"url"`
+	Description string   `json:"description"`
+	Events      []string `json:"events"`
+	Enabled     bool     `json:"enabled"`
+	CreatedAt   int64    `json:"created_at"`
+	UpdatedAt   int64    `json:"updated_at"`
+
+	Secret       string `json:"secret"`
+	OldSecret    string `json:"old_secret,omitempty"`     // still signs until OldSecretEnd
+	OldSecretEnd int64  `json:"old_secret_end,omitempty"` // unix seconds
+
+	NextSeq uint64 `json:"next_seq"` // sequence of this endpoint's next delivery
+
+	log      []*delivery // oldest first
+	inflight int         // attempts under way
+	waiting  []*delivery // due while inflight was at its limit
+}
+
+// view is the endpoint as API.md §5 shows it: no secret.
+func (e *endpoint) view() map[string]any {
+	return map[string]any{
+		"id": e.ID, "url": e.URL, "description": e.Description, "events": e.Events,
+		"enabled": e.Enabled, "created_at": e.CreatedAt, "updated_at": e.UpdatedAt,
+	}
+}
+
+// secrets returns the secrets that sign a request made at now: the current
+// one, and the previous one during its rotation grace.
+func (e *endpoint) secrets(now time.Time) (cur, old string) {
+	if e.OldSecret != "" && now.Unix() < e.OldSecretEnd {
+		return e.Secret, e.OldSecret
+	}
+	return e.Secret, ""
+}
+
+func (e *endpoint) subscribed(typ string) bool { return slices.Contains(e.Events, typ) }
+
+// event is a published event; Body is the exact envelope every delivery
+// of it sends.
+type event struct {
+	ID        string          `json:"id"`
+	Type      string          `json:"type"`
+	CreatedAt int64           `json:"created_at"`
+	Body      json.RawMessage `json:"body"`
+}
+
+// Delivery statuses.
+const (
+	statusPending   = "pending"
+	statusSucceeded = "succeeded"
+	statusFailed    = "failed"
+)
+
+// delivery is one event sent to one endpoint, with every attempt.
+type delivery struct {
+	ID         string    `json:"id"`
+	Seq        uint64    `json:"seq"`
+	EndpointID string    `json:"endpoint_id"`
+	EventID    string    `json:"event_id"`
+	Status     string    `json:"status"`
+	CreatedAt  int64     `json:"created_at"`
+	NextAt     int64     `json:"next_at,omitempty"` // unix nanoseconds of the next attempt, while pending
+	Attempts   []attempt `json:"attempts"`
+
+	ev    *event
+	index int // in the hooks' timer heap; -1 when not in it
+}
+
+// attempt is one HTTP request of a delivery. The request headers other
+// than the signatures are fixed, so only those are kept.
+type attempt struct {
+	At           int64  `json:"at"` // unix nanoseconds
+	Timestamp    int64  `json:"t"`  // the signed timestamp, unix seconds
+	Signature    string `json:"sig"`
+	StdSignature string `json:"std_sig"`
+	Status       int    `json:"status,omitempty"`
+	ResponseBody string `json:"response_body,omitempty"` // first 4 KiB
+	DurationMS   int64  `json:"duration_ms"`
+	Error        string `json:"error,omitempty"`
+}
+
+// idem remembers the event an Idempotency-Key published.
+type idem struct {
+	EventID string `json:"event_id"`
+	Expires int64  `json:"expires"` // unix seconds
+}
+
+// hooks is the webhook state of all stores and the dispatcher's queues.
+type hooks struct {
+	cfg *Config
+	d   *dispatcher
+
+	mu        sync.Mutex // guards the fields below
+	endpoints map[string]*endpoint
+	byStore   map[string][]*endpoint // in creation order
+	events    map[string]*event      // events some delivery still refers to
+	deliv     map[string]*delivery
+	idem      map[string]idem // store id + "\x00" + key
+	sched     timerHeap       // pending deliveries by NextAt
+	ready     []*delivery     // due, endpoint under its in-flight limit
+	dirty     bool            // changed since the last save
+	closed    bool
+	wake      chan struct{} // poked when sched's head or ready changes
+}
+
+func newHooks(cfg *Config) *hooks {
+	return &hooks{
+		cfg:       cfg,
+		endpoints: map[string]*endpoint{},
+		byStore:   map[string][]*endpoint{},
+		events:    map[string]*event{},
+		deliv:     map[string]*delivery{},
+		idem:      map[string]idem{},
+		wake:      make(chan struct{}, 1),
+	}
+}
+
+func newID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }
+
+// webhookRoutes adds the routes of API.md §5.
+func (s *server) webhookRoutes(mux *http.ServeMux) {
+	const ep = "/stores/{store_id}/webhooks/{endpoint_id}"
+	mux.HandleFunc("POST /stores/{store_id}/webhooks", s.withStore(s.handleCreateEndpoint))
+	mux.HandleFunc("GET /stores/{store_id}/webhooks", s.withStore(s.handleListEndpoints))
+	mux.HandleFunc("GET "+ep, s.withEndpoint(s.handleGetEndpoint))
+	mux.HandleFunc("GET "+ep+"/secret", s.withEndpoint(s.handleGetSecret))
+	mux.HandleFunc("PATCH "+ep, s.withEndpoint(s.handlePatchEndpoint))
+	mux.HandleFunc("DELETE "+ep, s.withEndpoint(s.handleDeleteEndpoint))
+	mux.HandleFunc("POST "+ep+"/rotate-secret", s.withEndpoint(s.handleRotateSecret))
+	mux.HandleFunc("POST "+ep+"/test", s.withEndpoint(s.handleTestEndpoint))
+	mux.HandleFunc("GET "+ep+"/deliveries", s.withEndpoint(s.handleListDeliveries))
+	mux.HandleFunc("GET "+ep+"/deliveries/{delivery_id}", s.withEndpoint(s.handleGetDelivery))
+	mux.HandleFunc("POST "+ep+"/deliveries/{delivery_id}/retry", s.withEndpoint(s.handleRetryDelivery))
+	mux.HandleFunc("POST /stores/{store_id}/events", s.withStore(s.handlePublish))
+}
+
+// withStore checks the store and its API key before h.
+func (s *server) withStore(h func(http.ResponseWriter, *http.Request, *StoreConfig)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		st := s.storeFor(w, r)
+		if st == nil {
+			return
+		}
+		if !authorized(st, r) {
+			writeError(w, errUnauthorized)
+			return
+		}
+		h(w, r, st)
+	}
+}
+
+// withEndpoint also finds the endpoint, which must belong to the store.
+// h runs with s.hooks.mu held.
+func (s *server) withEndpoint(h func(http.ResponseWriter, *http.Request, *endpoint)) http.HandlerFunc {
+	return s.withStore(func(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+		hk := s.hooks
+		hk.mu.Lock()
+		defer hk.mu.Unlock()
+		e := hk.endpoints[r.PathValue("endpoint_id")]
+		if e == nil || e.StoreID != st.ID {
+			writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no webhook endpoint with that id in this store"})
+			return
+		}
+		h(w, r, e)
+	})
+}
+
+// readJSONObject reads a JSON object body into v, answering 415, 413 or
+// 400 itself when it cannot.
+func readJSONObject(w http.ResponseWriter, r *http.Request, v any) bool {
+	if !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, errMediaType)
+		return false
+	}
+	body, buf, err := readBody(r)
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return false
+	}
+	defer bodyPool.Put(buf)
+	if err := unmarshalObject(body, v); err != nil {
+		writeError(w, errInvalidJSON)
+		return false
+	}
+	return true
+}
+
+// endpointRequest is the body of create and PATCH. Fields are raw so that
+// type errors are reported per field.
+type endpointRequest struct {
+	URL         json.RawMessage `json:"url"`
+	Description json.RawMessage `json:"description"`
+	Events      json.RawMessage `json:"events"`
+	Enabled     json.RawMessage `json:"enabled"`
+}
+
+// endpointChange is a validated endpointRequest; nil means "not given".
+type endpointChange struct {
+	url, description *string
+	events           []string
+	enabled          *bool
+}
+
+// validate checks the fields given; create requires url and events.
+func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpointChange, fields []fieldError) {
+	bad := func(f, m string) { fields = append(fields, fieldError{f, m}) }
+	given := func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+	if given(req.URL) {
+		var u string
+		if json.Unmarshal(req.URL, &u) != nil {
+			bad("url", "must be a string")
+		} else if msg := s.checkWebhookURL(u); msg != "" {
+			bad("url", msg)
+		} else {
+			c.url = &u
+		}
+	} else if create {
+		bad("url", "is required")
+	}
+	if given(req.Description) {
+		var d string
+		switch {
+		case json.Unmarshal(req.Description, &d) != nil:
+			bad("description", "must be a string")
+		case utf8.RuneCountInString(d) > 1024 || hasControl(d):
+			bad("description", "must be at most 1024 characters without control characters")
+		default:
+			c.description = &d
+		}
+	}
+	if given(req.Events) {
+		var evs []string
+		if json.Unmarshal(req.Events, &evs) != nil {
+			bad("events", "must be a list of event type strings")
+		} else if len(evs) == 0 {
+			bad("events", "must name at least one event type")
+		} else {
+			for _, e := range evs {
+				if !slices.Contains(knownEvents, e) {
+					bad("events", "unknown event type "+strconv.Quote(e)+"; known: "+strings.Join(knownEvents, ", "))
+					break
+				}
+			}
+			slices.Sort(evs)
+			c.events = slices.Compact(evs)
+		}
+	} else if create || len(req.Events) > 0 {
+		bad("events", "is required")
+	}
+	if given(req.Enabled) {
+		var b bool
+		if json.Unmarshal(req.Enabled, &b) != nil {
+			bad("enabled", "must be true or false")
+		} else {
+			c.enabled = &b
+		}
+	} else if len(req.Enabled) > 0 && !create {
+		bad("enabled", "must be true or false")
+	}
+	return c, fields
+}
+
+// checkWebhookURL returns why u cannot be a webhook URL, or "".
+func (s *server) checkWebhookURL(u string) string {
+	const msg = "must be an absolute https URL without userinfo, at most 2048 characters"
+	if len(u) > 2048 || hasControl(u) || strings.ContainsAny(u, " \\") {
+		return msg
+	}
+	p, err := url.Parse(u)
+	if err != nil || p.Opaque != "" || p.User != nil || p.Host == "" || p.Hostname() == "" {
+		return msg
+	}
+	switch {
+	case p.Scheme == "https":
+	case p.Scheme == "http" && s.cfg.Webhooks.AllowInsecureURLs:
+	default:
+		return msg
+	}
+	return ""
+}
+
+func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	var req endpointRequest
+	if !readJSONObject(w, r, &req) {
+		return
+	}
+	c, fields := s.validateEndpoint(&req, true)
+	if len(fields) > 0 {
+		writeError(w, validationError(fields))
+		return
+	}
+	hk := s.hooks
+	hk.mu.Lock()
+	defer hk.mu.Unlock()
+	if len(hk.byStore[st.ID]) >= maxEndpointsPerStore {
+		writeError(w, validationError([]fieldError{{"url", "this store already has 5 webhook endpoints, the most allowed; delete one first"}}))
+		return
+	}
+	now := time.Now().Unix()
+	e := &endpoint{
+		ID: newID("we_"), StoreID: st.ID, URL: *c.url, Events: c.events, Enabled: true,
+		CreatedAt: now, UpdatedAt: now, Secret: newSecret(),
+	}
+	if c.description != nil {
+		e.Description = *c.description
+	}
+	if c.enabled != nil {
+		e.Enabled = *c.enabled
+	}
+	hk.endpoints[e.ID] = e
+	hk.byStore[st.ID] = append(hk.byStore[st.ID], e)
+	hk.dirty = true
+	v := e.view()
+	v["secret"] = e.Secret
+	writeJSON(w, http.StatusCreated, map[string]any{"data": v})
+}
+
+func (s *server) handleListEndpoints(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	hk := s.hooks
+	hk.mu.Lock()
+	list := []map[string]any{}
+	for _, e := range hk.byStore[st.ID] {
+		list = append(list, e.view())
+	}
+	hk.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"data": list})
+}
+
+func (s *server) handleGetEndpoint(w http.ResponseWriter, r *http.Request, e *endpoint) {
+	writeJSON(w, http.StatusOK, map[string]any{"data": e.view()})
+}
+
+func (s *server) handleGetSecret(w http.ResponseWriter, r *http.Request, e *endpoint) {
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]string{"secret": e.Secret}})
+}
+
+func (s *server) handlePatchEndpoint(w http.ResponseWriter, r *http.Request, e *endpoint) {
+	var req endpointRequest
+	if !readJSONObject(w, r, &req) {
+		return
+	}
+	c, fields := s.validateEndpoint(&req, false)
+	if len(fields) > 0 {
+		writeError(w, validationError(fields))
+		return
+	}
+	if c.url != nil {
+		e.URL = *c.url
+	}
+	if c.description != nil {
+		e.Description = *c.description
+	}
+	if c.events != nil {
+		e.Events = c.events
+	}
+	if c.enabled != nil {
+		e.Enabled = *c.enabled
+	}
+	e.UpdatedAt = time.Now().Unix()
+	s.hooks.dirty = true
+	writeJSON(w, http.StatusOK, map[string]any{"data": e.view()})
+}
+
+func (s *server) handleDeleteEndpoint(w http.ResponseWriter, r *http.Request, e *endpoint) {
+	s.hooks.removeEndpointLocked(e)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, e *endpoint) {
+	now := time.Now()
+	e.OldSecret, e.OldSecretEnd = e.Secret, now.Add(s.cfg.Webhooks.SecretRotationGrace.D()).Unix()
+	e.Secret = newSecret()
+	e.UpdatedAt = now.Unix()
+	s.hooks.dirty = true
+	v := e.view()
+	v["secret"] = e.Secret
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"data": v})
+}
+
+func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *endpoint) {
+	hk := s.hooks
+	ev := hk.newEventLocked(eventTest, json.RawMessage(`{"id":"test","message":"This is a test event from the webhook settings."}`))
+	d := hk.enqueueLocked(e, ev)
+	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": ev.ID, "delivery_id": d.ID}})
+}
+
+func (s *server) handleRetryDelivery(w http.ResponseWriter, r *http.Request, e *endpoint) {
+	hk := s.hooks
+	old := hk.deliv[r.PathValue("delivery_id")]
+	if old == nil || old.EndpointID != e.ID {
+		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no delivery with that id for this endpoint"})
+		return
+	}
+	d := hk.enqueueLocked(e, old.ev)
+	writeJSON(w, http.StatusAccepted, map[string]any{"data": d.summary()})
+}
+
+// publishRequest is the body of POST /events.
+type publishRequest struct {
+	Type json.RawMessage `json:"type"`
+	Data json.RawMessage `json:"data"`
+}
+
+func (s *server) handlePublish(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	var req publishRequest
+	if !readJSONObject(w, r, &req) {
+		return
+	}
+	typ, object, fields := validateEvent(&req)
+	if len(fields) > 0 {
+		writeError(w, validationError(fields))
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 255 {
+		writeError(w, validationError([]fieldError{{"Idempotency-Key", "is longer than 255 characters"}}))
+		return
+	}
+	hk := s.hooks
+	hk.mu.Lock()
+	defer hk.mu.Unlock()
+	now := time.Now()
+	if key != "" {
+		if prev, ok := hk.idem[st.ID+"\x00"+key]; ok && now.Unix() < prev.Expires {
+			writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": prev.EventID}})
+			return
+		}
+	}
+	ev := hk.newEventLocked(typ, object)
+	for _, e := range hk.byStore[st.ID] {
+		if e.Enabled && e.subscribed(typ) {
+			hk.enqueueLocked(e, ev)
+		}
+	}
+	if key != "" {
+		hk.idem[st.ID+"\x00"+key] = idem{EventID: ev.ID, Expires: now.Add(idempotencyTTL).Unix()}
+		hk.dirty = true
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": ev.ID}})
+}
+
+// validateEvent checks a publish body: a known, publishable type and, for
+// order.status.updated, data.object with a string id and a known status.
+func validateEvent(req *publishRequest) (typ string, object json.RawMessage, fields []fieldError) {
+	bad := func(f, m string) { fields = append(fields, fieldError{f, m}) }
+	if len(req.Type) == 0 || string(req.Type) == "null" {
+		bad("type", "is required")
+	} else if json.Unmarshal(req.Type, &typ) != nil {
+		bad("type", "must be a string")
+	} else if typ != eventOrderStatus {
+		bad("type", "must be a known event type: "+eventOrderStatus+" ("+eventTest+" comes only from the test call)")
+	}
+	var data struct {
+		Object json.RawMessage `json:"object"`
+	}
+	if len(req.Data) == 0 || string(req.Data) == "null" {
+		bad("data", "is required")
+		return typ, nil, fields
+	}
+	if req.Data[0] != '{' || json.Unmarshal(req.Data, &data) != nil {
+		bad("data", "must be an object")
+		return typ, nil, fields
+	}
+	var obj map[string]json.RawMessage
+	if len(data.Object) == 0 || data.Object[0] != '{' || json.Unmarshal(data.Object, &obj) != nil {
+		bad("data.object", "must be an object")
+		return typ, nil, fields
+	}
+	if typ == eventOrderStatus {
+		var id, status string
+		if json.Unmarshal(obj["id"], &id) != nil || id == "" {
+			bad("data.object.id", "must be a non-empty string")
+		}
+		if json.Unmarshal(obj["status"], &status) != nil || !slices.Contains(orderStatuses, status) {
+			bad("data.object.status", "must be one of "+strings.Join(orderStatuses, ", "))
+		}
+	}
+	return typ, data.Object, fields
+}
+
+// newEventLocked makes an event with its envelope. hk.mu must be held.
+func (hk *hooks) newEventLocked(typ string, object json.RawMessage) *event {
+	ev := &event{ID: newID("evt_"), Type: typ, CreatedAt: time.Now().Unix()}
+	body, _ := json.Marshal(struct {
+		ID        string `json:"id"`
+		Type      string `json:"type"`
+		CreatedAt int64  `json:"created_at"`
+		Data      struct {
+			Object json.RawMessage `json:"object"`
+		} `json:"data"`
+	}{ID: ev.ID, Type: typ, CreatedAt: ev.CreatedAt, Data: struct {
+		Object json.RawMessage `json:"object"`
+	}{object}})
+	ev.Body = body
+	return ev
+}
+
+// enqueueLocked creates a pending delivery of ev to e, due now, and logs
+// it. hk.mu must be held.
+func (hk *hooks) enqueueLocked(e *endpoint, ev *event) *delivery {
+	now := time.Now()
+	d := &delivery{
+		ID: newID("dlv_"), Seq: e.NextSeq, EndpointID: e.ID, EventID: ev.ID, Status: statusPending,
+		CreatedAt: now.Unix(), NextAt: now.UnixNano(), ev: ev, index: -1,
+	}
+	e.NextSeq++
+	hk.events[ev.ID] = ev
+	hk.deliv[d.ID] = d
+	e.log = append(e.log, d)
+	hk.trimLogLocked(e)
+	hk.scheduleLocked(d)
+	hk.dirty = true
+	return d
+}
+
+// trimLogLocked drops the oldest finished deliveries beyond the retention.
+// Pending ones stay whatever their age. hk.mu must be held.
+func (hk *hooks) trimLogLocked(e *endpoint) {
+	excess := len(e.log) - hk.cfg.Webhooks.DeliveryLogSize
+	if excess <= 0 {
+		return
+	}
+	keep := e.log[:0]
+	for _, d := range e.log {
+		if excess > 0 && d.Status != statusPending {
+			excess--
+			hk.forgetLocked(d)
+			continue
+		}
+		keep = append(keep, d)
+	}
+	clear(e.log[len(keep):])
+	e.log = keep
+}
+
+// forgetLocked removes d from the indexes, and its event once no delivery
+// refers to it.
+func (hk *hooks) forgetLocked(d *delivery) {
+	delete(hk.deliv, d.ID)
+	for _, o := range hk.deliv {
+		if o.ev == d.ev {
+			return
+		}
+	}
+	delete(hk.events, d.EventID)
+}
+
+// removeEndpointLocked deletes e, its log and its pending deliveries.
+func (hk *hooks) removeEndpointLocked(e *endpoint) {
+	for _, d := range e.log {
+		if d.index >= 0 {
+			hk.sched.remove(d)
+		}
+		d.Status = statusFailed
+		hk.forgetLocked(d)
+	}
+	hk.ready = slices.DeleteFunc(hk.ready, func(d *delivery) bool { return d.EndpointID == e.ID })
+	e.waiting = nil
+	delete(hk.endpoints, e.ID)
+	hk.byStore[e.StoreID] = slices.DeleteFunc(hk.byStore[e.StoreID], func(o *endpoint) bool { return o == e })
+	hk.dirty = true
+}
+
+// summary is a delivery as the log lists it.
+func (d *delivery) summary() map[string]any {
+	m := map[string]any{
+		"id": d.ID, "endpoint_id": d.EndpointID, "event_id": d.EventID, "event_type": d.ev.Type,
+		"status": d.Status, "created_at": d.CreatedAt, "attempt_count": len(d.Attempts),
+	}
+	if d.Status == statusPending {
+		m["next_attempt_at"] = time.Unix(0, d.NextAt).Unix()
+	}
+	if n := len(d.Attempts); n > 0 {
+		a := d.Attempts[n-1]
+		m["last_attempt_at"] = time.Unix(0, a.At).Unix()
+		m["last_response_status"] = a.Status
+	}
+	return m
+}
+
+// detail is a delivery with every attempt as API.md §5 shows it.
+func (d *delivery) detail(e *endpoint) map[string]any {
+	m := d.summary()
+	m["url"] = e.URL
+	atts := []map[string]any{}
+	for _, a := range d.Attempts {
+		x := map[string]any{
+			"at":              time.Unix(0, a.At).UTC().Format(time.RFC3339Nano),
+			"request_headers": requestHeaders(d.ev.ID, a).toMap(),
+			"request_body":    string(d.ev.Body),
+			"response_status": a.Status,
+			"response_body":   a.ResponseBody,
+			"duration_ms":     a.DurationMS,
+		}
+		if a.Error != "" {
+			x["error"] = a.Error
+		}
+		atts = append(atts, x)
+	}
+	m["attempts"] = atts
+	m["request_body"] = string(d.ev.Body)
+	return m
+}
+
+func (s *server) handleGetDelivery(w http.ResponseWriter, r *http.Request, e *endpoint) {
+	d := s.hooks.deliv[r.PathValue("delivery_id")]
+	if d == nil || d.EndpointID != e.ID {
+		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no delivery with that id for this endpoint"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": d.detail(e)})
+}
+
+// handleListDeliveries lists e's log newest first, filtered by event_type
+// and status, a page of limit (default 20, at most 100) at a time. The
+// cursor is opaque: it encodes the sequence number to continue below.
+func (s *server) handleListDeliveries(w http.ResponseWriter, r *http.Request, e *endpoint) {
+	q := r.URL.Query()
+	var fields []fieldError
+	typ, status := q.Get("event_type"), q.Get("status")
+	if typ != "" && !slices.Contains(knownEvents, typ) {
+		fields = append(fields, fieldError{"event_type", "must be one of " + strings.Join(knownEvents, ", ")})
+	}
+	if status != "" && status != statusPending && status != statusSucceeded && status != statusFailed {
+		fields = append(fields, fieldError{"status", "must be pending, succeeded or failed"})
+	}
+	limit := 20
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 100 {
+			fields = append(fields, fieldError{"limit", "must be a whole number from 1 to 100"})
+		}
+		limit = n
+	}
+	before := uint64(1<<64 - 1)
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || len(b) != 8 {
+			fields = append(fields, fieldError{"cursor", "is not a cursor this endpoint returned"})
+		} else {
+			before = binary.BigEndian.Uint64(b)
+		}
+	}
+	if len(fields) > 0 {
+		writeError(w, validationError(fields))
+		return
+	}
+	page := []map[string]any{}
+	next := ""
+	for i := len(e.log) - 1; i >= 0; i-- {
+		d := e.log[i]
+		if d.Seq >= before || typ != "" && d.ev.Type != typ || status != "" && d.Status != status {
+			continue
+		}
+		if len(page) == limit {
+			next = base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, page[limit-1]["seq"].(uint64)))
+			break
+		}
+		m := d.summary()
+		m["seq"] = d.Seq
+		page = append(page, m)
+	}
+	for _, m := range page {
+		delete(m, "seq")
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": page, "next_cursor": next})
+}
