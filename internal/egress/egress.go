@@ -1,0 +1,190 @@
+// Package egress makes the service's outgoing webhook requests: one HTTP
+// client with the rules of API.md §5 (timeout, no redirects, no proxy,
+// every dialled address checked) and one POST that reads at most 4 KiB of
+// the answer. The native dispatcher and the wasm host both use it, so the
+// rules cannot drift apart.
+package egress
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// MaxResponseBody is how much of a receiver's answer is read and kept.
+const MaxResponseBody = 4 << 10
+
+// Options configure NewClient.
+type Options struct {
+	Timeout         time.Duration // the whole exchange, body included
+	AllowPrivate    bool          // allow_insecure_urls: skip the address check
+	TrustedCAFile   string        // extra PEM roots, "" for none
+	MaxConnsPerHost int           // kept-alive connections per host
+}
+
+// NewClient returns the client deliveries use: the timeout for the whole
+// exchange, no redirects followed, no proxy from the environment (it would
+// bypass the address check), kept-alive connections, extra trusted roots,
+// and, unless AllowPrivate, a check of every address actually dialled.
+func NewClient(o Options) (*http.Client, error) {
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if o.TrustedCAFile != "" {
+		pem, err := os.ReadFile(o.TrustedCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("webhooks.trusted_ca_file: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("webhooks.trusted_ca_file: %s holds no PEM certificate", o.TrustedCAFile)
+		}
+	}
+	dialer := &net.Dialer{Timeout: o.Timeout, KeepAlive: 30 * time.Second}
+	if !o.AllowPrivate {
+		dialer.Control = refuseNonPublic
+	}
+	return &http.Client{
+		Timeout: o.Timeout,
+		Transport: &http.Transport{
+			DialContext:           dialer.DialContext,
+			TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+			TLSHandshakeTimeout:   o.Timeout,
+			ResponseHeaderTimeout: o.Timeout,
+			MaxIdleConnsPerHost:   max(o.MaxConnsPerHost, 1),
+			IdleConnTimeout:       90 * time.Second,
+			ForceAttemptHTTP2:     true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}, nil
+}
+
+// Result is the outcome of one Post.
+type Result struct {
+	Status     int           // 0 when no answer came
+	Body       []byte        // the first MaxResponseBody bytes of the answer
+	Duration   time.Duration // from the start to the body read
+	Err        error         // no answer, or the body could not be read
+	Timeout    bool          // Err is a timeout
+	RetryAfter time.Duration // the receiver's Retry-After on 429 or 503, else 0
+}
+
+// Post sends body to url with header through c. A huge or never-ending
+// answer costs at most the client's timeout and MaxResponseBody bytes.
+func Post(ctx context.Context, c *http.Client, url string, header http.Header, body []byte) Result {
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytesReader(body))
+	if err != nil {
+		return Result{Err: err}
+	}
+	req.Header = header
+	req.ContentLength = int64(len(body))
+	resp, err := c.Do(req)
+	if err != nil {
+		var te interface{ Timeout() bool }
+		return Result{Err: err, Duration: time.Since(start), Timeout: errors.As(err, &te) && te.Timeout()}
+	}
+	r := Result{Status: resp.StatusCode}
+	r.Body, r.Err = io.ReadAll(io.LimitReader(resp.Body, MaxResponseBody))
+	resp.Body.Close() // never read past the limit: closing drops the connection instead
+	r.Duration = time.Since(start)
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		r.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return r
+}
+
+type bytesBody struct {
+	b []byte
+	i int
+}
+
+func (r *bytesBody) Read(p []byte) (int, error) {
+	if r.i >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.i:])
+	r.i += n
+	return n, nil
+}
+
+func bytesReader(b []byte) io.Reader { return &bytesBody{b: b} }
+
+// parseRetryAfter reads Retry-After as seconds or an HTTP date; 0 when
+// absent or unreadable.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// refuseNonPublic is a net.Dialer Control: it refuses to connect to an
+// address that is not public, whatever name resolved to it.
+func refuseNonPublic(network, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return err
+	}
+	if !IsPublicAddr(ip) {
+		return fmt.Errorf("refusing to connect to %s: not a public address (allow_insecure_urls is off)", ip)
+	}
+	return nil
+}
+
+// nonPublic are ranges the netip predicates do not cover.
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+	netip.MustParsePrefix("192.0.2.0/24"),    // documentation
+	netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+	netip.MustParsePrefix("198.51.100.0/24"), // documentation
+	netip.MustParsePrefix("203.0.113.0/24"),  // documentation
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and broadcast
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible
+	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64 may reach private IPv4
+	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
+	netip.MustParsePrefix("100::/64"),        // discard
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation
+	netip.MustParsePrefix("2002::/16"),       // 6to4 embeds any IPv4
+	netip.MustParsePrefix("fec0::/10"),       // site-local (deprecated)
+}
+
+// IsPublicAddr reports whether ip is a public unicast address: not
+// loopback, private (RFC 1918, RFC 4193), link-local, CGNAT, multicast,
+// unspecified, reserved, nor an IPv4-mapped form of those.
+func IsPublicAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() ||
+		ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+		return false
+	}
+	for _, p := range nonPublic {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
+}
