@@ -3,24 +3,19 @@ package main
 import (
 	"container/heap"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"deeplink/internal/egress"
 )
 
 // Delivery: pending deliveries wait in one timer heap (never a goroutine or
@@ -32,7 +27,6 @@ import (
 const (
 	dispatchWorkers     = 32
 	perEndpointInFlight = 4
-	maxResponseBody     = 4 << 10
 )
 
 // timerHeap orders pending deliveries by their next attempt.
@@ -52,7 +46,9 @@ func (h *timerHeap) Pop() any {
 }
 func (h *timerHeap) remove(d *delivery) { heap.Remove(h, d.index) }
 
-// dispatcher is the running side of hooks: its goroutines and HTTP client.
+// dispatcher is the running side of hooks in the native build: its
+// goroutines and HTTP client. (The wasm build has none: its host takes the
+// jobs and makes the requests.)
 type dispatcher struct {
 	client *http.Client
 	ctx    context.Context // cancelled by stop: attempts under way are abandoned and stay pending
@@ -74,7 +70,11 @@ func (hk *hooks) scheduleLocked(d *delivery) {
 
 // start launches the scheduler and the workers.
 func (hk *hooks) start() error {
-	client, err := newWebhookClient(hk.cfg.Webhooks)
+	w := hk.cfg.Webhooks
+	client, err := egress.NewClient(egress.Options{
+		Timeout: w.Timeout.D(), AllowPrivate: w.AllowInsecureURLs,
+		TrustedCAFile: w.TrustedCAFile, MaxConnsPerHost: perEndpointInFlight,
+	})
 	if err != nil {
 		return err
 	}
@@ -115,15 +115,16 @@ func (hk *hooks) scheduler() {
 	defer t.Stop()
 	for {
 		hk.mu.Lock()
-		now := time.Now().UnixNano()
-		for len(hk.sched) > 0 && hk.sched[0].NextAt <= now {
-			hk.dueLocked(heap.Pop(&hk.sched).(*delivery))
-		}
-		wait := time.Hour
-		if len(hk.sched) > 0 {
-			wait = time.Duration(hk.sched[0].NextAt - now)
+		now := time.Now()
+		next := hk.advanceLocked(now)
+		if len(hk.ready) > 0 {
+			hk.d.cond.Broadcast()
 		}
 		hk.mu.Unlock()
+		wait := time.Hour
+		if next != 0 {
+			wait = time.Duration(next - now.UnixNano())
+		}
 		t.Reset(wait)
 		select {
 		case <-hk.d.ctx.Done():
@@ -132,22 +133,6 @@ func (hk *hooks) scheduler() {
 		case <-t.C:
 		}
 	}
-}
-
-// dueLocked hands the due d to a worker, or parks it on its endpoint when
-// that endpoint is at its in-flight limit. hk.mu must be held.
-func (hk *hooks) dueLocked(d *delivery) {
-	e := hk.endpoints[d.EndpointID]
-	if e == nil {
-		return
-	}
-	if e.inflight >= perEndpointInFlight {
-		e.waiting = append(e.waiting, d)
-		return
-	}
-	e.inflight++
-	hk.ready = append(hk.ready, d)
-	hk.d.cond.Signal()
 }
 
 func (hk *hooks) worker() {
@@ -161,6 +146,54 @@ func (hk *hooks) worker() {
 		if hk.closed {
 			return
 		}
+		j := hk.takeLocked(time.Now())
+		if j == nil {
+			continue
+		}
+		hk.mu.Unlock()
+		r := egress.Post(hk.d.ctx, hk.d.client, j.url, j.header, j.d.ev.Body)
+		hk.mu.Lock()
+		hk.finishLocked(j, r)
+	}
+}
+
+// advanceLocked moves the deliveries due at now from the timer heap to the
+// ready list, or parks them on their endpoint when it is at its in-flight
+// limit. It returns when the next delivery falls due, in unix
+// nanoseconds, or 0 when none is scheduled. hk.mu must be held.
+func (hk *hooks) advanceLocked(now time.Time) (next int64) {
+	n := now.UnixNano()
+	for len(hk.sched) > 0 && hk.sched[0].NextAt <= n {
+		d := heap.Pop(&hk.sched).(*delivery)
+		e := hk.endpoints[d.EndpointID]
+		switch {
+		case e == nil:
+		case e.inflight >= perEndpointInFlight:
+			e.waiting = append(e.waiting, d)
+		default:
+			e.inflight++
+			hk.ready = append(hk.ready, d)
+		}
+	}
+	if len(hk.sched) > 0 {
+		return hk.sched[0].NextAt
+	}
+	return 0
+}
+
+// job is one attempt of a delivery, signed and ready to send.
+type job struct {
+	d      *delivery
+	url    string
+	header http.Header
+	a      attempt // filled in when the attempt is made
+}
+
+// takeLocked removes the first ready delivery and signs its attempt at
+// now. It returns nil when none is ready. The caller owes a finishLocked
+// for every job. hk.mu must be held.
+func (hk *hooks) takeLocked(now time.Time) *job {
+	for len(hk.ready) > 0 {
 		d := hk.ready[0]
 		hk.ready[0] = nil
 		hk.ready = hk.ready[1:]
@@ -168,30 +201,65 @@ func (hk *hooks) worker() {
 		if e == nil { // deleted while queued
 			continue
 		}
-		url := e.URL
-		cur, old := e.secrets(time.Now())
+		cur, old := e.secrets(now)
+		h := signedHeaders{id: d.ev.ID, t: now.Unix()}
+		h.sig, h.stdSig = signDelivery(cur, old, d.ev.ID, h.t, d.ev.Body)
+		j := &job{d: d, url: e.URL, header: http.Header{}}
+		h.apply(j.header)
+		j.a = attempt{At: now.UnixNano(), Timestamp: h.t, Signature: h.sig, StdSignature: h.stdSig}
+		return j
+	}
+	return nil
+}
 
-		hk.mu.Unlock()
-		a, retryAfter := hk.d.attempt(url, d.ev, cur, old)
-		hk.mu.Lock()
-
-		e.inflight--
-		if len(e.waiting) > 0 {
-			next := e.waiting[0]
-			e.waiting = e.waiting[1:]
-			e.inflight++
-			hk.ready = append(hk.ready, next)
+// finishLocked records the outcome r of j: it frees j's place on its
+// endpoint and decides what comes next for the delivery. An attempt
+// abandoned because the service is stopping is not recorded: the delivery
+// stays pending, due at once. hk.mu must be held.
+func (hk *hooks) finishLocked(j *job, r egress.Result) {
+	d := j.d
+	e := hk.endpoints[d.EndpointID]
+	if e == nil {
+		return
+	}
+	e.inflight--
+	if len(e.waiting) > 0 {
+		next := e.waiting[0]
+		e.waiting = e.waiting[1:]
+		e.inflight++
+		hk.ready = append(hk.ready, next)
+		if hk.d != nil {
 			hk.d.cond.Signal()
 		}
-		if hk.endpoints[d.EndpointID] == nil {
-			continue
-		}
-		if hk.d.ctx.Err() != nil { // shutting down: send again after the restart
-			d.NextAt = time.Now().UnixNano()
-			continue
-		}
-		hk.recordLocked(d, a, retryAfter)
 	}
+	if errors.Is(r.Err, context.Canceled) {
+		d.NextAt = time.Now().UnixNano()
+		return
+	}
+	hk.recordLocked(d, j.a.complete(r), r.RetryAfter)
+}
+
+// complete fills in a from the outcome of its request.
+func (a attempt) complete(r egress.Result) attempt {
+	a.DurationMS = r.Duration.Milliseconds()
+	a.Status = r.Status
+	a.ResponseBody = string(r.Body)
+	switch {
+	case r.Err != nil && r.Status == 0 && r.Timeout:
+		a.Error = "timed out: " + r.Err.Error()
+	case r.Err != nil && r.Status == 0:
+		a.Error = r.Err.Error()
+	case r.Err != nil:
+		a.Error = "reading the response: " + r.Err.Error()
+	case r.Status == http.StatusOK:
+	case r.Status >= 200 && r.Status < 300:
+		a.Error = fmt.Sprintf("answer 200: only HTTP 200 counts as success, %d does not", r.Status)
+	case r.Status >= 300 && r.Status < 400:
+		a.Error = "redirects are not followed: answer 200 at the configured URL"
+	default:
+		a.Error = fmt.Sprintf("the receiver answered %d", r.Status)
+	}
+	return a
 }
 
 // recordLocked adds a to d and decides what comes next: done on 200,
@@ -249,162 +317,6 @@ func (h signedHeaders) toMap() map[string]string {
 		m[k] = v[0]
 	}
 	return m
-}
-
-// attempt makes one request of ev to url, signed with cur (and old, during
-// a rotation). It returns the attempt as logged and the receiver's
-// Retry-After on a 429 or 503.
-func (d *dispatcher) attempt(url string, ev *event, cur, old string) (attempt, time.Duration) {
-	start := time.Now()
-	h := signedHeaders{id: ev.ID, t: start.Unix()}
-	h.sig, h.stdSig = signDelivery(cur, old, ev.ID, h.t, ev.Body)
-	a := attempt{At: start.UnixNano(), Timestamp: h.t, Signature: h.sig, StdSignature: h.stdSig}
-
-	req, err := http.NewRequestWithContext(d.ctx, http.MethodPost, url, strings.NewReader(string(ev.Body)))
-	if err != nil {
-		a.Error = err.Error()
-		return a, 0
-	}
-	h.apply(req.Header)
-	resp, err := d.client.Do(req)
-	if err != nil {
-		a.DurationMS = time.Since(start).Milliseconds()
-		a.Error = describeSendError(err)
-		return a, 0
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
-	resp.Body.Close() // never read past 4 KiB: a huge body costs nothing more
-	a.DurationMS = time.Since(start).Milliseconds()
-	a.Status = resp.StatusCode
-	a.ResponseBody = string(body)
-	switch {
-	case err != nil:
-		a.Error = "reading the response: " + err.Error()
-	case resp.StatusCode == http.StatusOK:
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		a.Error = fmt.Sprintf("answer 200: only HTTP 200 counts as success, %d does not", resp.StatusCode)
-	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		a.Error = "redirects are not followed: answer 200 at the configured URL"
-	default:
-		a.Error = fmt.Sprintf("the receiver answered %d", resp.StatusCode)
-	}
-	var retryAfter time.Duration
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-	}
-	return a, retryAfter
-}
-
-func describeSendError(err error) string {
-	var ue interface{ Timeout() bool }
-	if errors.As(err, &ue) && ue.Timeout() {
-		return "timed out: " + err.Error()
-	}
-	return err.Error()
-}
-
-// parseRetryAfter reads Retry-After as seconds or an HTTP date; 0 when absent or bad.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
-// newWebhookClient returns the client deliveries use: the configured
-// timeout for the whole exchange, no redirects followed, no proxy from the
-// environment (it would bypass the address check), kept-alive connections,
-// extra trusted roots, and, unless allow_insecure_urls, a check of every
-// address actually dialled.
-func newWebhookClient(c WebhookConfig) (*http.Client, error) {
-	roots, err := x509.SystemCertPool()
-	if err != nil {
-		roots = x509.NewCertPool()
-	}
-	if c.TrustedCAFile != "" {
-		pem, err := os.ReadFile(c.TrustedCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("webhooks.trusted_ca_file: %w", err)
-		}
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("webhooks.trusted_ca_file: %s holds no PEM certificate", c.TrustedCAFile)
-		}
-	}
-	dialer := &net.Dialer{Timeout: c.Timeout.D(), KeepAlive: 30 * time.Second}
-	if !c.AllowInsecureURLs {
-		dialer.Control = refuseNonPublic
-	}
-	return &http.Client{
-		Timeout: c.Timeout.D(),
-		Transport: &http.Transport{
-			DialContext:           dialer.DialContext,
-			TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-			TLSHandshakeTimeout:   c.Timeout.D(),
-			ResponseHeaderTimeout: c.Timeout.D(),
-			MaxIdleConnsPerHost:   perEndpointInFlight,
-			IdleConnTimeout:       90 * time.Second,
-			ForceAttemptHTTP2:     true,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}, nil
-}
-
-// refuseNonPublic is a net.Dialer Control: it refuses to connect to an
-// address that is not public, whatever name resolved to it.
-func refuseNonPublic(network, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return err
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return err
-	}
-	if !isPublicAddr(ip) {
-		return fmt.Errorf("refusing to connect to %s: not a public address (allow_insecure_urls is off)", ip)
-	}
-	return nil
-}
-
-// nonPublic are ranges the netip predicates do not cover.
-var nonPublic = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
-	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT
-	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
-	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
-	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and broadcast
-	netip.MustParsePrefix("::/96"),           // IPv4-compatible
-	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64 may reach private IPv4
-	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
-	netip.MustParsePrefix("2002::/16"),       // 6to4 embeds any IPv4
-	netip.MustParsePrefix("2001:db8::/32"),   // documentation
-	netip.MustParsePrefix("fec0::/10"),       // site-local (deprecated)
-	netip.MustParsePrefix("100::/64"),        // discard
-	netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay
-	netip.MustParsePrefix("198.51.100.0/24"), // documentation
-}
-
-// isPublicAddr reports whether ip is a public unicast address: not
-// loopback, private (RFC 1918, RFC 4193), link-local, CGNAT, multicast,
-// unspecified, nor an IPv4-mapped form of those.
-func isPublicAddr(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() ||
-		ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
-		return false
-	}
-	for _, p := range nonPublic {
-		if p.Contains(ip) {
-			return false
-		}
-	}
-	return true
 }
 
 // Persistence: the whole webhook state is one JSON file, written
