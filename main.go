@@ -145,12 +145,43 @@ func run() error {
 type app struct {
 	srv   *server
 	store *memStore
-	done  chan struct{} // closed by Close to stop the store's ticker
+	done  chan struct{} // closed by Close to stop the ticker; nil when not started
 	idle  chan struct{} // closed when the ticker has stopped
+
+	lastTick time.Time // of the last timed work, for callers that tick often
 }
 
-// newApp restores the state in cfg.DataDir and starts the store's ticker.
+// newApp restores the state in cfg.DataDir and starts the timed work and
+// the webhook dispatcher.
 func newApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
+	a, err := openApp(cfg, logger, demo)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.srv.hooks.start(); err != nil {
+		return nil, err
+	}
+	a.done, a.idle = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(a.idle)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-a.done:
+				return
+			case now := <-t.C:
+				a.tick(now)
+			}
+		}
+	}()
+	return a, nil
+}
+
+// openApp restores the state in cfg.DataDir and starts nothing: the wasm
+// build, whose goroutines run only while its host calls in, drives the
+// timed work from outside.
+func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
@@ -167,38 +198,26 @@ func newApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	if err := srv.hooks.load(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if err := srv.hooks.start(); err != nil {
-		return nil, err
-	}
-	a := &app{srv: srv, store: st, done: make(chan struct{}), idle: make(chan struct{})}
-	go a.tick(time.Second)
-	return a, nil
+	return &app{srv: srv, store: st}, nil
 }
 
-// tick does the timed work, sweeps and snapshots, every interval until
-// Close: one goroutine for all of it.
-func (a *app) tick(interval time.Duration) {
-	defer close(a.idle)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.done:
-			return
-		case now := <-t.C:
-			a.store.Tick(now)
-			if err := a.srv.hooks.tick(now, a.srv.cfg.DataDir); err != nil {
-				a.srv.log.Error("webhooks: saving state failed", "err", err)
-			}
-		}
+// tick does the timed work: sweeps, snapshots of what changed, webhook
+// housekeeping. One caller at a time.
+func (a *app) tick(now time.Time) {
+	a.lastTick = now
+	a.store.Tick(now)
+	if err := a.srv.hooks.tick(now, a.srv.cfg.DataDir); err != nil {
+		a.srv.log.Error("webhooks: saving state failed", "err", err)
 	}
 }
 
 // Close stops the timed work and the webhook dispatcher and writes the
 // state. Requests must have finished.
 func (a *app) Close() error {
-	close(a.done)
-	<-a.idle
+	if a.done != nil {
+		close(a.done)
+		<-a.idle
+	}
 	a.srv.hooks.stop()
 	return errors.Join(a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir))
 }

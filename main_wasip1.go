@@ -1,0 +1,266 @@
+package main
+
+// The edge build: the service as a WASI reactor module
+// (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared) that the wazero host in
+// wasm/ drives. The host owns the listener and calls handle with each
+// request; the module has no goroutines of its own between calls, so the
+// host also calls tick for the timed work, and makes the webhook requests
+// the module hands it (wasip1 has no outgoing sockets).
+//
+// Calling convention: the host asks for an input buffer with buffer(n),
+// writes n bytes there and calls a function with n. Functions that answer
+// return ptr<<32 | len of a result that stays valid until the next call.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+	"unsafe"
+
+	"deeplink/internal/egress"
+	"deeplink/internal/wire"
+)
+
+var edge struct {
+	app     *app
+	handler http.Handler
+	in, out []byte
+	jobs    map[uint64]*job // handed to the host, not yet finished
+	nextJob uint64
+}
+
+// result keeps b for the host and returns its address and length.
+func result(b []byte) uint64 {
+	edge.out = b
+	if len(b) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(&b[0])))<<32 | uint64(len(b))
+}
+
+//go:wasmexport buffer
+func wasmBuffer(n uint32) uint32 {
+	if uint32(cap(edge.in)) < n || n == 0 {
+		edge.in = make([]byte, max(n, 4096))
+	}
+	edge.in = edge.in[:n]
+	return uint32(uintptr(unsafe.Pointer(&edge.in[:cap(edge.in)][0])))
+}
+
+// startArgs is what the host passes to start.
+type startArgs struct {
+	Config  []byte `json:"config"`   // the configuration file's bytes; empty for the demo
+	DataDir string `json:"data_dir"` // where the host mounted data_dir
+	BaseURL string `json:"base_url"` // the demo's own address
+}
+
+// wasmStart loads the configuration and restores the state. It returns
+// "" or the error, one line naming the bad field.
+//
+//go:wasmexport start
+func wasmStart(n uint32) (res uint64) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = result(fmt.Appendf(nil, "panic: %v", p))
+		}
+	}()
+	var args startArgs
+	if err := json.Unmarshal(edge.in[:n], &args); err != nil {
+		return result([]byte("start: " + err.Error()))
+	}
+	demo := len(args.Config) == 0
+	cfg, err := ParseConfig(args.Config)
+	if demo {
+		cfg, err = ParseConfig(demoConfig)
+	}
+	if err != nil {
+		return result([]byte(err.Error()))
+	}
+	cfg.DataDir = args.DataDir
+	if demo && args.BaseURL != "" {
+		cfg.PublicBaseURL = args.BaseURL
+		cfg.Stores[0].GameAuthorizeURL = args.BaseURL + "/demo/game/authorize"
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	slog.SetDefault(logger)
+	a, err := openApp(cfg, logger, demo)
+	if err != nil {
+		return result([]byte(err.Error()))
+	}
+	a.srv.ready.Store(true)
+	edge.app, edge.handler = a, a.srv.handler()
+	edge.jobs = map[uint64]*job{}
+	return result(nil)
+}
+
+// wasmHandle serves one request framed by wire.AppendRequest and returns
+// the response framed by wire.AppendResponse. A panic answers 500 and
+// leaves the state as it was.
+//
+//go:wasmexport handle
+func wasmHandle(n uint32) uint64 {
+	req, err := wire.ParseRequest(edge.in[:n])
+	rec := &recorder{header: http.Header{}}
+	if err != nil {
+		rec.status = http.StatusBadRequest
+	} else {
+		serveEdge(rec, req)
+	}
+	return result(wire.AppendResponse(edge.out[:0], &wire.Response{Status: rec.code(), Header: rec.header, Body: rec.body.Bytes()}))
+}
+
+func serveEdge(rec *recorder, req *wire.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			edge.app.srv.log.Error("handler panicked", "panic", fmt.Sprint(p), "path", req.URI)
+			*rec = recorder{header: http.Header{}}
+			writeError(rec, &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"})
+		}
+	}()
+	r, err := http.NewRequest(req.Method, req.URI, bytes.NewReader(req.Body))
+	if err != nil {
+		writeError(rec, &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "malformed request"})
+		return
+	}
+	r.RequestURI = req.URI
+	r.Header = req.Header
+	r.RemoteAddr = req.RemoteAddr
+	r.Host = req.Header.Get("Host")
+	r.ContentLength = int64(len(req.Body))
+	edge.handler.ServeHTTP(rec, r)
+}
+
+// recorder is the http.ResponseWriter of the edge build.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(b)
+}
+func (r *recorder) code() int {
+	if r.status == 0 {
+		return http.StatusOK
+	}
+	return r.status
+}
+
+// edgeJob is a webhook request the host makes for the module.
+type edgeJob struct {
+	ID     uint64      `json:"id"`
+	URL    string      `json:"url"`
+	Header http.Header `json:"header"`
+	Body   []byte      `json:"body"`
+}
+
+// edgeTick is what tick returns.
+type edgeTick struct {
+	Jobs    []edgeJob `json:"jobs"`
+	NextDue int64     `json:"next_due"` // unix nanoseconds of the next scheduled delivery, 0 for none
+}
+
+// wasmTick does the timed work due at now (unix nanoseconds): sweeps and
+// snapshots at most once a second, and hands out the webhook requests that
+// are due, as JSON (edgeTick).
+//
+//go:wasmexport tick
+func wasmTick(nowNanos int64) uint64 {
+	now := time.Unix(0, nowNanos)
+	a := edge.app
+	if now.Sub(a.lastTick) >= time.Second {
+		a.tick(now)
+	}
+	hk := a.srv.hooks
+	var t edgeTick
+	hk.mu.Lock()
+	t.NextDue = hk.advanceLocked(now)
+	for j := hk.takeLocked(now); j != nil; j = hk.takeLocked(now) {
+		edge.nextJob++
+		edge.jobs[edge.nextJob] = j
+		t.Jobs = append(t.Jobs, edgeJob{ID: edge.nextJob, URL: j.url, Header: j.header, Body: j.d.ev.Body})
+	}
+	hk.mu.Unlock()
+	b, _ := json.Marshal(&t)
+	return result(b)
+}
+
+// edgeResult is the outcome of an edgeJob, as the host reports it.
+type edgeResult struct {
+	ID         uint64 `json:"id"`
+	Status     int    `json:"status"`
+	Body       []byte `json:"body"`
+	DurationNS int64  `json:"duration_ns"`
+	Err        string `json:"err"`
+	Timeout    bool   `json:"timeout"`
+	Canceled   bool   `json:"canceled"` // the host is stopping: not an attempt
+	RetryAfter int64  `json:"retry_after_ns"`
+}
+
+// wasmFinish records the outcomes of jobs, a JSON list of edgeResult.
+//
+//go:wasmexport finish
+func wasmFinish(n uint32) {
+	var rs []edgeResult
+	if json.Unmarshal(edge.in[:n], &rs) != nil {
+		return
+	}
+	hk := edge.app.srv.hooks
+	hk.mu.Lock()
+	defer hk.mu.Unlock()
+	for _, r := range rs {
+		j := edge.jobs[r.ID]
+		if j == nil {
+			continue
+		}
+		delete(edge.jobs, r.ID)
+		er := egress.Result{Status: r.Status, Body: r.Body, Duration: time.Duration(r.DurationNS), Timeout: r.Timeout, RetryAfter: time.Duration(r.RetryAfter)}
+		switch {
+		case r.Canceled:
+			er.Err = context.Canceled
+		case r.Err != "":
+			er.Err = errors.New(r.Err)
+		}
+		hk.finishLocked(j, er)
+	}
+}
+
+// wasmStop writes the state; the module is not called again. It returns
+// "" or the error.
+//
+//go:wasmexport stop
+func wasmStop() uint64 {
+	a := edge.app
+	a.srv.draining.Store(true)
+	if err := errors.Join(a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir)); err != nil {
+		return result([]byte(err.Error()))
+	}
+	return result(nil)
+}
+
+// wasmWake reports whether a webhook delivery became due since the last
+// call, so the host should tick now rather than at its next timer.
+//
+//go:wasmexport wake
+func wasmWake() uint32 {
+	select {
+	case <-edge.app.srv.hooks.wake:
+		return 1
+	default:
+		return 0
+	}
+}
