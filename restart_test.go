@@ -27,7 +27,7 @@ const (
 
 // testConfig returns a configuration with one store whose state lives in
 // dataDir.
-func testConfig(t *testing.T, dataDir string) *Config {
+func testConfig(t testing.TB, dataDir string) *Config {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{
 		"data_dir": dataDir,
