@@ -67,6 +67,31 @@ type registerRequest struct {
 	Timezone          jsonString `json:"timezone"`
 }
 
+// UnmarshalJSON matches member names exactly. encoding/json alone would
+// also fill auth_code from "Auth_Code" or "AUTH_CODE", which API.md §4.1
+// calls unknown fields to ignore, and let such a member override the real
+// one.
+func (r *registerRequest) UnmarshalJSON(b []byte) error {
+	var m map[string]jsonString
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*r = registerRequest{
+		AuthCode:          m["auth_code"],
+		RedirectURI:       m["redirect_uri"],
+		ClientReferenceID: m["client_reference_id"],
+		CodeChallenge:     m["code_challenge"],
+		State:             m["state"],
+		FirstName:         m["first_name"],
+		LastName:          m["last_name"],
+		Language:          m["language"],
+		Currency:          m["currency"],
+		Country:           m["country"],
+		Timezone:          m["timezone"],
+	}
+	return nil
+}
+
 // bodyPool holds buffers of maxBody+1 bytes, so reading a body never
 // allocates and never holds more than the limit.
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, maxBody+1); return &b }}

@@ -132,15 +132,27 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 	if had && old.exp > now {
 		return errKeyExists
 	}
-	if !had {
-		if s.live.Load() >= s.maxLive {
-			return errStoreFull
-		}
-		s.live.Add(1)
+	if !had && !s.reserve() {
+		return errStoreFull
 	}
 	sh.m[k] = entry{exp: exp.UnixNano(), val: val}
 	sh.dirty = true
 	return nil
+}
+
+// reserve counts one more entry unless the store already holds maxLive.
+// Check and count are one step: Inserts into different shards run
+// concurrently, and a separate load and add let all of them pass the check.
+func (s *memStore) reserve() bool {
+	for {
+		n := s.live.Load()
+		if n >= s.maxLive {
+			return false
+		}
+		if s.live.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 func (s *memStore) Get(k Key) ([]byte, bool) {

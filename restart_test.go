@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	testStoreID     = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	testAPIKey      = "ak_test_0123456789"
+	testRedirectURI = "https://shop.example.com/stores/" + testStoreID + "/auth/callback"
+	// The code_verifier of RFC 7636 appendix B.
+	testVerifier = "dBjftJeZ4CVP-mJ92K9ufU9mQOzzE8UvfBVdGpTWnWY"
+)
+
+// testConfig returns a configuration with one store whose state lives in
+// dataDir.
+func testConfig(t testing.TB, dataDir string) *Config {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{
+		"data_dir": dataDir,
+		"stores": []map[string]any{{
+			"id":               testStoreID,
+			"name":             "Test store",
+			"api_keys":         []string{testAPIKey},
+			"redirect_domains": []string{"shop.example.com"},
+		}},
+	})
+	require.NoError(t, err)
+	cfg, err := ParseConfig(b)
+	require.NoError(t, err)
+	return cfg
+}
+
+// testApp is a running app behind an httptest server.
+type testApp struct {
+	*app
+	ts   *httptest.Server
+	once sync.Once
+}
+
+// startApp builds the whole service on cfg and serves it; the test's
+// cleanup stops it if the test has not.
+func startApp(t *testing.T, cfg *Config) *testApp {
+	t.Helper()
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	require.NoError(t, err)
+	ta := &testApp{app: a, ts: httptest.NewServer(a.srv.handler())}
+	a.srv.ready.Store(true)
+	t.Cleanup(func() { ta.stop(t) })
+	return ta
+}
+
+// stop shuts the app down as a graceful stop does: no more requests, then
+// the state written.
+func (ta *testApp) stop(t *testing.T) {
+	t.Helper()
+	ta.once.Do(func() {
+		ta.ts.Close()
+		require.NoError(t, ta.Close())
+	})
+}
+
+// registerCode registers code with the test challenge and returns the
+// status.
+func (ta *testApp) registerCode(t *testing.T, code string) int {
+	t.Helper()
+	body, err := json.Marshal(map[string]string{
+		"auth_code":           code,
+		"redirect_uri":        testRedirectURI,
+		"client_reference_id": "player-42",
+		"code_challenge":      s256(testVerifier),
+		"state":               "st",
+		"first_name":          "Ada",
+		"country":             "GB",
+		"timezone":            "Europe/London",
+	})
+	require.NoError(t, err)
+	req, err := http.NewRequest("POST", ta.ts.URL+"/stores/"+testStoreID+"/auth/auth-code", strings.NewReader(string(body)))
+	require.NoError(t, err)
+	req.Header.Set("X-API-Key", testAPIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := ta.ts.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// redeemCode exchanges code at the token endpoint and returns the status
+// and the decoded body.
+func (ta *testApp) redeemCode(t *testing.T, code string) (int, map[string]any) {
+	t.Helper()
+	resp, err := ta.ts.Client().PostForm(ta.ts.URL+"/stores/"+testStoreID+"/auth/token", url.Values{
+		"grant_type":    {"authorization_code"},
+		"code":          {code},
+		"redirect_uri":  {testRedirectURI},
+		"code_verifier": {testVerifier},
+	})
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	return resp.StatusCode, body
+}
+
+// me calls /me with token and returns the status and the decoded body.
+func (ta *testApp) me(t *testing.T, token string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest("GET", ta.ts.URL+"/stores/"+testStoreID+"/auth/me", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := ta.ts.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	return resp.StatusCode, body
+}
+
+func TestRestartKeepsCodesAndSessions(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	const (
+		kept     = "code-kept-across-restart-0001"
+		redeemed = "code-redeemed-before-restart-02"
+	)
+
+	a1 := startApp(t, cfg)
+	require.Equal(t, http.StatusOK, a1.registerCode(t, kept))
+	require.Equal(t, http.StatusOK, a1.registerCode(t, redeemed))
+	status, body := a1.redeemCode(t, redeemed)
+	require.Equal(t, http.StatusOK, status, "token: %v", body)
+	token, _ := body["access_token"].(string)
+	require.NotEmpty(t, token)
+	a1.stop(t)
+
+	a2 := startApp(t, cfg)
+
+	// The session issued before the restart still works.
+	status, body = a2.me(t, token)
+	require.Equal(t, http.StatusOK, status, "me after restart: %v", body)
+	player := body["data"].(map[string]any)["player"].(map[string]any)
+	assert.Equal(t, "player-42", player["client_reference_id"])
+	assert.Equal(t, "Ada", player["first_name"])
+	assert.Equal(t, "Europe/London", player["timezone"])
+
+	// The registered code is still live: a second registration conflicts,
+	// and it redeems exactly once.
+	assert.Equal(t, http.StatusConflict, a2.registerCode(t, kept))
+	status, body = a2.redeemCode(t, kept)
+	require.Equal(t, http.StatusOK, status, "first redemption after restart: %v", body)
+	assert.Equal(t, "Bearer", body["token_type"])
+	assert.Equal(t, "player-42", body["player"].(map[string]any)["client_reference_id"])
+	status, body = a2.redeemCode(t, kept)
+	assert.Equal(t, http.StatusBadRequest, status)
+	assert.Equal(t, "invalid_grant", body["error"])
+
+	// The code redeemed before the restart stays used up, and its replay
+	// revokes the token it issued (API.md §4.2).
+	status, body = a2.redeemCode(t, redeemed)
+	assert.Equal(t, http.StatusBadRequest, status)
+	assert.Equal(t, "invalid_grant", body["error"])
+	status, _ = a2.me(t, token)
+	assert.Equal(t, http.StatusUnauthorized, status, "token of a replayed code still works")
+	a2.stop(t)
+
+	// The revocation and the second redemption survive a further restart.
+	a3 := startApp(t, cfg)
+	status, _ = a3.me(t, token)
+	assert.Equal(t, http.StatusUnauthorized, status, "revoked token came back after restart")
+	status, body = a3.redeemCode(t, kept)
+	assert.Equal(t, http.StatusBadRequest, status)
+	assert.Equal(t, "invalid_grant", body["error"])
+}
+
+func TestRestartCorruptSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	a := startApp(t, cfg)
+	require.Equal(t, http.StatusOK, a.registerCode(t, "code-before-corruption-01"))
+	a.stop(t)
+
+	files, err := filepath.Glob(filepath.Join(dir, "store-*.snap"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "graceful stop wrote no snapshot")
+	path := files[0]
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b[:len(b)-1], 0o600))
+
+	got, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	if got != nil {
+		got.Close()
+	}
+	require.Error(t, err, "newApp started on a truncated snapshot")
+	assert.Contains(t, err.Error(), path)
+}

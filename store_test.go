@@ -1,0 +1,630 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testKey returns a distinct key for name, the way the service derives its
+// keys: a SHA-256.
+func testKey(name string) Key { return sha256.Sum256([]byte(name)) }
+
+// keyInShard returns a key for name that falls into shard i.
+func keyInShard(name string, i int) Key {
+	k := testKey(name)
+	k[0] = byte(i)
+	return k
+}
+
+// newTestStore returns a store with nothing on disk unless dir is given.
+func newTestStore(t *testing.T, dir string, maxLive int) *memStore {
+	t.Helper()
+	s, err := newMemStore(dir, maxLive)
+	require.NoError(t, err)
+	return s
+}
+
+var (
+	future = func() time.Time { return time.Now().Add(time.Hour) }
+	past   = func() time.Time { return time.Now().Add(-time.Second) }
+)
+
+func TestMemStoreInsertGet(t *testing.T) {
+	k := testKey("a")
+	tests := []struct {
+		name     string
+		setup    func(s *memStore)
+		val      string
+		exp      func() time.Time
+		wantErr  error
+		wantLive bool   // whether Get(k) finds it afterwards
+		wantVal  string // and the value it returns
+	}{
+		{
+			name:     "new key",
+			val:      "v1",
+			exp:      future,
+			wantLive: true,
+			wantVal:  "v1",
+		},
+		{
+			name:     "live key keeps the first value",
+			setup:    func(s *memStore) { require.NoError(t, s.Insert(k, []byte("first"), future())) },
+			val:      "second",
+			exp:      future,
+			wantErr:  errKeyExists,
+			wantLive: true,
+			wantVal:  "first",
+		},
+		{
+			name:     "expired key may be inserted again",
+			setup:    func(s *memStore) { require.NoError(t, s.Insert(k, []byte("old"), past())) },
+			val:      "new",
+			exp:      future,
+			wantLive: true,
+			wantVal:  "new",
+		},
+		{
+			name:     "deleted key may be inserted again",
+			setup:    func(s *memStore) { require.NoError(t, s.Insert(k, []byte("old"), future())); s.Delete(k) },
+			val:      "new",
+			exp:      future,
+			wantLive: true,
+			wantVal:  "new",
+		},
+		{
+			name: "already expired insert is accepted but invisible",
+			val:  "gone",
+			exp:  past,
+		},
+		{
+			name:     "empty value is a value",
+			val:      "",
+			exp:      future,
+			wantLive: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestStore(t, "", 100)
+			if tt.setup != nil {
+				tt.setup(s)
+			}
+			err := s.Insert(k, []byte(tt.val), tt.exp())
+			require.ErrorIs(t, err, tt.wantErr)
+			got, ok := s.Get(k)
+			assert.Equal(t, tt.wantLive, ok, "Get ok")
+			assert.Equal(t, tt.wantVal, string(got))
+		})
+	}
+}
+
+func TestMemStoreExpiryIsImmediate(t *testing.T) {
+	s := newTestStore(t, "", 10)
+	k := testKey("short")
+	require.NoError(t, s.Insert(k, []byte("v"), time.Now().Add(time.Millisecond)))
+	// No sweep runs: the entry must vanish from Get and Swap on its own.
+	require.Eventually(t, func() bool { _, ok := s.Get(k); return !ok }, time.Second, time.Millisecond)
+	_, ok := s.Swap(k, []byte("x"))
+	assert.False(t, ok, "Swap of an expired entry")
+	assert.Equal(t, 1, s.Len(), "Len counts the expired entry until a sweep")
+	require.NoError(t, s.Insert(k, []byte("again"), future()))
+	got, ok := s.Get(k)
+	require.True(t, ok)
+	assert.Equal(t, "again", string(got))
+	assert.Equal(t, 1, s.Len(), "re-inserting over an expired entry does not count twice")
+}
+
+func TestMemStoreSwap(t *testing.T) {
+	k := testKey("s")
+	tests := []struct {
+		name    string
+		setup   func(s *memStore)
+		wantOld string
+		wantOK  bool
+		wantGet string // value live after the swap, "" for none
+	}{
+		{
+			name:   "missing",
+			wantOK: false,
+		},
+		{
+			name:   "expired",
+			setup:  func(s *memStore) { require.NoError(t, s.Insert(k, []byte("old"), past())) },
+			wantOK: false,
+		},
+		{
+			name:   "deleted",
+			setup:  func(s *memStore) { require.NoError(t, s.Insert(k, []byte("old"), future())); s.Delete(k) },
+			wantOK: false,
+		},
+		{
+			name:    "live",
+			setup:   func(s *memStore) { require.NoError(t, s.Insert(k, []byte("old"), future())) },
+			wantOld: "old",
+			wantOK:  true,
+			wantGet: "new",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestStore(t, "", 10)
+			if tt.setup != nil {
+				tt.setup(s)
+			}
+			old, ok := s.Swap(k, []byte("new"))
+			require.Equal(t, tt.wantOK, ok)
+			assert.Equal(t, tt.wantOld, string(old))
+			got, live := s.Get(k)
+			assert.Equal(t, tt.wantGet != "", live)
+			assert.Equal(t, tt.wantGet, string(got))
+		})
+	}
+}
+
+func TestMemStoreSwapKeepsExpiry(t *testing.T) {
+	s := newTestStore(t, "", 10)
+	k := testKey("exp")
+	exp := time.Now().Add(time.Hour).Truncate(time.Second)
+	require.NoError(t, s.Insert(k, []byte("v1"), exp))
+	_, ok := s.Swap(k, []byte("v2"))
+	require.True(t, ok)
+	e := s.shard(k).m[k]
+	assert.Equal(t, exp.UnixNano(), e.exp, "Swap changed the expiry")
+
+	// And an entry about to expire still expires after a swap.
+	k2 := testKey("short")
+	require.NoError(t, s.Insert(k2, []byte("v1"), time.Now().Add(time.Millisecond)))
+	s.Swap(k2, []byte("v2"))
+	require.Eventually(t, func() bool { _, ok := s.Get(k2); return !ok }, time.Second, time.Millisecond)
+}
+
+func TestMemStoreDelete(t *testing.T) {
+	s := newTestStore(t, "", 10)
+	live, expired := testKey("live"), testKey("expired")
+	require.NoError(t, s.Insert(live, []byte("v"), future()))
+	require.NoError(t, s.Insert(expired, []byte("v"), past()))
+	require.Equal(t, 2, s.Len())
+
+	s.Delete(live)
+	s.Delete(expired)
+	s.Delete(testKey("never there"))
+	s.Delete(live) // twice is harmless
+
+	assert.Equal(t, 0, s.Len())
+	_, ok := s.Get(live)
+	assert.False(t, ok)
+}
+
+func TestMemStoreFull(t *testing.T) {
+	s := newTestStore(t, "", 3)
+	for i := range 3 {
+		require.NoError(t, s.Insert(testKey(fmt.Sprint(i)), []byte("v"), future()))
+	}
+	err := s.Insert(testKey("one too many"), []byte("v"), future())
+	require.ErrorIs(t, err, errStoreFull)
+	_, ok := s.Get(testKey("one too many"))
+	assert.False(t, ok, "a refused insert stored its value")
+	assert.Equal(t, 3, s.Len())
+
+	// A conflict is still a conflict when full.
+	require.ErrorIs(t, s.Insert(testKey("0"), []byte("v"), future()), errKeyExists)
+
+	// Deleting makes room.
+	s.Delete(testKey("0"))
+	require.NoError(t, s.Insert(testKey("one too many"), []byte("v"), future()))
+}
+
+func TestMemStoreFullCountsUntilSweep(t *testing.T) {
+	s := newTestStore(t, "", 2)
+	require.NoError(t, s.Insert(testKey("a"), []byte("v"), past()))
+	require.NoError(t, s.Insert(testKey("b"), []byte("v"), past()))
+	// Re-inserting an expired key reuses its slot.
+	require.NoError(t, s.Insert(testKey("a"), []byte("v"), future()))
+	require.Equal(t, 2, s.Len())
+	s.Sweep(time.Now())
+	assert.Equal(t, 1, s.Len())
+	require.NoError(t, s.Insert(testKey("c"), []byte("v"), future()))
+	require.ErrorIs(t, s.Insert(testKey("d"), []byte("v"), future()), errStoreFull)
+}
+
+// TestMemStoreFullConcurrent checks the cap under concurrent inserts into
+// different shards: the store never holds more than maxLive entries.
+func TestMemStoreFullConcurrent(t *testing.T) {
+	const maxLive, n = 10, 200
+	for round := range 20 {
+		s := newTestStore(t, "", maxLive)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				s.Insert(keyInShard(fmt.Sprint(round, i), i), []byte("v"), future())
+			}()
+		}
+		close(start)
+		wg.Wait()
+		held := 0
+		for i := range s.shards {
+			held += len(s.shards[i].m)
+		}
+		require.LessOrEqual(t, held, maxLive, "round %d: entries held", round)
+		require.Equal(t, held, s.Len(), "round %d: Len", round)
+	}
+}
+
+func TestMemStoreSweep(t *testing.T) {
+	s := newTestStore(t, "", 100)
+	now := time.Now()
+	for i := range 10 {
+		require.NoError(t, s.Insert(testKey(fmt.Sprint("old", i)), []byte("v"), now.Add(-time.Duration(i+1)*time.Second)))
+		require.NoError(t, s.Insert(testKey(fmt.Sprint("new", i)), []byte("v"), now.Add(time.Hour)))
+	}
+	require.Equal(t, 20, s.Len())
+	s.Sweep(now)
+	assert.Equal(t, 10, s.Len())
+	for i := range 10 {
+		_, ok := s.Get(testKey(fmt.Sprint("new", i)))
+		assert.True(t, ok, "new%d swept", i)
+		_, had := s.shard(testKey(fmt.Sprint("old", i))).m[testKey(fmt.Sprint("old", i))]
+		assert.False(t, had, "old%d not swept", i)
+	}
+	s.Sweep(now.Add(2 * time.Hour))
+	assert.Equal(t, 0, s.Len())
+}
+
+// TestMemStoreSwapRace is the redemption race: of many concurrent Swaps of
+// one key, exactly one sees the value first inserted, and each sees a value
+// written by exactly one other (the chain of swaps is a permutation).
+func TestMemStoreSwapRace(t *testing.T) {
+	const n = 100
+	s := newTestStore(t, "", 10)
+	k := testKey("code")
+	require.NoError(t, s.Insert(k, []byte("original"), future()))
+
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	olds := make([]string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			old, ok := s.Swap(k, []byte(fmt.Sprint("g", i)))
+			if ok {
+				olds[i] = string(old)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	seen := map[string]int{}
+	for _, o := range olds {
+		seen[o]++
+	}
+	assert.Equal(t, 1, seen["original"], "Swaps that saw the original value")
+	assert.Zero(t, seen[""], "Swaps that failed on a live key")
+	for v, c := range seen {
+		assert.Equal(t, 1, c, "value %q seen by %d Swaps", v, c)
+	}
+}
+
+// snapFiles returns the snapshot files in dir, and fails on any other file.
+func snapFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var snaps []string
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, "store-") && strings.HasSuffix(name, ".snap") {
+			snaps = append(snaps, filepath.Join(dir, name))
+			continue
+		}
+		t.Errorf("unexpected file %s in the data directory", name)
+	}
+	return snaps
+}
+
+func TestMemStoreSnapshotRestore(t *testing.T) {
+	dir := t.TempDir()
+	s := newTestStore(t, dir, 100)
+	now := time.Now()
+	type want struct {
+		val string
+		exp time.Time
+	}
+	live := map[Key]want{}
+	for i := range 50 {
+		k := testKey(fmt.Sprint("live", i))
+		w := want{fmt.Sprint("value ", i), now.Add(time.Duration(i+1) * time.Hour)}
+		require.NoError(t, s.Insert(k, []byte(w.val), w.exp))
+		live[k] = w
+	}
+	expired := []Key{testKey("expired0"), testKey("expired1")}
+	for _, k := range expired {
+		require.NoError(t, s.Insert(k, []byte("old"), now.Add(-time.Minute)))
+	}
+	// A swapped and a deleted entry persist as they are now.
+	swapped := testKey("live0")
+	_, ok := s.Swap(swapped, []byte("swapped"))
+	require.True(t, ok)
+	live[swapped] = want{"swapped", live[swapped].exp}
+	deleted := testKey("live1")
+	s.Delete(deleted)
+	delete(live, deleted)
+
+	require.NoError(t, s.Flush())
+
+	files := snapFiles(t, dir)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "mode of %s", f)
+	}
+
+	r := newTestStore(t, dir, 100)
+	assert.Equal(t, len(live), r.Len(), "restored entries")
+	for k, w := range live {
+		got, ok := r.Get(k)
+		if assert.True(t, ok, "entry %x lost", k[:4]) {
+			assert.Equal(t, w.val, string(got))
+			assert.Equal(t, w.exp.UnixNano(), r.shard(k).m[k].exp, "expiry of %x", k[:4])
+		}
+	}
+	for _, k := range expired {
+		_, had := r.shard(k).m[k]
+		assert.False(t, had, "expired entry %x restored", k[:4])
+	}
+	_, ok = r.Get(deleted)
+	assert.False(t, ok, "deleted entry restored")
+}
+
+// TestMemStoreSnapshotOnlyDirty checks that a Flush rewrites only the
+// shards changed since the last one, and that an unchanged restart keeps
+// everything.
+func TestMemStoreSnapshotOnlyDirty(t *testing.T) {
+	dir := t.TempDir()
+	s := newTestStore(t, dir, 100)
+	require.NoError(t, s.Insert(keyInShard("a", 1), []byte("a"), future()))
+	require.NoError(t, s.Insert(keyInShard("b", 2), []byte("b"), future()))
+	require.NoError(t, s.Flush())
+	assert.Len(t, snapFiles(t, dir), 2)
+
+	f1 := filepath.Join(dir, "store-01.snap")
+	before, err := os.ReadFile(f1)
+	require.NoError(t, err)
+	require.NoError(t, s.Insert(keyInShard("c", 3), []byte("c"), future()))
+	require.NoError(t, s.Flush())
+	after, err := os.ReadFile(f1)
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "clean shard rewritten")
+	assert.Len(t, snapFiles(t, dir), 3)
+
+	// Emptying a shard writes an empty snapshot, not a stale one.
+	s.Delete(keyInShard("a", 1))
+	require.NoError(t, s.Flush())
+	r := newTestStore(t, dir, 100)
+	_, ok := r.Get(keyInShard("a", 1))
+	assert.False(t, ok, "deleted entry came back")
+	assert.Equal(t, 2, r.Len())
+}
+
+func TestMemStoreNoDirKeepsNothing(t *testing.T) {
+	s := newTestStore(t, "", 10)
+	require.NoError(t, s.Insert(testKey("a"), []byte("v"), future()))
+	require.NoError(t, s.Flush())
+}
+
+func TestMemStoreFlushFailure(t *testing.T) {
+	tests := []struct {
+		name   string
+		break_ func(t *testing.T, dir string) // makes dir unwritable
+		mend   func(t *testing.T, dir string)
+	}{
+		{
+			// Works as root too, where permissions do not stop writes.
+			name: "directory replaced by a file",
+			break_: func(t *testing.T, dir string) {
+				require.NoError(t, os.RemoveAll(dir))
+				require.NoError(t, os.WriteFile(dir, []byte("not a directory"), 0o600))
+			},
+			mend: func(t *testing.T, dir string) {
+				require.NoError(t, os.Remove(dir))
+				require.NoError(t, os.Mkdir(dir, 0o700))
+			},
+		},
+		{
+			name: "directory removed",
+			break_: func(t *testing.T, dir string) {
+				require.NoError(t, os.RemoveAll(dir))
+			},
+			mend: func(t *testing.T, dir string) {
+				require.NoError(t, os.Mkdir(dir, 0o700))
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			s := newTestStore(t, dir, 100)
+			k := testKey("before")
+			require.NoError(t, s.Insert(k, []byte("v"), future()))
+			require.NoError(t, s.Flush())
+
+			tt.break_(t, dir)
+			require.NoError(t, s.Insert(testKey("pending"), []byte("p"), future()))
+			require.Error(t, s.Flush())
+
+			require.ErrorIs(t, s.Insert(testKey("refused"), []byte("v"), future()), errStoreUnavailable)
+			// Reads and swaps of what is held still work.
+			got, ok := s.Get(k)
+			require.True(t, ok)
+			assert.Equal(t, "v", string(got))
+			// Flushing again while still broken keeps refusing.
+			require.Error(t, s.Flush())
+			require.ErrorIs(t, s.Insert(testKey("refused"), []byte("v"), future()), errStoreUnavailable)
+
+			tt.mend(t, dir)
+			require.NoError(t, s.Flush())
+			require.NoError(t, s.Insert(testKey("after"), []byte("v"), future()))
+
+			// The write that was pending during the failure reached the disk.
+			require.NoError(t, s.Flush())
+			snapFiles(t, dir) // no temp files left behind
+			r := newTestStore(t, dir, 100)
+			_, ok = r.Get(testKey("pending"))
+			assert.True(t, ok, "entry inserted while the disk failed was lost")
+			_, ok = r.Get(testKey("after"))
+			assert.True(t, ok)
+		})
+	}
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(path, []byte("old"), 0o644))
+	require.NoError(t, writeFileAtomic(path, []byte("new")))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "new", string(b))
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	// A failed write leaves no temp file and the old content.
+	require.Error(t, writeFileAtomic(filepath.Join(dir, "missing", "f"), []byte("x")))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "isdir"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "isdir", "x"), nil, 0o600))
+	require.Error(t, writeFileAtomic(filepath.Join(dir, "isdir"), []byte("x")), "rename over a non-empty directory")
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	assert.ElementsMatch(t, []string{"f", "isdir"}, names)
+}
+
+// validSnapshot writes a store with a few entries to dir and returns the
+// path of one of its snapshot files.
+func validSnapshot(t *testing.T, dir string) string {
+	t.Helper()
+	s := newTestStore(t, dir, 100)
+	for i := range 5 {
+		require.NoError(t, s.Insert(keyInShard(fmt.Sprint(i), 7), []byte(fmt.Sprint("value ", i)), future()))
+	}
+	require.NoError(t, s.Flush())
+	path := filepath.Join(dir, "store-07.snap")
+	_, err := os.Stat(path)
+	require.NoError(t, err)
+	return path
+}
+
+func TestMemStoreCorruptSnapshot(t *testing.T) {
+	tests := []struct {
+		name    string
+		corrupt func(b []byte) []byte
+	}{
+		{"truncated by one byte", func(b []byte) []byte { return b[:len(b)-1] }},
+		{"truncated to half", func(b []byte) []byte { return b[:len(b)/2] }},
+		{"header only", func(b []byte) []byte { return b[:len(snapMagic)] }},
+		{"empty", func(b []byte) []byte { return nil }},
+		{"byte flipped in a value", func(b []byte) []byte { b[len(b)-8] ^= 0x01; return b }},
+		{"byte flipped in the count", func(b []byte) []byte { b[len(snapMagic)] ^= 0x80; return b }},
+		{"byte flipped in the checksum", func(b []byte) []byte { b[len(b)-1] ^= 0xff; return b }},
+		{"byte flipped in the magic", func(b []byte) []byte { b[0] = 'X'; return b }},
+		{"byte appended", func(b []byte) []byte { return append(b, 0) }},
+		{"garbage", func(b []byte) []byte { return bytes.Repeat([]byte("garbage!"), 100) }},
+		{"older format", func(b []byte) []byte { b[len(snapMagic)-2] = '0'; return b }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := validSnapshot(t, dir)
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(path, tt.corrupt(b), 0o600))
+
+			s, err := newMemStore(dir, 100)
+			require.Error(t, err, "a damaged snapshot restored silently")
+			assert.Nil(t, s)
+			assert.True(t, strings.Contains(err.Error(), path), "error %q does not name %s", err, path)
+		})
+	}
+}
+
+func TestMemStoreUnreadableSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	// A directory where a snapshot file should be cannot be read.
+	path := filepath.Join(dir, "store-00.snap")
+	require.NoError(t, os.Mkdir(path, 0o700))
+	_, err := newMemStore(dir, 100)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), path)
+}
+
+func TestMemStoreDataDirIsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	_, err := newMemStore(path, 100)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), path)
+}
+
+func TestMemStoreIgnoresTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	validSnapshot(t, dir)
+	// A crash between CreateTemp and Rename leaves a temp file behind; it
+	// is not a snapshot.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "store-07.snap.tmp123"), []byte("half"), 0o600))
+	s := newTestStore(t, dir, 100)
+	assert.Equal(t, 5, s.Len())
+}
+
+func TestSnapshotEncodeDecode(t *testing.T) {
+	tests := []struct {
+		name string
+		recs []snapRecord
+	}{
+		{"none", nil},
+		{"one", []snapRecord{{testKey("a"), 1, []byte("v")}}},
+		{"empty value", []snapRecord{{testKey("a"), 1, nil}}},
+		{"negative and extreme expiries", []snapRecord{
+			{testKey("a"), -1, []byte("x")},
+			{testKey("b"), 1<<63 - 1, []byte("y")},
+			{testKey("c"), -1 << 63, []byte("z")},
+		}},
+		{"large value", []snapRecord{{testKey("a"), 42, bytes.Repeat([]byte{0xff}, 70000)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := encodeSnapshot(tt.recs)
+			var got []snapRecord
+			require.NoError(t, decodeSnapshot(b, func(k Key, exp int64, val []byte) {
+				got = append(got, snapRecord{k, exp, val})
+			}))
+			require.Len(t, got, len(tt.recs))
+			for i := range got {
+				assert.Equal(t, tt.recs[i].key, got[i].key)
+				assert.Equal(t, tt.recs[i].exp, got[i].exp)
+				assert.Equal(t, string(tt.recs[i].val), string(got[i].val))
+			}
+		})
+	}
+}
