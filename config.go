@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"reflect"
@@ -153,6 +154,9 @@ func ParseConfig(b []byte) (*Config, error) {
 			return nil, fmt.Errorf("config: %s: must be a %s", te.Field, te.Type)
 		}
 		return nil, fmt.Errorf("config: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("config: the file holds more than one JSON value")
 	}
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
