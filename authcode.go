@@ -252,8 +252,8 @@ func (s *server) validateRegister(st *StoreConfig, req *registerRequest) (fields
 		msg := f.bad
 		switch {
 		case msg != "":
-		case !f.set || f.s == "" && !required:
-			if required {
+		case !f.set || f.s == "":
+			if required { // "" is as absent: every required field has a minimum of 1 character
 				msg = "is required"
 			}
 		case hasControl(f.s):

@@ -39,7 +39,7 @@ func FuzzRegisterBody(f *testing.F) {
 	for _, s := range registerSeeds {
 		f.Add([]byte(s))
 	}
-	cfg := testConfig(f, "unused")
+	cfg := storeTestConfig(f, "unused")
 	st, err := newMemStore("", 1<<20)
 	if err != nil {
 		f.Fatal(err)

@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -85,18 +88,22 @@ type AndroidApp struct {
 // Duration is a time.Duration written as a Go duration string ("5m").
 type Duration time.Duration
 
+// UnmarshalJSON fails with a *json.UnmarshalTypeError, the one error type
+// encoding/json fills in the field path of, so ParseConfig can name it.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return errors.New("must be a duration string such as \"5m\"")
+		return &json.UnmarshalTypeError{Value: string(b), Type: durationType}
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a duration such as \"5m\"", s)
+		return &json.UnmarshalTypeError{Value: strconv.Quote(s), Type: durationType}
 	}
 	*d = Duration(v)
 	return nil
 }
+
+var durationType = reflect.TypeFor[Duration]()
 
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
@@ -145,10 +152,16 @@ func ParseConfig(b []byte) (*Config, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(c); err != nil {
 		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Type == durationType {
+			return nil, fmt.Errorf("config: %s: %s is not a duration such as \"5m\"", te.Field, te.Value)
+		}
 		if errors.As(err, &te) {
 			return nil, fmt.Errorf("config: %s: must be a %s", te.Field, te.Type)
 		}
 		return nil, fmt.Errorf("config: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("config: the file holds more than one JSON value")
 	}
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)

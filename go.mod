@@ -2,6 +2,9 @@ module deeplink
 
 go 1.24.0
 
-require github.com/stretchr/testify v1.12.1
+require (
+	github.com/stretchr/testify v1.12.1
+	golang.org/x/oauth2 v0.35.0
+)
 
 require go.yaml.in/yaml/v3 v3.0.5 // indirect

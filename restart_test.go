@@ -21,13 +21,13 @@ const (
 	testStoreID     = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 	testAPIKey      = "ak_test_0123456789"
 	testRedirectURI = "https://shop.example.com/stores/" + testStoreID + "/auth/callback"
-	// The code_verifier of RFC 7636 appendix B.
+	// A code_verifier; testChallenge-style S256 hashes are computed, not copied.
 	testVerifier = "dBjftJeZ4CVP-mJ92K9ufU9mQOzzE8UvfBVdGpTWnWY"
 )
 
-// testConfig returns a configuration with one store whose state lives in
+// storeTestConfig returns a configuration with one store whose state lives in
 // dataDir.
-func testConfig(t testing.TB, dataDir string) *Config {
+func storeTestConfig(t testing.TB, dataDir string) *Config {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{
 		"data_dir": dataDir,
@@ -131,7 +131,7 @@ func (ta *testApp) me(t *testing.T, token string) (int, map[string]any) {
 }
 
 func TestRestartKeepsCodesAndSessions(t *testing.T) {
-	cfg := testConfig(t, t.TempDir())
+	cfg := storeTestConfig(t, t.TempDir())
 	const (
 		kept     = "code-kept-across-restart-0001"
 		redeemed = "code-redeemed-before-restart-02"
@@ -187,7 +187,7 @@ func TestRestartKeepsCodesAndSessions(t *testing.T) {
 
 func TestRestartCorruptSnapshot(t *testing.T) {
 	dir := t.TempDir()
-	cfg := testConfig(t, dir)
+	cfg := storeTestConfig(t, dir)
 	a := startApp(t, cfg)
 	require.Equal(t, http.StatusOK, a.registerCode(t, "code-before-corruption-01"))
 	a.stop(t)

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// minimalStore is a store with only what API.md §2 requires of one.
+const minimalStore = `{"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "api_keys": ["ak_test"]}`
+
+func TestParseConfigDefaults(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{"stores": [` + minimalStore + `]}`))
+	if err != nil {
+		t.Fatalf("ParseConfig(minimal) error: %v", err)
+	}
+	// The defaults are those API.md §2 shows.
+	wantSchedule := []time.Duration{5 * time.Second, time.Minute, 5 * time.Minute, 30 * time.Minute,
+		2 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"listen", cfg.Listen, "127.0.0.1:8080"},
+		{"data_dir", cfg.DataDir, "data"},
+		{"public_base_url", cfg.PublicBaseURL, "https://shop.example.com"},
+		{"auth_code_ttl", cfg.AuthCodeTTL.D(), 5 * time.Minute},
+		{"session_ttl", cfg.SessionTTL.D(), 24 * time.Hour},
+		{"webhooks.timeout", cfg.Webhooks.Timeout.D(), 10 * time.Second},
+		{"webhooks.retry_schedule", durations(cfg.Webhooks.RetrySchedule), fmt.Sprint(wantSchedule)},
+		{"webhooks.secret_rotation_grace", cfg.Webhooks.SecretRotationGrace.D(), 24 * time.Hour},
+		{"webhooks.allow_insecure_urls", cfg.Webhooks.AllowInsecureURLs, false},
+		{"webhooks.trusted_ca_file", cfg.Webhooks.TrustedCAFile, ""},
+		{"stores", len(cfg.Stores), 1},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("ParseConfig(minimal).%s = %v; want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func durations(ds []Duration) string {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.D()
+	}
+	return fmt.Sprint(out)
+}
+
+func TestParseConfigValues(t *testing.T) {
+	// The example of API.md §2, with real values where it elides them.
+	in := `{
+  "listen": "0.0.0.0:9090",
+  "data_dir": "/var/lib/deeplink",
+  "public_base_url": "https://shop.example.com/",
+  "auth_code_ttl": "2m",
+  "session_ttl": "1h30m",
+  "webhooks": {
+    "timeout": "3s",
+    "retry_schedule": ["1s", "2s"],
+    "secret_rotation_grace": "0s",
+    "allow_insecure_urls": true,
+    "trusted_ca_file": ""
+  },
+  "stores": [
+    {
+      "id": "7C9E6679-7425-40DE-944B-E07FC1F90AE7",
+      "name": "Acme",
+      "api_keys": ["ak_live_1"],
+      "api_key_sha256": ["` + strings.Repeat("ab", 32) + `"],
+      "redirect_domains": ["shop.example.com", "*.acme.example.com"],
+      "game_authorize_url": "https://game.example.com/oauth/authorize"
+    }
+  ],
+  "apps": {
+    "apple": [{"app_id": "TEAMID.com.example.game", "paths": ["/oauth/authorize"]}],
+    "android": [{"package_name": "com.example.game", "sha256_cert_fingerprints": ["AB:CD"]}]
+  }
+}`
+	cfg, err := ParseConfig([]byte(in))
+	if err != nil {
+		t.Fatalf("ParseConfig(API.md example) error: %v", err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"listen", cfg.Listen, "0.0.0.0:9090"},
+		{"data_dir", cfg.DataDir, "/var/lib/deeplink"},
+		{"auth_code_ttl", cfg.AuthCodeTTL.D(), 2 * time.Minute},
+		{"session_ttl", cfg.SessionTTL.D(), 90 * time.Minute},
+		{"webhooks.timeout", cfg.Webhooks.Timeout.D(), 3 * time.Second},
+		{"webhooks.retry_schedule", durations(cfg.Webhooks.RetrySchedule), fmt.Sprint([]time.Duration{time.Second, 2 * time.Second})},
+		{"webhooks.secret_rotation_grace", cfg.Webhooks.SecretRotationGrace.D(), time.Duration(0)},
+		{"webhooks.allow_insecure_urls", cfg.Webhooks.AllowInsecureURLs, true},
+		{"stores[0].name", cfg.Stores[0].Name, "Acme"},
+		{"apps.apple", len(cfg.Apps.Apple), 1},
+		{"apps.android", len(cfg.Apps.Android), 1},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("ParseConfig(API.md example).%s = %v; want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestParseConfigErrors: every bad configuration is an error naming the bad
+// field (API.md §1).
+func TestParseConfigErrors(t *testing.T) {
+	// store returns a stores array of one store with the given members
+	// replacing or adding to those of a valid store.
+	store := func(members string) string {
+		base := `"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "api_keys": ["ak_test"]`
+		if members != "" {
+			base = members
+		}
+		return `"stores": [{` + base + `}]`
+	}
+	const id = `"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7"`
+	const key = `"api_keys": ["ak_test"]`
+	tests := []struct {
+		name, in, field string
+	}{
+		{"not JSON", `stores`, "config"},
+		{"not an object", `[]`, "config"},
+		{"no stores", `{}`, "stores"},
+		{"empty stores", `{"stores": []}`, "stores"},
+		{"stores null", `{"stores": null}`, "stores"},
+		{"store null", `{"stores": [null]}`, "stores[0]"},
+
+		{"bad auth_code_ttl", `{"auth_code_ttl": "5 minutes", ` + store("") + `}`, "auth_code_ttl"},
+		{"auth_code_ttl a number", `{"auth_code_ttl": 300, ` + store("") + `}`, "auth_code_ttl"},
+		{"auth_code_ttl zero", `{"auth_code_ttl": "0s", ` + store("") + `}`, "auth_code_ttl"},
+		{"auth_code_ttl negative", `{"auth_code_ttl": "-1m", ` + store("") + `}`, "auth_code_ttl"},
+		{"bad session_ttl", `{"session_ttl": "1 day", ` + store("") + `}`, "session_ttl"},
+		{"session_ttl zero", `{"session_ttl": "0s", ` + store("") + `}`, "session_ttl"},
+		{"bad webhooks.timeout", `{"webhooks": {"timeout": "soon"}, ` + store("") + `}`, "timeout"},
+		{"bad retry_schedule entry", `{"webhooks": {"retry_schedule": ["5s", "later"]}, ` + store("") + `}`, "retry_schedule"},
+		{"empty retry_schedule", `{"webhooks": {"retry_schedule": []}, ` + store("") + `}`, "retry_schedule"},
+		{"bad secret_rotation_grace", `{"webhooks": {"secret_rotation_grace": "1d"}, ` + store("") + `}`, "secret_rotation_grace"},
+		{"missing trusted_ca_file", `{"webhooks": {"trusted_ca_file": "/nonexistent/ca.pem"}, ` + store("") + `}`, "trusted_ca_file"},
+		{"allow_insecure_urls a string", `{"webhooks": {"allow_insecure_urls": "yes"}, ` + store("") + `}`, "allow_insecure_urls"},
+
+		{"unknown top-level field", `{"listn": "x", ` + store("") + `}`, "listn"},
+		{"unknown webhooks field", `{"webhooks": {"retries": 3}, ` + store("") + `}`, "retries"},
+		{"unknown store field", `{` + store(id+`, `+key+`, "api_key": "x"`) + `}`, "api_key"},
+		{"listen empty", `{"listen": "", ` + store("") + `}`, "listen"},
+		{"data_dir empty", `{"data_dir": "", ` + store("") + `}`, "data_dir"},
+		{"public_base_url relative", `{"public_base_url": "shop.example.com", ` + store("") + `}`, "public_base_url"},
+		{"public_base_url ftp", `{"public_base_url": "ftp://shop.example.com", ` + store("") + `}`, "public_base_url"},
+
+		{"store id not a UUID", `{` + store(`"id": "store-1", `+key) + `}`, "id"},
+		{"store id missing", `{` + store(key) + `}`, "id"},
+		{"store id with braces", `{` + store(`"id": "{7c9e6679-7425-40de-944b-e07fc1f90ae}", `+key) + `}`, "id"},
+		{"duplicate store id", `{"stores": [{` + id + `, ` + key + `}, {` + id + `, ` + key + `}]}`, "id"},
+		{"no keys", `{` + store(id) + `}`, "api_key"},
+		{"empty key lists", `{` + store(id+`, "api_keys": [], "api_key_sha256": []`) + `}`, "api_key"},
+		{"empty api key", `{` + store(id+`, "api_keys": [""]`) + `}`, "api_keys"},
+		{"api_key_sha256 not hex", `{` + store(id+`, "api_key_sha256": ["`+strings.Repeat("zz", 32)+`"]`) + `}`, "api_key_sha256"},
+		{"api_key_sha256 too short", `{` + store(id+`, "api_key_sha256": ["`+strings.Repeat("ab", 31)+`"]`) + `}`, "api_key_sha256"},
+		{"api_key_sha256 too long", `{` + store(id+`, "api_key_sha256": ["`+strings.Repeat("ab", 33)+`"]`) + `}`, "api_key_sha256"},
+		{"redirect domain a URL", `{` + store(id+`, `+key+`, "redirect_domains": ["https://shop.example.com"]`) + `}`, "redirect_domains"},
+		{"redirect domain with path", `{` + store(id+`, `+key+`, "redirect_domains": ["shop.example.com/cb"]`) + `}`, "redirect_domains"},
+		{"redirect domain bare star", `{` + store(id+`, `+key+`, "redirect_domains": ["*"]`) + `}`, "redirect_domains"},
+		{"redirect domain double star", `{` + store(id+`, `+key+`, "redirect_domains": ["*.*.example.com"]`) + `}`, "redirect_domains"},
+		{"redirect domain star inside", `{` + store(id+`, `+key+`, "redirect_domains": ["shop.*.com"]`) + `}`, "redirect_domains"},
+		{"redirect domain trailing dot", `{` + store(id+`, `+key+`, "redirect_domains": ["shop.example.com."]`) + `}`, "redirect_domains"},
+		{"redirect domain non-ASCII", `{` + store(id+`, `+key+`, "redirect_domains": ["shöp.example.com"]`) + `}`, "redirect_domains"},
+		{"redirect domain with port", `{` + store(id+`, `+key+`, "redirect_domains": ["shop.example.com:443"]`) + `}`, "redirect_domains"},
+		{"redirect domain empty", `{` + store(id+`, `+key+`, "redirect_domains": [""]`) + `}`, "redirect_domains"},
+		{"game_authorize_url relative", `{` + store(id+`, `+key+`, "game_authorize_url": "/oauth/authorize"`) + `}`, "game_authorize_url"},
+		{"apple app without app_id", `{"apps": {"apple": [{"paths": ["/"]}]}, ` + store("") + `}`, "app_id"},
+		{"android app without package_name", `{"apps": {"android": [{}]}, ` + store("") + `}`, "package_name"},
+
+		{"trailing data", `{` + store("") + `} {"listen": "x"}`, "config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ParseConfig([]byte(tt.in))
+			if err == nil {
+				t.Fatalf("ParseConfig(%s) = %+v, nil; want an error naming %q", tt.in, cfg, tt.field)
+			}
+			if !strings.Contains(err.Error(), tt.field) {
+				t.Errorf("ParseConfig(%s) error = %q; want it to name %q", tt.in, err, tt.field)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("ParseConfig(%s) error = %q; want one line", tt.in, err)
+			}
+		})
+	}
+}
+
+func TestParseConfigSecretsNotInErrors(t *testing.T) {
+	// A bad field elsewhere must not echo the store's keys.
+	in := `{"auth_code_ttl": "x", "stores": [{"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "api_keys": ["ak_secret_value"]}]}`
+	_, err := ParseConfig([]byte(in))
+	if err == nil {
+		t.Fatalf("ParseConfig(%s) = nil error; want one", in)
+	}
+	if strings.Contains(err.Error(), "ak_secret_value") {
+		t.Errorf("ParseConfig error = %q; want no API key in it", err)
+	}
+}
+
+func TestLoadConfigDemo(t *testing.T) {
+	cfg, err := LoadConfig("")
+	if err != nil {
+		t.Fatalf(`LoadConfig("") error: %v; want the embedded demo configuration`, err)
+	}
+	if len(cfg.Stores) != 1 || len(cfg.Stores[0].APIKeys) == 0 {
+		t.Errorf(`LoadConfig("").Stores = %+v; want one store with an API key`, cfg.Stores)
+	}
+}
