@@ -574,10 +574,11 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 		return nil, &tokenError{http.StatusServiceUnavailable, "temporarily_unavailable", "cannot store the session; start the sign-in again"}
 	}
 	// A replay that swapped in between saw our marker and deleted a token
-	// not yet stored; if the marker is no longer ours, revoke it ourselves.
+	// not yet stored; if the marker is no longer ours, revoke the token
+	// now. It is still the one token this code issued, so it is answered,
+	// exactly as if the replay had come a moment later.
 	if cur, ok := s.store.Get(ck); !ok || !bytes.Equal(cur, marker) {
 		s.store.Delete(tk)
-		return nil, invalidGrant(unknown)
 	}
 	return &tokenResponse{
 		AccessToken: token,
