@@ -1,0 +1,487 @@
+// Command wasm is the host of the edge build. It runs the service compiled
+// to a WASI module (wasm/service.wasm, built from the root package by
+// `go generate ./wasm`) under wazero, serving the same API as the native
+// binary:
+//
+//	go generate ./wasm && go run ./wasm -config FILE [-module PATH] [-addr HOST:PORT] [-data DIR]
+//
+// The host owns the listener and hands each request to the module's
+// exported handle function; the module's goroutines run only during such
+// calls, so the host also drives the timed work (tick) and makes the
+// module's outgoing webhook requests, under the same rules as the native
+// build (internal/egress).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"deeplink/internal/egress"
+	"deeplink/internal/wire"
+)
+
+//go:generate env GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-s -o service.wasm ..
+
+var (
+	configFile  = flag.String("config", "", "configuration file (API.md §2); empty serves the module's embedded demo")
+	modulePath  = flag.String("module", "wasm/service.wasm", "the edge module")
+	addrFlag    = flag.String("addr", "", "listen address HOST:PORT, overriding the configuration's listen")
+	dataFlag    = flag.String("data", "", "state directory, overriding the configuration's data_dir")
+	cacheFlag   = flag.String("cache", "", "compilation cache directory (default: the user cache directory)")
+	callTimeout = flag.Duration("call-timeout", 10*time.Second, "deadline of one call into the module; a call past it is aborted and the module restarted")
+)
+
+// maxBody is what the host reads of a request body: one byte past the
+// service's 64 KiB limit, so the module itself answers 413.
+const maxBody = 64<<10 + 1
+
+func main() {
+	log.SetFlags(0)
+	flag.Parse()
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// hostConfig is the part of the configuration file the host itself needs;
+// the module reads and checks the whole file.
+type hostConfig struct {
+	Listen   string `json:"listen"`
+	DataDir  string `json:"data_dir"`
+	Webhooks struct {
+		Timeout           string `json:"timeout"`
+		AllowInsecureURLs bool   `json:"allow_insecure_urls"`
+		TrustedCAFile     string `json:"trusted_ca_file"`
+	} `json:"webhooks"`
+}
+
+func run() error {
+	hc := hostConfig{Listen: "127.0.0.1:8080", DataDir: "data"}
+	var cfgBytes []byte
+	if *configFile != "" {
+		var err error
+		if cfgBytes, err = os.ReadFile(*configFile); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		if err := json.Unmarshal(cfgBytes, &hc); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	} else {
+		hc.Webhooks.AllowInsecureURLs = true // as the demo configuration
+	}
+	if *addrFlag != "" {
+		hc.Listen = *addrFlag
+	}
+	if *dataFlag != "" {
+		hc.DataDir = *dataFlag
+	}
+	timeout := 10 * time.Second
+	if hc.Webhooks.Timeout != "" {
+		d, err := time.ParseDuration(hc.Webhooks.Timeout)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("config: webhooks.timeout: %q is not a positive duration", hc.Webhooks.Timeout)
+		}
+		timeout = d
+	}
+	if err := os.MkdirAll(hc.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
+	wasmBytes, err := os.ReadFile(*modulePath)
+	if err != nil {
+		return fmt.Errorf("module: %w (build it with `go generate ./wasm`)", err)
+	}
+	client, err := egress.NewClient(egress.Options{
+		Timeout: timeout, AllowPrivate: hc.Webhooks.AllowInsecureURLs,
+		TrustedCAFile: hc.Webhooks.TrustedCAFile, MaxConnsPerHost: 4,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", hc.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	h, err := newHost(context.Background(), wasmBytes, hc.DataDir, startArgs{Config: cfgBytes, DataDir: "/data", BaseURL: "http://" + ln.Addr().String()})
+	if err != nil {
+		return err
+	}
+	defer h.close()
+	h.client = client
+	slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
+
+	srv := &http.Server{
+		Handler: h,
+		// As the native server: headers within 5 s, a whole (≤64 KiB)
+		// request within 15 s, 30 s to write, idle keep-alives for 2 min.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	loopDone := make(chan struct{})
+	go func() { defer close(loopDone); h.loop(ctx) }()
+
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		slog.Warn("shutdown: in-flight requests cut off", "err", err)
+	}
+	<-loopDone // webhook requests under way are cancelled and reported
+	if err := h.stop(); err != nil {
+		return fmt.Errorf("writing state: %w", err)
+	}
+	slog.Info("state written; bye")
+	return nil
+}
+
+// startArgs is the argument of the module's start export.
+type startArgs struct {
+	Config  []byte `json:"config"`
+	DataDir string `json:"data_dir"`
+	BaseURL string `json:"base_url"`
+}
+
+// host runs one instance of the module at a time and serialises the calls
+// into it: a wasm instance runs one call at a time.
+type host struct {
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	dataDir  string
+	args     startArgs
+	client   *http.Client
+	kick     chan struct{} // asks the loop to tick now
+
+	mu  sync.Mutex // guards the fields below
+	mod api.Module // nil after a failed restart
+	fn  map[string]api.Function
+}
+
+var exports = []string{"buffer", "start", "handle", "tick", "finish", "wake", "stop"}
+
+// newHost compiles the module once (through the compilation cache) and
+// starts an instance of it.
+func newHost(ctx context.Context, wasmBytes []byte, dataDir string, args startArgs) (*host, error) {
+	dir := *cacheFlag
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		dir = filepath.Join(base, "deeplink", "wazero")
+	}
+	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("compilation cache: %w", err)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+		WithCompilationCache(cache).
+		WithCloseOnContextDone(true)) // a call past its deadline is aborted
+	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+	compiled, err := rt.CompileModule(ctx, wasmBytes)
+	if err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("module: %w", err)
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		rt.Close(ctx)
+		return nil, err
+	}
+	h := &host{rt: rt, compiled: compiled, dataDir: abs, args: args, kick: make(chan struct{}, 1)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.instantiateLocked(); err != nil {
+		rt.Close(ctx)
+		return nil, err
+	}
+	return h, nil
+}
+
+// instantiateLocked starts a fresh instance, which restores the state
+// from data_dir. h.mu must be held.
+func (h *host) instantiateLocked() error {
+	ctx := context.Background()
+	if h.mod != nil {
+		h.mod.Close(ctx)
+		h.mod = nil
+	}
+	cfg := wazero.NewModuleConfig().
+		WithName(""). // anonymous, so a replacement can be instantiated
+		WithStartFunctions("_initialize").
+		// wazero's defaults are a fake clock and a deterministic random
+		// source: codes, secrets and TTLs need the real ones.
+		WithSysWalltime().
+		WithSysNanotime().
+		WithSysNanosleep().
+		WithRandSource(rand.Reader).
+		WithStdout(os.Stdout).
+		WithStderr(os.Stderr).
+		WithArgs("deeplink").
+		WithFSConfig(wazero.NewFSConfig().WithDirMount(h.dataDir, "/data"))
+	mod, err := h.rt.InstantiateModule(ctx, h.compiled, cfg)
+	if err != nil {
+		return fmt.Errorf("module: %w", err)
+	}
+	fn := map[string]api.Function{}
+	for _, name := range exports {
+		if fn[name] = mod.ExportedFunction(name); fn[name] == nil {
+			mod.Close(ctx)
+			return fmt.Errorf("module: no export %q; is it the edge build of this version?", name)
+		}
+	}
+	h.mod, h.fn = mod, fn
+	args, _ := json.Marshal(h.args)
+	msg, err := h.callLocked("start", args)
+	if err != nil {
+		return err
+	}
+	if len(msg) > 0 {
+		return errors.New(string(msg))
+	}
+	return nil
+}
+
+// callLocked calls export name with in as its input buffer and returns its
+// result, copied out of the module's memory. A trap, a panic that escaped
+// the module or a call past the deadline closes the instance; the caller
+// restarts it. h.mu must be held.
+func (h *host) callLocked(name string, in []byte, args ...uint64) ([]byte, error) {
+	if h.mod == nil {
+		return nil, errors.New("module is not running")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *callTimeout)
+	defer cancel()
+	if in != nil {
+		res, err := h.fn["buffer"].Call(ctx, uint64(len(in)))
+		if err != nil {
+			return nil, err
+		}
+		if !h.mod.Memory().Write(uint32(res[0]), in) {
+			return nil, errors.New("module buffer out of range")
+		}
+		args = append([]uint64{uint64(len(in))}, args...)
+	}
+	res, err := h.fn[name].Call(ctx, args...)
+	if err != nil || len(res) == 0 {
+		return nil, err
+	}
+	ptr, n := uint32(res[0]>>32), uint32(res[0])
+	if n == 0 {
+		return nil, nil
+	}
+	b, ok := h.mod.Memory().Read(ptr, n)
+	if !ok {
+		return nil, errors.New("module result out of range")
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// call runs callLocked and, when the instance failed, replaces it with a
+// fresh one restored from the last snapshot.
+func (h *host) call(name string, in []byte, args ...uint64) ([]byte, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out, err := h.callLocked(name, in, args...)
+	if err != nil {
+		slog.Error("edge module failed; restarting it from data_dir", "call", name, "err", err)
+		if rerr := h.instantiateLocked(); rerr != nil {
+			slog.Error("edge module restart failed", "err", rerr)
+		}
+	}
+	return out, err
+}
+
+func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		http.Error(w, `{"error":{"code":"invalid_request","message":"could not read the body"}}`, http.StatusBadRequest)
+		return
+	}
+	hdr := r.Header.Clone()
+	hdr.Set("Host", r.Host)
+	in := wire.AppendRequest(nil, &wire.Request{Method: r.Method, URI: r.RequestURI, RemoteAddr: r.RemoteAddr, Header: hdr, Body: body})
+	out, err := h.call("handle", in)
+	var resp *wire.Response
+	if err == nil {
+		resp, err = wire.ParseResponse(out)
+	}
+	if err != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, `{"error":{"code":"internal","message":"internal error"}}`+"\n")
+		return
+	}
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.Status)
+	w.Write(resp.Body)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		h.pokeIfDue()
+	}
+}
+
+// pokeIfDue asks the loop to tick now when the module has a webhook
+// delivery that became due.
+func (h *host) pokeIfDue() {
+	h.mu.Lock()
+	var due bool
+	if h.mod != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), *callTimeout)
+		res, err := h.fn["wake"].Call(ctx)
+		cancel()
+		due = err == nil && len(res) == 1 && res[0] == 1
+	}
+	h.mu.Unlock()
+	if due {
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// edgeJob and edgeResult mirror the module's JSON (main_wasip1.go).
+type edgeJob struct {
+	ID     uint64      `json:"id"`
+	URL    string      `json:"url"`
+	Header http.Header `json:"header"`
+	Body   []byte      `json:"body"`
+}
+
+type edgeResult struct {
+	ID         uint64 `json:"id"`
+	Status     int    `json:"status"`
+	Body       []byte `json:"body"`
+	DurationNS int64  `json:"duration_ns"`
+	Err        string `json:"err"`
+	Timeout    bool   `json:"timeout"`
+	Canceled   bool   `json:"canceled"`
+	RetryAfter int64  `json:"retry_after_ns"`
+}
+
+// loop drives the module's timed work: a tick at least every second (its
+// sweeps and snapshots), at the next delivery's due time, and when a
+// request made one due. It makes the webhook requests the ticks hand out,
+// at most 32 at once, and reports their outcomes. When ctx ends it cancels
+// the requests under way, reports them, and returns.
+func (h *host) loop(ctx context.Context) {
+	jobCtx, cancelJobs := context.WithCancel(context.Background())
+	results := make(chan edgeResult)
+	sem := make(chan struct{}, 32)
+	var inflight sync.WaitGroup
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			cancelJobs()
+			go func() { inflight.Wait(); close(results) }()
+			var rs []edgeResult
+			for r := range results {
+				rs = append(rs, r)
+			}
+			h.finish(rs)
+			return
+		case r := <-results:
+			rs := []edgeResult{r}
+			for more := true; more; { // report every outcome already waiting in one call
+				select {
+				case r := <-results:
+					rs = append(rs, r)
+				default:
+					more = false
+				}
+			}
+			h.finish(rs)
+			h.pokeIfDue()
+			continue
+		case <-h.kick:
+		case <-timer.C:
+		}
+		out, err := h.call("tick", nil, uint64(time.Now().UnixNano()))
+		var t struct {
+			Jobs    []edgeJob `json:"jobs"`
+			NextDue int64     `json:"next_due"`
+		}
+		if err == nil {
+			json.Unmarshal(out, &t)
+		}
+		for _, j := range t.Jobs {
+			inflight.Add(1)
+			go func() {
+				defer inflight.Done()
+				sem <- struct{}{}
+				r := egress.Post(jobCtx, h.client, j.URL, j.Header, j.Body)
+				<-sem
+				er := edgeResult{ID: j.ID, Status: r.Status, Body: r.Body, DurationNS: int64(r.Duration), Timeout: r.Timeout, RetryAfter: int64(r.RetryAfter)}
+				if r.Err != nil {
+					er.Err = r.Err.Error()
+					er.Canceled = errors.Is(r.Err, context.Canceled)
+				}
+				results <- er
+			}()
+		}
+		wait := time.Second
+		if t.NextDue != 0 {
+			wait = min(wait, max(time.Until(time.Unix(0, t.NextDue)), time.Millisecond))
+		}
+		timer.Reset(wait)
+	}
+}
+
+func (h *host) finish(rs []edgeResult) {
+	if len(rs) == 0 {
+		return
+	}
+	b, _ := json.Marshal(rs)
+	h.call("finish", b)
+}
+
+// stop has the module write its state.
+func (h *host) stop() error {
+	out, err := h.call("stop", nil)
+	if err != nil {
+		return err
+	}
+	if len(out) > 0 {
+		return errors.New(string(out))
+	}
+	return nil
+}
+
+func (h *host) close() { h.rt.Close(context.Background()) }
+
