@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -115,12 +116,17 @@ func newSigner(secret, oldSecret string) (*signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &signer{cur: cur}
+	var old *secretKeys
 	if oldSecret != "" {
-		if s.old, err = parseSecret(oldSecret); err != nil {
+		if old, err = parseSecret(oldSecret); err != nil {
 			return nil, fmt.Errorf("previous secret: %w", err)
 		}
 	}
+	return newSignerKeys(cur, old), nil
+}
+
+func newSignerKeys(cur, old *secretKeys) *signer {
+	s := &signer{cur: cur, old: old}
 	s.pool.New = func() any {
 		st := &signState{
 			curWhole: hmac.New(sha256.New, s.cur.whole),
@@ -134,7 +140,7 @@ func newSigner(secret, oldSecret string) (*signer, error) {
 		}
 		return st
 	}
-	return s, nil
+	return s
 }
 
 // signWebhook is newSigner(secret, oldSecret).sign(id, t, body) for one-off
@@ -145,6 +151,64 @@ func signWebhook(secret, oldSecret, id string, t time.Time, body []byte) (webhoo
 		return webhookHeaders{}, err
 	}
 	return s.sign(id, t, body), nil
+}
+
+// signDelivery returns the X-Webhook-Signature and webhook-signature values
+// of one attempt at unix time t: what the dispatcher calls (it replaces the
+// temporary signdelivery.go on main, with the same signature). Signers are
+// cached per (cur, old) pair, so repeated attempts cost only the two strings.
+// A secret that is not whsec_+base64 (never made by newSecret) still gets an
+// X-Webhook-Signature; its Standard Webhooks key is then empty.
+func signDelivery(cur, old, id string, t int64, body []byte) (sig, stdSig string) {
+	h := cachedSigner(cur, old).sign(id, time.Unix(t, 0), body)
+	return h.Signature, h.StdSignature
+}
+
+// signerCache maps a (cur, old) secret pair to its *signer. Entries hold
+// secrets the service keeps in memory anyway; the cache is dropped whole when
+// it grows past maxCachedSigners (rotations, deleted endpoints).
+var (
+	signerCache     sync.Map // signerCacheKey → *signer
+	signerCacheSize atomic.Int64
+)
+
+type signerCacheKey struct{ cur, old string }
+
+const maxCachedSigners = 4096
+
+func cachedSigner(cur, old string) *signer {
+	k := signerCacheKey{cur, old}
+	if s, ok := signerCache.Load(k); ok {
+		return s.(*signer)
+	}
+	s, err := newSigner(cur, old)
+	if err != nil {
+		c := lenientKeys(cur)
+		if c == nil {
+			c = &secretKeys{} // no secret at all: a useless signature, not a panic
+		}
+		s = newSignerKeys(c, lenientKeys(old))
+	}
+	if signerCacheSize.Add(1) > maxCachedSigners {
+		signerCache.Clear()
+		signerCacheSize.Store(1)
+	}
+	if prev, loaded := signerCache.LoadOrStore(k, s); loaded {
+		return prev.(*signer)
+	}
+	return s
+}
+
+// lenientKeys is parseSecret that never fails: nil for "", and an empty
+// Standard Webhooks key for a secret that does not decode.
+func lenientKeys(secret string) *secretKeys {
+	if secret == "" {
+		return nil
+	}
+	if k, err := parseSecret(secret); err == nil {
+		return k
+	}
+	return &secretKeys{whole: []byte(secret), std: []byte{}}
 }
 
 // sign returns the headers for one attempt to deliver body (the exact bytes

@@ -565,3 +565,57 @@ const (
 	fuzzSecret    = "whsec_RYNBcTShNxfrKu3WpaumjYKAopL7REYliaI0seQ9ldQ="
 	fuzzOldSecret = "whsec_5khVtL4Ebtnc+iqvgcWsaZ+jQQW8j1t68G22LJ7MjI0="
 )
+
+// signDelivery is the dispatcher's entry point: the same values as the signer,
+// the test vector included, through the cache.
+func TestSignDelivery(t *testing.T) {
+	v := loadTestVector(t)
+	for _, tc := range []struct {
+		name, old, wantSig, wantStd string
+	}{
+		{"one secret", "", v.ExpectedXWebhookSignature, v.ExpectedWebhookSignature},
+		{"rotation grace", v.OldSecret, v.ExpectedXWebhookSigRotated, v.ExpectedWebhookSigRotated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 3 { // a miss, then hits
+				sig, std := signDelivery(v.Secret, tc.old, v.ID, v.Timestamp, []byte(v.Body))
+				if sig != tc.wantSig || std != tc.wantStd {
+					t.Fatalf("signDelivery = %q, %q; want %q, %q", sig, std, tc.wantSig, tc.wantStd)
+				}
+			}
+		})
+	}
+	t.Run("secrets that do not decode still sign", func(t *testing.T) {
+		for _, pair := range [][2]string{{"whsec_%%%", ""}, {"", ""}, {"", v.OldSecret}, {v.Secret, "not-a-secret"}} {
+			sig, std := signDelivery(pair[0], pair[1], "evt_1", 1, []byte("{}"))
+			if !strings.HasPrefix(sig, "t=1,v1=") || !strings.HasPrefix(std, "v1,") {
+				t.Errorf("%q: signDelivery = %q, %q", pair, sig, std)
+			}
+			if pair[0] != "" {
+				if err := verifySignature(pair[0], sig, []byte("{}"), time.Unix(1, 0), 0); err != nil {
+					t.Errorf("%q: %v", pair, err)
+				}
+			}
+		}
+	})
+	t.Run("cache is bounded", func(t *testing.T) {
+		for range maxCachedSigners + 10 {
+			signDelivery(newSecret(), "", "evt_1", 1, nil)
+		}
+		n := 0
+		signerCache.Range(func(any, any) bool { n++; return true })
+		if n > maxCachedSigners {
+			t.Errorf("%d cached signers, want ≤ %d", n, maxCachedSigners)
+		}
+	})
+}
+
+// BenchmarkSignDelivery is the dispatcher's per-attempt cost (cache hit).
+func BenchmarkSignDelivery(b *testing.B) {
+	cur := newSecret()
+	body := []byte(`{"id":"evt_01JGQ7ZK3M9X4VB2C8D5E6F7G","type":"order.status.updated","created_at":1735689600,"data":{"object":{"id":"ord_1042","status":"completed"}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		signDelivery(cur, "", "evt_01JGQ7ZK3M9X4VB2C8D5E6F7G", 1_735_689_600, body)
+	}
+}
