@@ -1,12 +1,26 @@
 #!/usr/bin/env bash
-# Runs every check CI runs: formatting, vet, the tests with the race
-# detector. Exits non-zero on the first failure.
+# Runs every check CI runs: formatting, vet (native and wasip1), the tests
+# with the race detector, and the allocation tests that need it off.
+# Installs what the tests need (php for the merchants' PHP snippet).
+# Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+need() { # need CMD DEBIAN-PACKAGE
+  command -v "$1" >/dev/null && return
+  echo "installing $2 for the tests"
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "$2" >/dev/null
+  else sudo apt-get update -qq && sudo apt-get install -y -qq "$2" >/dev/null; fi
+}
+need php php-cli
+need node nodejs
+need python3 python3
 
 unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+GOOS=wasip1 GOARCH=wasm go vet .
 go test -race -count=1 ./...
+go test -count=1 -run 'Allocations' .

@@ -484,4 +484,3 @@ func (h *host) stop() error {
 }
 
 func (h *host) close() { h.rt.Close(context.Background()) }
-
