@@ -386,6 +386,7 @@ func (rc *whReceiver) next(t *testing.T, within time.Duration) whHit {
 // block until the test ends. Call it after creating the receiver that uses
 // it, so it is closed before that receiver's server is.
 func whReleaseAtEnd(t *testing.T, ch chan struct{}) {
+	t.Helper()
 	t.Cleanup(func() { close(ch) })
 }
 
@@ -587,6 +588,8 @@ func TestEndpointCreateInvalid(t *testing.T) {
 		{"missing events", whReq{body: map[string]any{"url": "https://hooks.example.com/"}}, 422, "validation_failed", []string{"events"}},
 		{"enabled not a bool", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents, "enabled": "yes"}}, 422, "validation_failed", []string{"enabled"}},
 		{"every bad field listed", whReq{body: map[string]any{"url": "http://x/", "events": []string{}}}, 422, "validation_failed", []string{"url", "events"}},
+		{"description too long", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents, "description": strings.Repeat("d", 1025)}}, 422, "validation_failed", []string{"description"}},
+		{"body over 64 KiB", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents, "description": strings.Repeat("d", 65<<10)}}, 413, "body_too_large", nil},
 		{"not JSON", whReq{body: "url=https://hooks.example.com/"}, 400, "invalid_json", nil},
 		{"JSON array", whReq{body: "[]"}, 400, "invalid_json", nil},
 		{"wrong content type", whReq{body: `{"url":"https://hooks.example.com/","events":["order.status.updated"]}`, ctype: "text/plain"}, 415, "unsupported_media_type", nil},
@@ -686,7 +689,7 @@ func TestEndpointOfOtherStore(t *testing.T) {
 func TestPublishValidation(t *testing.T) {
 	w := whStart(t, whFast())
 	rc := whNewReceiver(t, false, nil)
-	w.whEndpoint(t, rc.URL)
+	ep, _ := w.whEndpoint(t, rc.URL)
 	obj := func(kv ...any) map[string]any {
 		o := map[string]any{}
 		for i := 0; i < len(kv); i += 2 {
@@ -742,7 +745,8 @@ func TestPublishValidation(t *testing.T) {
 			w.whPublish(t, whStoreA, whKeyA, whOrder("o-"+st, st), "")
 		})
 	}
-	// Only the valid events reached the receiver.
+	// Only the valid events were logged and reached the receiver.
+	assert.Len(t, w.whDeliveries(t, ep, ""), len(orderStatuses))
 	for range orderStatuses {
 		h := rc.next(t, whWait)
 		var env struct {
