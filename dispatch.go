@@ -141,6 +141,14 @@ func (hk *hooks) dueLocked(d *delivery) {
 	if e == nil {
 		return
 	}
+	if !e.Enabled && len(d.Attempts) > 0 {
+		// Disabled since the last attempt: only enabled endpoints receive
+		// (API.md §5.1), so the retries end here. First attempts still go:
+		// the test call and a manual retry name the endpoint explicitly.
+		d.Status, d.NextAt = statusFailed, 0
+		hk.dirty = true
+		return
+	}
 	if e.inflight >= perEndpointInFlight {
 		e.waiting = append(e.waiting, d)
 		return
