@@ -237,6 +237,51 @@ func TestDeliveryOnlyToEnabledSubscribers(t *testing.T) {
 	assert.Equal(t, third, patchedOff.next(t, whWait).header.Get("Webhook-Id"))
 }
 
+// TestNoRetryAfterDisabling: disabling an endpoint stops the retries of
+// deliveries already pending (API.md §5.1: only enabled endpoints receive).
+func TestNoRetryAfterDisabling(t *testing.T) {
+	conf := whFast()
+	conf.Retry = []string{"50ms", "50ms", "50ms"}
+	w := whStart(t, conf)
+	rc := whNewReceiver(t, false, func(_ whHit, w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	ep, _ := w.whEndpoint(t, rc.URL)
+	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+	dlv := w.whDeliveryOf(t, ep, evt)
+	rc.next(t, whWait)
+	w.whAwait(t, ep, dlv, func(d map[string]any) bool { return d["attempt_count"] == float64(1) })
+	r := w.do(t, whReq{method: "PATCH", path: whEndpointPath(whStoreA, ep), key: whKeyA, body: map[string]any{"enabled": false}})
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
+
+	d := w.whAwaitStatus(t, ep, dlv, statusFailed)
+	assert.Len(t, whAttempts(t, d), 1, "no attempt after disabling")
+	assert.EqualValues(t, 1, rc.count.Load(), "the disabled endpoint got no retry")
+
+	// The test call still reaches a disabled endpoint: it names it explicitly.
+	r = w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test", key: whKeyA})
+	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.raw)
+	assert.Equal(t, r.data()["id"], rc.next(t, whWait).header.Get("Webhook-Id"))
+}
+
+func TestDeliveryLogSize(t *testing.T) {
+	conf := whFast()
+	conf.LogSize = 3
+	w := whStart(t, conf)
+	rc := whNewReceiver(t, false, nil)
+	ep, _ := w.whEndpoint(t, rc.URL)
+	var dlvs []string
+	for i := range 5 {
+		evt := w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i), "pending"), "")
+		dlv := w.whDeliveryOf(t, ep, evt)
+		w.whAwaitStatus(t, ep, dlv, statusSucceeded)
+		dlvs = append(dlvs, dlv)
+	}
+	assert.Equal(t, []string{dlvs[4], dlvs[3], dlvs[2]}, whField(w.whDeliveries(t, ep, ""), "id"), "the newest 3 are kept")
+	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + dlvs[0], key: whKeyA})
+	whRequireError(t, r, http.StatusNotFound, "not_found")
+}
+
 func TestRotateSecretSignatures(t *testing.T) {
 	cases := []struct {
 		grace string

@@ -48,6 +48,7 @@ type whConf struct {
 	Insecure bool
 	CAFile   string
 	DataDir  string // t.TempDir() when empty
+	LogSize  int    // delivery_log_size; the default when 0
 }
 
 // whFast is the configuration most tests use: short timeout and retries.
@@ -74,6 +75,9 @@ func whParseConfig(t *testing.T, c whConf) *Config {
 			{"id": whStoreA, "name": "A", "api_keys": []string{whKeyA}},
 			{"id": whStoreB, "name": "B", "api_keys": []string{whKeyB}},
 		},
+	}
+	if c.LogSize > 0 {
+		doc["webhooks"].(map[string]any)["delivery_log_size"] = c.LogSize
 	}
 	b, err := json.Marshal(doc)
 	require.NoError(t, err)
