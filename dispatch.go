@@ -168,6 +168,13 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 		e := hk.endpoints[d.EndpointID]
 		switch {
 		case e == nil:
+		case !e.Enabled && len(d.Attempts) > 0:
+			// Disabled since the last attempt: only enabled endpoints
+			// receive (API.md §5.1), so the retries end here. First
+			// attempts still go: the test call and a manual retry name
+			// the endpoint explicitly.
+			d.Status, d.NextAt = statusFailed, 0
+			hk.dirty = true
 		case e.inflight >= perEndpointInFlight:
 			e.waiting = append(e.waiting, d)
 		default:

@@ -1,0 +1,489 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"deeplink/internal/egress"
+)
+
+// Tests of what merchants receive and when (API.md §5.1, §6): the request,
+// its signatures, retries, timeouts, redirects, the address guard,
+// persistence of pending deliveries and isolation between endpoints. Every
+// wait is on an outcome (the receiver's channel or the delivery log), never
+// a sleep.
+
+func TestDeliveryOverTLS(t *testing.T) {
+	rc := whNewReceiver(t, true, nil)
+	conf := whFast()
+	conf.CAFile = whCAFile(t, rc.Server)
+	// The receiver's certificate is trusted through trusted_ca_file, so this
+	// is real TLS verification. allow_insecure_urls is on only because the
+	// receiver listens on 127.0.0.1, a loopback address the guard refuses
+	// otherwise (TestDeliveryToLoopbackRefused).
+	conf.Insecure = true
+	w := whStart(t, conf)
+	ep, secret := w.whEndpoint(t, rc.URL+"/hooks/orders")
+	require.True(t, strings.HasPrefix(rc.URL, "https://127.0.0.1:"), "receiver %s", rc.URL)
+
+	object := map[string]any{"id": "ord_1", "status": "completed", "total": 1250.0, "items": []any{"a", "b"}}
+	before := time.Now().Unix()
+	evt := w.whPublish(t, whStoreA, whKeyA, map[string]any{"object": object}, "")
+	h := rc.next(t, whWait)
+	after := time.Now().Unix()
+
+	// The body is exactly the envelope, nothing more.
+	var env map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(h.body, &env), "body %s", h.body)
+	keys := []string{}
+	for k := range env {
+		keys = append(keys, k)
+	}
+	assert.ElementsMatch(t, []string{"id", "type", "created_at", "data"}, keys)
+	var typed struct {
+		ID        string `json:"id"`
+		Type      string `json:"type"`
+		CreatedAt int64  `json:"created_at"`
+		Data      map[string]map[string]any
+	}
+	require.NoError(t, json.Unmarshal(h.body, &typed))
+	assert.Equal(t, evt, typed.ID)
+	assert.Equal(t, eventOrderStatus, typed.Type)
+	assert.GreaterOrEqual(t, typed.CreatedAt, before)
+	assert.LessOrEqual(t, typed.CreatedAt, after)
+	assert.Equal(t, map[string]map[string]any{"object": object}, typed.Data)
+
+	assert.Equal(t, "application/json", h.header.Get("Content-Type"))
+	assert.Regexp(t, regexp.MustCompile(`^[A-Za-z0-9._-]+/\S+$`), h.header.Get("User-Agent"), "User-Agent is <product>/<version>")
+	assert.Equal(t, evt, h.header.Get("Webhook-Id"))
+
+	ts, v1 := whSignature(t, h.header.Get("X-Webhook-Signature"))
+	require.Len(t, v1, 1, "no rotation: one signature")
+	assert.Equal(t, whHMAC(secret, ts, h.body), v1[0], "X-Webhook-Signature verifies with the endpoint's secret")
+	assert.Equal(t, ts, h.header.Get("Webhook-Timestamp"))
+	n, err := strconv.ParseInt(ts, 10, 64)
+	require.NoError(t, err)
+	assert.InDelta(t, time.Now().Unix(), n, 5)
+	assert.Equal(t, whStdHMAC(t, secret, evt, ts, h.body), h.header.Get("Webhook-Signature"),
+		"the Standard Webhooks signature verifies with the same secret")
+
+	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusSucceeded)
+	atts := whAttempts(t, d)
+	require.Len(t, atts, 1)
+	assert.Equal(t, float64(200), atts[0]["response_status"])
+	assert.NotContains(t, atts[0], "error")
+	assert.Equal(t, string(h.body), atts[0]["request_body"], "the log shows the body sent")
+	hdrs, _ := atts[0]["request_headers"].(map[string]any)
+	assert.Equal(t, h.header.Get("X-Webhook-Signature"), hdrs["X-Webhook-Signature"])
+	assert.Equal(t, rc.URL+"/hooks/orders", d["url"])
+}
+
+func TestDeliveryRetries(t *testing.T) {
+	// Each attempt: the receiver's status, the Retry-After header if any.
+	type answer struct {
+		status     int
+		retryAfter string
+	}
+	cases := []struct {
+		name     string
+		answers  []answer // the last one repeats
+		want     string
+		wantErrs []string // per attempt; "" means no error
+	}{
+		{"500 twice then 200", []answer{{500, ""}, {500, ""}, {200, ""}}, statusSucceeded,
+			[]string{"500", "500", ""}},
+		{"always 500", []answer{{500, ""}}, statusFailed,
+			[]string{"500", "500", "500", "500"}},
+		{"204 is not success", []answer{{204, ""}, {200, ""}}, statusSucceeded,
+			[]string{"answer 200", ""}},
+		{"201 is not success", []answer{{201, ""}}, statusFailed,
+			[]string{"answer 200", "answer 200", "answer 200", "answer 200"}},
+		{"429 with Retry-After 0", []answer{{429, "0"}, {200, ""}}, statusSucceeded,
+			[]string{"429", ""}},
+		{"503 then 200", []answer{{503, ""}, {200, ""}}, statusSucceeded,
+			[]string{"503", ""}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := whStart(t, whFast()) // retry_schedule of 3: at most 4 attempts
+			rc := whNewReceiver(t, false, func(h whHit, w http.ResponseWriter, r *http.Request) {
+				a := tc.answers[min(h.n, len(tc.answers))-1]
+				if a.retryAfter != "" {
+					w.Header().Set("Retry-After", a.retryAfter)
+				}
+				w.WriteHeader(a.status)
+				fmt.Fprintf(w, "answer %d", h.n)
+			})
+			ep, _ := w.whEndpoint(t, rc.URL)
+			start := time.Now()
+			evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+			d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), tc.want)
+			atts := whAttempts(t, d)
+			require.Len(t, atts, len(tc.wantErrs), "attempts: %v", atts)
+			assert.EqualValues(t, len(tc.wantErrs), rc.count.Load(), "one request per attempt")
+			assert.Equal(t, float64(len(tc.wantErrs)), d["attempt_count"])
+			for i, a := range atts {
+				want := tc.answers[min(i+1, len(tc.answers))-1].status
+				assert.Equal(t, float64(want), a["response_status"], "attempt %d", i+1)
+				wantBody := fmt.Sprintf("answer %d", i+1)
+				if want == http.StatusNoContent {
+					wantBody = "" // a 204 has no body
+				}
+				assert.Equal(t, wantBody, a["response_body"], "attempt %d", i+1)
+				if tc.wantErrs[i] == "" {
+					assert.NotContains(t, a, "error", "attempt %d", i+1)
+				} else {
+					assert.Contains(t, a["error"], tc.wantErrs[i], "attempt %d", i+1)
+				}
+				_, err := time.Parse(time.RFC3339Nano, a["at"].(string))
+				assert.NoError(t, err, "attempt %d time", i+1)
+			}
+			// The retries followed the short schedule, not the defaults.
+			assert.Less(t, time.Since(start), 3*time.Second)
+			for i := range rc.count.Load() {
+				h := rc.next(t, whWait)
+				assert.Equal(t, evt, h.header.Get("Webhook-Id"), "request %d is the same event", i+1)
+			}
+		})
+	}
+}
+
+func TestDeliveryTimeout(t *testing.T) {
+	conf := whFast()
+	conf.Retry = []string{"20ms"}
+	w := whStart(t, conf) // timeout 300ms
+	release := make(chan struct{})
+	rc := whNewReceiver(t, false, whBlock(release))
+	whReleaseAtEnd(t, release)
+	ep, _ := w.whEndpoint(t, rc.URL)
+	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusFailed)
+	atts := whAttempts(t, d)
+	require.Len(t, atts, 2)
+	for i, a := range atts {
+		assert.Contains(t, strings.ToLower(a["error"].(string)), "timed out", "attempt %d", i+1)
+		assert.Equal(t, float64(0), a["response_status"], "attempt %d", i+1)
+		ms := a["duration_ms"].(float64)
+		assert.GreaterOrEqual(t, ms, float64(250), "attempt %d waited for the timeout", i+1)
+		assert.Less(t, ms, float64(1500), "attempt %d is bounded by the timeout", i+1)
+	}
+}
+
+func TestDeliveryRedirectNotFollowed(t *testing.T) {
+	w := whStart(t, whFast())
+	target := whNewReceiver(t, false, nil)
+	rc := whNewReceiver(t, false, func(_ whHit, w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/elsewhere", http.StatusFound)
+	})
+	ep, _ := w.whEndpoint(t, rc.URL)
+	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+	// A followed redirect would happen inside the attempt, so once every
+	// attempt is logged the target would have been reached.
+	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusFailed)
+	atts := whAttempts(t, d)
+	require.Len(t, atts, 4)
+	for i, a := range atts {
+		assert.Equal(t, float64(http.StatusFound), a["response_status"], "attempt %d", i+1)
+		assert.Contains(t, a["error"], "redirect", "attempt %d", i+1)
+	}
+	assert.EqualValues(t, 4, rc.count.Load())
+	assert.Zero(t, target.count.Load(), "the redirect target got nothing")
+}
+
+func TestDeliveryOnlyToEnabledSubscribers(t *testing.T) {
+	w := whStart(t, whFast())
+	on := whNewReceiver(t, false, nil)
+	createdOff := whNewReceiver(t, false, nil)
+	patchedOff := whNewReceiver(t, false, nil)
+	otherType := whNewReceiver(t, false, nil)
+
+	epOn, _ := w.whEndpoint(t, on.URL)
+	epCreatedOff := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": createdOff.URL, "events": []string{eventOrderStatus}, "enabled": false})["id"].(string)
+	epPatchedOff, _ := w.whEndpoint(t, patchedOff.URL)
+	r := w.do(t, whReq{method: "PATCH", path: whEndpointPath(whStoreA, epPatchedOff), key: whKeyA, body: map[string]any{"enabled": false}})
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
+	epOther := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": otherType.URL, "events": []string{eventTest}})["id"].(string)
+
+	first := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+	second := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "completed"), "")
+	// Both events reached the subscribed endpoint, and since the others
+	// would have been sent alongside, they got nothing.
+	got := []string{on.next(t, whWait).header.Get("Webhook-Id"), on.next(t, whWait).header.Get("Webhook-Id")}
+	assert.ElementsMatch(t, []string{first, second}, got)
+	for _, evt := range []string{first, second} {
+		w.whAwaitStatus(t, epOn, w.whDeliveryOf(t, epOn, evt), statusSucceeded)
+	}
+	for name, c := range map[string]struct {
+		rc *whReceiver
+		ep string
+	}{"created disabled": {createdOff, epCreatedOff}, "patched disabled": {patchedOff, epPatchedOff}, "other type": {otherType, epOther}} {
+		assert.Zero(t, c.rc.count.Load(), "%s: receiver count", name)
+		assert.Empty(t, w.whDeliveries(t, c.ep, ""), "%s: no delivery logged", name)
+	}
+
+	// Enabling again makes it receive the next event.
+	r = w.do(t, whReq{method: "PATCH", path: whEndpointPath(whStoreA, epPatchedOff), key: whKeyA, body: map[string]any{"enabled": true}})
+	require.Equal(t, http.StatusOK, r.status)
+	third := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "archived"), "")
+	assert.Equal(t, third, patchedOff.next(t, whWait).header.Get("Webhook-Id"))
+}
+
+// TestNoRetryAfterDisabling: disabling an endpoint stops the retries of
+// deliveries already pending (API.md §5.1: only enabled endpoints receive).
+func TestNoRetryAfterDisabling(t *testing.T) {
+	conf := whFast()
+	conf.Retry = []string{"50ms", "50ms", "50ms"}
+	w := whStart(t, conf)
+	rc := whNewReceiver(t, false, func(_ whHit, w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	ep, _ := w.whEndpoint(t, rc.URL)
+	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+	dlv := w.whDeliveryOf(t, ep, evt)
+	rc.next(t, whWait)
+	w.whAwait(t, ep, dlv, func(d map[string]any) bool { return d["attempt_count"] == float64(1) })
+	r := w.do(t, whReq{method: "PATCH", path: whEndpointPath(whStoreA, ep), key: whKeyA, body: map[string]any{"enabled": false}})
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
+
+	d := w.whAwaitStatus(t, ep, dlv, statusFailed)
+	assert.Len(t, whAttempts(t, d), 1, "no attempt after disabling")
+	assert.EqualValues(t, 1, rc.count.Load(), "the disabled endpoint got no retry")
+
+	// The test call still reaches a disabled endpoint: it names it explicitly.
+	r = w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test", key: whKeyA})
+	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.raw)
+	assert.Equal(t, r.data()["id"], rc.next(t, whWait).header.Get("Webhook-Id"))
+}
+
+func TestDeliveryLogSize(t *testing.T) {
+	conf := whFast()
+	conf.LogSize = 3
+	w := whStart(t, conf)
+	rc := whNewReceiver(t, false, nil)
+	ep, _ := w.whEndpoint(t, rc.URL)
+	var dlvs []string
+	for i := range 5 {
+		evt := w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i), "pending"), "")
+		dlv := w.whDeliveryOf(t, ep, evt)
+		w.whAwaitStatus(t, ep, dlv, statusSucceeded)
+		dlvs = append(dlvs, dlv)
+	}
+	assert.Equal(t, []string{dlvs[4], dlvs[3], dlvs[2]}, whField(w.whDeliveries(t, ep, ""), "id"), "the newest 3 are kept")
+	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + dlvs[0], key: whKeyA})
+	whRequireError(t, r, http.StatusNotFound, "not_found")
+}
+
+func TestRotateSecretSignatures(t *testing.T) {
+	cases := []struct {
+		grace string
+		both  bool
+	}{
+		{"24h", true},
+		{"0s", false},
+	}
+	for _, tc := range cases {
+		t.Run("grace "+tc.grace, func(t *testing.T) {
+			conf := whFast()
+			conf.Grace = tc.grace
+			w := whStart(t, conf)
+			rc := whNewReceiver(t, false, nil)
+			ep, oldSecret := w.whEndpoint(t, rc.URL)
+
+			r := w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/rotate-secret", key: whKeyA})
+			require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
+			newSecret, _ := r.data()["secret"].(string)
+			require.True(t, strings.HasPrefix(newSecret, "whsec_"), "secret %q", newSecret)
+			require.NotEqual(t, oldSecret, newSecret)
+			r = w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/secret", key: whKeyA})
+			assert.Equal(t, newSecret, r.data()["secret"], "/secret returns the new one")
+
+			w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+			h := rc.next(t, whWait)
+			ts, v1 := whSignature(t, h.header.Get("X-Webhook-Signature"))
+			if !tc.both {
+				require.Len(t, v1, 1, "after the grace, the old secret signs nothing")
+				assert.Equal(t, whHMAC(newSecret, ts, h.body), v1[0])
+				assert.Equal(t, whStdHMAC(t, newSecret, h.header.Get("Webhook-Id"), ts, h.body), h.header.Get("Webhook-Signature"))
+				return
+			}
+			require.Len(t, v1, 2, "during the grace, both secrets sign")
+			assert.Equal(t, whHMAC(newSecret, ts, h.body), v1[0], "the first v1 is the new secret's")
+			assert.Equal(t, whHMAC(oldSecret, ts, h.body), v1[1], "the second v1 is the old secret's")
+			std := strings.Fields(h.header.Get("Webhook-Signature"))
+			assert.ElementsMatch(t, []string{
+				whStdHMAC(t, newSecret, h.header.Get("Webhook-Id"), ts, h.body),
+				whStdHMAC(t, oldSecret, h.header.Get("Webhook-Id"), ts, h.body),
+			}, std)
+		})
+	}
+}
+
+func TestDeliveryToLoopbackRefused(t *testing.T) {
+	rc := whNewReceiver(t, true, nil)
+	conf := whFast()
+	conf.Insecure = false // the guard is on: 127.0.0.1 is not public
+	conf.CAFile = whCAFile(t, rc.Server)
+	w := whStart(t, conf)
+	// API.md §5.1: the address is refused at send time, so creating the
+	// endpoint succeeds.
+	ep, _ := w.whEndpoint(t, rc.URL)
+	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusFailed)
+	atts := whAttempts(t, d)
+	require.Len(t, atts, 4)
+	for i, a := range atts {
+		assert.Contains(t, a["error"], "not a public address", "attempt %d", i+1)
+		assert.Equal(t, float64(0), a["response_status"], "attempt %d", i+1)
+	}
+	assert.Zero(t, rc.count.Load(), "the receiver got nothing")
+}
+
+func TestPendingDeliverySurvivesRestart(t *testing.T) {
+	cases := []struct {
+		name  string
+		retry []string
+		// before answers the receiver's requests until the restart.
+		before func(release <-chan struct{}) whRespond
+		// recorded is how many attempts the first app logs: a retry
+		// waiting at shutdown has one; an attempt cut off by shutdown is
+		// not logged and is sent again after the restart.
+		recorded int
+	}{
+		{"waiting for a retry", []string{"1s", "1s"}, func(<-chan struct{}) whRespond {
+			return func(_ whHit, w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) }
+		}, 1},
+		{"attempt under way", []string{"20ms"}, whBlock, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var restarted atomic.Bool
+			release := make(chan struct{})
+			before := tc.before(release)
+			rc := whNewReceiver(t, false, func(h whHit, w http.ResponseWriter, r *http.Request) {
+				if restarted.Load() {
+					w.WriteHeader(http.StatusOK)
+					return
+				}
+				before(h, w, r)
+			})
+			whReleaseAtEnd(t, release)
+			conf := whFast()
+			conf.DataDir = t.TempDir()
+			conf.Timeout = "10s" // an attempt under way ends only by the shutdown
+			conf.Retry = tc.retry
+			w1 := whStart(t, conf)
+			ep, secret := w1.whEndpoint(t, rc.URL)
+			evt := w1.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "restart-key")
+			dlv := w1.whDeliveryOf(t, ep, evt)
+			rc.next(t, whWait)
+			w1.whAwait(t, ep, dlv, func(d map[string]any) bool {
+				return d["status"] == statusPending && d["attempt_count"] == float64(tc.recorded)
+			})
+			w1.close()
+			restarted.Store(true)
+
+			w2 := whStart(t, conf)
+			r := w2.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/secret", key: whKeyA})
+			require.Equal(t, http.StatusOK, r.status, "the endpoint survived: %s", r.raw)
+			assert.Equal(t, secret, r.data()["secret"], "and its secret")
+			assert.Equal(t, evt, w2.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "restart-key"),
+				"and the idempotency key")
+
+			h := rc.next(t, whWait)
+			assert.Equal(t, evt, h.header.Get("Webhook-Id"))
+			ts, v1 := whSignature(t, h.header.Get("X-Webhook-Signature"))
+			require.Len(t, v1, 1)
+			assert.Equal(t, whHMAC(secret, ts, h.body), v1[0])
+
+			d := w2.whAwaitStatus(t, ep, dlv, statusSucceeded)
+			atts := whAttempts(t, d)
+			require.Len(t, atts, tc.recorded+1)
+			if tc.recorded > 0 {
+				assert.Equal(t, float64(500), atts[0]["response_status"], "the attempt before the restart is kept")
+			}
+			assert.Equal(t, float64(200), atts[len(atts)-1]["response_status"])
+			assert.Equal(t, []string{dlv}, whField(w2.whDeliveries(t, ep, ""), "id"), "one delivery, the same one")
+		})
+	}
+}
+
+func TestSlowEndpointDoesNotDelayAnotherStore(t *testing.T) {
+	conf := whFast()
+	conf.Timeout = "10s" // the slow receiver holds its requests until the end
+	w := whStart(t, conf)
+	release := make(chan struct{})
+	slow := whNewReceiver(t, false, whBlock(release))
+	whReleaseAtEnd(t, release)
+	fast := whNewReceiver(t, false, nil)
+	w.whEndpoint(t, slow.URL)
+	epB := w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": fast.URL, "events": []string{eventOrderStatus}})["id"].(string)
+	require.NotEmpty(t, epB)
+
+	for i := range 2 * perEndpointInFlight {
+		w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i), "pending"), "")
+	}
+	for range perEndpointInFlight {
+		slow.next(t, whWait) // the slow endpoint is at its in-flight limit
+	}
+	evt := w.whPublish(t, whStoreB, whKeyB, whOrder("b1", "completed"), "")
+	select {
+	case h := <-fast.hits:
+		assert.Equal(t, evt, h.header.Get("Webhook-Id"))
+	case <-time.After(2 * time.Second):
+		t.Fatal("store B's endpoint waited for store A's slow one")
+	}
+	assert.EqualValues(t, perEndpointInFlight, slow.count.Load(), "the slow endpoint holds at most its in-flight limit")
+}
+
+func TestDeliveryResponseBodyCapped(t *testing.T) {
+	chunk := []byte(strings.Repeat("x", 32<<10))
+	cases := []struct {
+		name    string
+		respond whRespond
+	}{
+		{"huge", func(_ whHit, w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			for range 32 { // 1 MiB
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}},
+		{"never ends", func(_ whHit, w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			for r.Context().Err() == nil {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := whFast()
+			conf.Timeout = "1s"
+			w := whStart(t, conf)
+			rc := whNewReceiver(t, false, tc.respond)
+			ep, _ := w.whEndpoint(t, rc.URL)
+			evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+			d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusSucceeded)
+			atts := whAttempts(t, d)
+			require.Len(t, atts, 1)
+			body := atts[0]["response_body"].(string)
+			assert.Len(t, body, egress.MaxResponseBody, "the first 4 KiB of the body are kept")
+			assert.Equal(t, strings.Repeat("x", egress.MaxResponseBody), body)
+			assert.Less(t, atts[0]["duration_ms"], float64(1000), "the attempt ends within the timeout")
+		})
+	}
+}

@@ -1,0 +1,1020 @@
+package main
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Tests of the webhook management, publish and delivery log API (API.md §5),
+// all through the real mux. Helpers shared with dispatch_test.go live here;
+// every name starts with "wh" so they cannot collide with other test files
+// of package main.
+
+const (
+	whStoreA = "0a5e0c3e-1111-4000-8000-00000000000a"
+	whKeyA   = "ak_test_webhooks_store_a"
+	whStoreB = "0b5e0c3e-2222-4000-8000-00000000000b"
+	whKeyB   = "ak_test_webhooks_store_b"
+
+	whWait = 5 * time.Second // upper bound for any awaited outcome
+)
+
+// whConf is the webhook part of a test configuration.
+type whConf struct {
+	Timeout  string
+	Retry    []string
+	Grace    string
+	Insecure bool
+	CAFile   string
+	DataDir  string // t.TempDir() when empty
+	LogSize  int    // delivery_log_size; the default when 0
+}
+
+// whFast is the configuration most tests use: short timeout and retries.
+// allow_insecure_urls is on because test receivers listen on 127.0.0.1.
+func whFast() whConf {
+	return whConf{Timeout: "300ms", Retry: []string{"20ms", "20ms", "20ms"}, Grace: "24h", Insecure: true}
+}
+
+// whParseConfig builds a configuration file with two stores and parses it
+// as the service would.
+func whParseConfig(t *testing.T, c whConf) *Config {
+	t.Helper()
+	doc := map[string]any{
+		"listen":   "127.0.0.1:0",
+		"data_dir": c.DataDir,
+		"webhooks": map[string]any{
+			"timeout":               c.Timeout,
+			"retry_schedule":        c.Retry,
+			"secret_rotation_grace": c.Grace,
+			"allow_insecure_urls":   c.Insecure,
+			"trusted_ca_file":       c.CAFile,
+		},
+		"stores": []map[string]any{
+			{"id": whStoreA, "name": "A", "api_keys": []string{whKeyA}},
+			{"id": whStoreB, "name": "B", "api_keys": []string{whKeyB}},
+		},
+	}
+	if c.LogSize > 0 {
+		doc["webhooks"].(map[string]any)["delivery_log_size"] = c.LogSize
+	}
+	b, err := json.Marshal(doc)
+	require.NoError(t, err)
+	cfg, err := ParseConfig(b)
+	require.NoError(t, err)
+	return cfg
+}
+
+// whApp is a running service behind an httptest server.
+type whApp struct {
+	t      *testing.T
+	cfg    *Config
+	app    *app
+	srv    *httptest.Server
+	closed bool
+}
+
+// whStart starts the whole service with c; it is closed at cleanup unless
+// the test closed it already.
+func whStart(t *testing.T, c whConf) *whApp {
+	t.Helper()
+	if c.DataDir == "" {
+		c.DataDir = t.TempDir()
+	}
+	cfg := whParseConfig(t, c)
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	require.NoError(t, err)
+	w := &whApp{t: t, cfg: cfg, app: a, srv: httptest.NewServer(a.srv.handler())}
+	t.Cleanup(w.close)
+	return w
+}
+
+// close stops serving, then the dispatcher, and writes the state.
+func (w *whApp) close() {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	w.srv.Close()
+	assert.NoError(w.t, w.app.Close())
+}
+
+// whReq is one API request. body is sent as is when a string, JSON-encoded
+// otherwise; ctype defaults to application/json when there is a body.
+type whReq struct {
+	method, path, key string
+	body              any
+	ctype             string
+	header            map[string]string
+}
+
+type whResp struct {
+	status int
+	header http.Header
+	raw    []byte
+	body   map[string]any // nil when the body is not a JSON object
+}
+
+// data is the "data" member of a success body as an object.
+func (r whResp) data() map[string]any {
+	m, _ := r.body["data"].(map[string]any)
+	return m
+}
+
+// list is the "data" member of a list body.
+func (r whResp) list() []map[string]any {
+	var out []map[string]any
+	for _, x := range r.body["data"].([]any) {
+		out = append(out, x.(map[string]any))
+	}
+	return out
+}
+
+// try sends q without failing the test, so it can run inside Eventually.
+func (w *whApp) try(q whReq) (whResp, error) {
+	var body io.Reader
+	switch b := q.body.(type) {
+	case nil:
+	case string:
+		body = strings.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			return whResp{}, err
+		}
+		body = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(q.method, w.srv.URL+q.path, body)
+	if err != nil {
+		return whResp{}, err
+	}
+	if q.body != nil {
+		ct := q.ctype
+		if ct == "" {
+			ct = "application/json"
+		}
+		req.Header.Set("Content-Type", ct)
+	}
+	if q.key != "" {
+		req.Header.Set("X-API-Key", q.key)
+	}
+	for k, v := range q.header {
+		req.Header.Set(k, v)
+	}
+	res, err := w.srv.Client().Do(req)
+	if err != nil {
+		return whResp{}, err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return whResp{}, err
+	}
+	r := whResp{status: res.StatusCode, header: res.Header, raw: raw}
+	_ = json.Unmarshal(raw, &r.body)
+	return r, nil
+}
+
+// do sends q and fails the test when the request cannot be made.
+func (w *whApp) do(t *testing.T, q whReq) whResp {
+	t.Helper()
+	r, err := w.try(q)
+	require.NoError(t, err)
+	return r
+}
+
+// whRequireError checks an error answer of API.md §3 and returns the
+// names of the invalid fields it lists.
+func whRequireError(t *testing.T, r whResp, status int, code string) []string {
+	t.Helper()
+	require.Equal(t, status, r.status, "body: %s", r.raw)
+	assert.Equal(t, "application/json", r.header.Get("Content-Type"))
+	e, ok := r.body["error"].(map[string]any)
+	require.True(t, ok, "no error object in %s", r.raw)
+	assert.Equal(t, code, e["code"], "body: %s", r.raw)
+	assert.NotEmpty(t, e["message"])
+	var names []string
+	fields, _ := e["fields"].([]any)
+	for _, f := range fields {
+		names = append(names, f.(map[string]any)["field"].(string))
+	}
+	if status == http.StatusUnprocessableEntity {
+		assert.NotEmpty(t, names, "a 422 lists its fields: %s", r.raw)
+	}
+	return names
+}
+
+func whHooksPath(store string) string { return "/stores/" + store + "/webhooks" }
+
+func whEndpointPath(store, id string) string { return whHooksPath(store) + "/" + id }
+
+// whCreate creates an endpoint in store and returns the 201 body's data.
+func (w *whApp) whCreate(t *testing.T, store, key string, body map[string]any) map[string]any {
+	t.Helper()
+	r := w.do(t, whReq{method: "POST", path: whHooksPath(store), key: key, body: body})
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.raw)
+	return r.data()
+}
+
+// whEndpoint creates an enabled endpoint of store A for url subscribed to
+// order.status.updated and returns its id and secret.
+func (w *whApp) whEndpoint(t *testing.T, url string) (id, secret string) {
+	t.Helper()
+	d := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": url, "events": []string{eventOrderStatus}})
+	return d["id"].(string), d["secret"].(string)
+}
+
+// whOrder is a valid order.status.updated data object.
+func whOrder(id, status string) map[string]any {
+	return map[string]any{"object": map[string]any{"id": id, "status": status, "total": 1250}}
+}
+
+// whPublish publishes order.status.updated to store and returns the event id.
+func (w *whApp) whPublish(t *testing.T, store, key string, data map[string]any, idemKey string) string {
+	t.Helper()
+	q := whReq{method: "POST", path: "/stores/" + store + "/events", key: key,
+		body: map[string]any{"type": eventOrderStatus, "data": data}}
+	if idemKey != "" {
+		q.header = map[string]string{"Idempotency-Key": idemKey}
+	}
+	r := w.do(t, q)
+	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.raw)
+	id, _ := r.data()["id"].(string)
+	require.True(t, strings.HasPrefix(id, "evt_"), "event id %q", id)
+	return id
+}
+
+// whDeliveries lists store A's endpoint ep's delivery log with the query q.
+func (w *whApp) whDeliveries(t *testing.T, ep, q string) []map[string]any {
+	t.Helper()
+	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries" + q, key: whKeyA})
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
+	return r.list()
+}
+
+// whDeliveryOf returns the id of the delivery of event evt to store A's
+// endpoint ep. Deliveries are logged when the event is published.
+func (w *whApp) whDeliveryOf(t *testing.T, ep, evt string) string {
+	t.Helper()
+	for _, d := range w.whDeliveries(t, ep, "?limit=100") {
+		if d["event_id"] == evt {
+			return d["id"].(string)
+		}
+	}
+	t.Fatalf("no delivery of %s to %s in the log", evt, ep)
+	return ""
+}
+
+// whAwait polls the delivery detail of store A's endpoint ep until ok
+// accepts it, and returns it.
+func (w *whApp) whAwait(t *testing.T, ep, dlv string, ok func(d map[string]any) bool) map[string]any {
+	t.Helper()
+	var mu sync.Mutex
+	var last map[string]any
+	cond := func() bool {
+		r, err := w.try(whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + dlv, key: whKeyA})
+		if err != nil || r.status != http.StatusOK {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		last = r.data()
+		return ok(last)
+	}
+	if !assert.Eventually(t, cond, whWait, 10*time.Millisecond) {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("delivery %s never reached the awaited state; last seen: %v", dlv, last)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return last
+}
+
+// whAwaitStatus waits for a delivery to have status, e.g. "succeeded".
+func (w *whApp) whAwaitStatus(t *testing.T, ep, dlv, status string) map[string]any {
+	t.Helper()
+	return w.whAwait(t, ep, dlv, func(d map[string]any) bool { return d["status"] == status })
+}
+
+// whAttempts returns the attempts of a delivery detail.
+func whAttempts(t *testing.T, d map[string]any) []map[string]any {
+	t.Helper()
+	raw, ok := d["attempts"].([]any)
+	require.True(t, ok, "no attempts list in %v", d)
+	var out []map[string]any
+	for _, a := range raw {
+		out = append(out, a.(map[string]any))
+	}
+	return out
+}
+
+// whHit is one request a receiver got.
+type whHit struct {
+	n      int
+	header http.Header
+	body   []byte
+}
+
+// whReceiver is a merchant's server: it counts requests, reports each on
+// hits, and answers as respond says (200 when respond is nil).
+type whReceiver struct {
+	*httptest.Server
+	hits  chan whHit
+	count atomic.Int32
+}
+
+// whRespond answers a receiver's request; h.n is its 1-based number.
+type whRespond func(h whHit, w http.ResponseWriter, r *http.Request)
+
+// whNewReceiver starts a receiver, over TLS when secure.
+func whNewReceiver(t *testing.T, secure bool, respond whRespond) *whReceiver {
+	t.Helper()
+	rc := &whReceiver{hits: make(chan whHit, 1000)}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		hit := whHit{n: int(rc.count.Add(1)), header: r.Header.Clone(), body: body}
+		select {
+		case rc.hits <- hit:
+		default:
+		}
+		if respond == nil {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		respond(hit, w, r)
+	})
+	if secure {
+		rc.Server = httptest.NewTLSServer(h)
+	} else {
+		rc.Server = httptest.NewServer(h)
+	}
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// next waits up to within for the receiver's next request.
+func (rc *whReceiver) next(t *testing.T, within time.Duration) whHit {
+	t.Helper()
+	select {
+	case h := <-rc.hits:
+		return h
+	case <-time.After(within):
+		t.Fatalf("the receiver got no request within %v (count %d)", within, rc.count.Load())
+	}
+	return whHit{}
+}
+
+// whReleaseAtEnd returns a channel closed at cleanup, for receivers that
+// block until the test ends. Call it after creating the receiver that uses
+// it, so it is closed before that receiver's server is.
+func whReleaseAtEnd(t *testing.T, ch chan struct{}) {
+	t.Helper()
+	t.Cleanup(func() { close(ch) })
+}
+
+// whBlock is a receiver answer that holds the request until release is
+// closed or the client gives up.
+func whBlock(release <-chan struct{}) whRespond {
+	return func(_ whHit, w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}
+}
+
+// whCAFile writes the certificate of a TLS test server as a PEM file for
+// trusted_ca_file.
+func whCAFile(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "receiver-ca.pem")
+	b := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	require.NoError(t, os.WriteFile(p, b, 0o600))
+	return p
+}
+
+// whSignature splits X-Webhook-Signature into its timestamp and v1 values.
+func whSignature(t *testing.T, header string) (ts string, v1 []string) {
+	t.Helper()
+	for _, part := range strings.Split(header, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		require.True(t, ok, "malformed signature part %q in %q", part, header)
+		switch k {
+		case "t":
+			require.Empty(t, ts, "two timestamps in %q", header)
+			ts = v
+		case "v1":
+			v1 = append(v1, v)
+		default:
+			t.Fatalf("unknown signature part %q in %q", part, header)
+		}
+	}
+	require.NotEmpty(t, ts, "no t= in %q", header)
+	return ts, v1
+}
+
+// whHMAC is the signature a merchant computes: HMAC-SHA256 keyed with the
+// whole secret string over "<t>.<body>", in hex.
+func whHMAC(secret, ts string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(ts + "."))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// whStdHMAC is the Standard Webhooks signature: HMAC-SHA256 keyed with the
+// base64-decoded part of the secret over "<id>.<t>.<body>", as "v1,<base64>".
+func whStdHMAC(t *testing.T, secret, id, ts string, body []byte) string {
+	t.Helper()
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	require.NoError(t, err)
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id + "." + ts + "."))
+	m.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// --- management API -------------------------------------------------------
+
+func TestEndpointLifecycle(t *testing.T) {
+	w := whStart(t, whConf{Timeout: "300ms", Retry: []string{"20ms"}, Grace: "24h"})
+	start := time.Now().Unix()
+
+	created := w.whCreate(t, whStoreA, whKeyA, map[string]any{
+		"url": "https://hooks.example.com/a", "description": "orders", "events": []string{eventOrderStatus},
+	})
+	id, _ := created["id"].(string)
+	secret, _ := created["secret"].(string)
+	require.True(t, strings.HasPrefix(id, "we_"), "id %q", id)
+	require.True(t, strings.HasPrefix(secret, "whsec_"), "secret %q", secret)
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	require.NoError(t, err, "the secret is whsec_ + base64")
+	assert.Len(t, raw, 32)
+	assert.Equal(t, "https://hooks.example.com/a", created["url"])
+	assert.Equal(t, "orders", created["description"])
+	assert.Equal(t, []any{eventOrderStatus}, created["events"])
+	assert.Equal(t, true, created["enabled"])
+	assert.GreaterOrEqual(t, created["created_at"], float64(start))
+	assert.Equal(t, created["created_at"], created["updated_at"])
+
+	// Listing and getting never show the secret.
+	r := w.do(t, whReq{method: "GET", path: whHooksPath(whStoreA), key: whKeyA})
+	require.Equal(t, http.StatusOK, r.status)
+	list := r.list()
+	require.Len(t, list, 1)
+	assert.Equal(t, id, list[0]["id"])
+	assert.NotContains(t, list[0], "secret")
+	assert.NotContains(t, string(r.raw), secret)
+
+	r = w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA})
+	require.Equal(t, http.StatusOK, r.status)
+	assert.Equal(t, id, r.data()["id"])
+	assert.NotContains(t, r.data(), "secret")
+	assert.NotContains(t, string(r.raw), secret)
+	for _, k := range []string{"id", "url", "description", "events", "enabled", "created_at", "updated_at"} {
+		assert.Contains(t, r.data(), k)
+	}
+
+	r = w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id) + "/secret", key: whKeyA})
+	require.Equal(t, http.StatusOK, r.status)
+	assert.Equal(t, secret, r.data()["secret"])
+
+	// The other store sees nothing of it.
+	r = w.do(t, whReq{method: "GET", path: whHooksPath(whStoreB), key: whKeyB})
+	require.Equal(t, http.StatusOK, r.status)
+	assert.Empty(t, r.list())
+
+	patches := []struct {
+		name  string
+		patch map[string]any
+		field string
+		want  any
+	}{
+		{"url", map[string]any{"url": "https://hooks.example.com/b"}, "url", "https://hooks.example.com/b"},
+		{"description", map[string]any{"description": "all of them"}, "description", "all of them"},
+		{"events", map[string]any{"events": []string{eventTest, eventOrderStatus}}, "events", []any{eventOrderStatus, eventTest}},
+		{"disable", map[string]any{"enabled": false}, "enabled", false},
+		{"enable", map[string]any{"enabled": true}, "enabled", true},
+	}
+	for _, tc := range patches {
+		t.Run("patch "+tc.name, func(t *testing.T) {
+			r := w.do(t, whReq{method: "PATCH", path: whEndpointPath(whStoreA, id), key: whKeyA, body: tc.patch})
+			require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
+			assert.Equal(t, tc.want, r.data()[tc.field])
+			assert.NotContains(t, r.data(), "secret")
+			r = w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA})
+			assert.Equal(t, tc.want, r.data()[tc.field], "the change is kept")
+		})
+	}
+	// A PATCH changes only what it names.
+	r = w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA})
+	assert.Equal(t, "https://hooks.example.com/b", r.data()["url"])
+	assert.Equal(t, "all of them", r.data()["description"])
+	assert.Equal(t, []any{eventOrderStatus, eventTest}, r.data()["events"])
+
+	r = w.do(t, whReq{method: "DELETE", path: whEndpointPath(whStoreA, id), key: whKeyA})
+	require.Equal(t, http.StatusNoContent, r.status, "body: %s", r.raw)
+	assert.Empty(t, r.raw)
+	for _, q := range []whReq{
+		{method: "GET", path: whEndpointPath(whStoreA, id)},
+		{method: "GET", path: whEndpointPath(whStoreA, id) + "/secret"},
+		{method: "DELETE", path: whEndpointPath(whStoreA, id)},
+		{method: "GET", path: whEndpointPath(whStoreA, id) + "/deliveries"},
+	} {
+		q.key = whKeyA
+		whRequireError(t, w.do(t, q), http.StatusNotFound, "not_found")
+	}
+	r = w.do(t, whReq{method: "GET", path: whHooksPath(whStoreA), key: whKeyA})
+	assert.Empty(t, r.list())
+}
+
+func TestEndpointLimitPerStore(t *testing.T) {
+	w := whStart(t, whConf{Timeout: "300ms", Retry: []string{"20ms"}, Grace: "24h"})
+	body := map[string]any{"url": "https://hooks.example.com/x", "events": []string{eventOrderStatus}}
+	for range maxEndpointsPerStore {
+		w.whCreate(t, whStoreA, whKeyA, body)
+	}
+	r := w.do(t, whReq{method: "POST", path: whHooksPath(whStoreA), key: whKeyA, body: body})
+	whRequireError(t, r, http.StatusUnprocessableEntity, "validation_failed")
+	r = w.do(t, whReq{method: "GET", path: whHooksPath(whStoreA), key: whKeyA})
+	assert.Len(t, r.list(), maxEndpointsPerStore)
+
+	// The limit is per store, and deleting one makes room again.
+	w.whCreate(t, whStoreB, whKeyB, body)
+	id := r.list()[0]["id"].(string)
+	require.Equal(t, http.StatusNoContent, w.do(t, whReq{method: "DELETE", path: whEndpointPath(whStoreA, id), key: whKeyA}).status)
+	w.whCreate(t, whStoreA, whKeyA, body)
+}
+
+func TestEndpointCreateInvalid(t *testing.T) {
+	// allow_insecure_urls is off here: http URLs must be refused.
+	w := whStart(t, whConf{Timeout: "300ms", Retry: []string{"20ms"}, Grace: "24h"})
+	okEvents := []string{eventOrderStatus}
+	cases := []struct {
+		name       string
+		q          whReq
+		status     int
+		code       string
+		wantFields []string
+	}{
+		{"http url", whReq{body: map[string]any{"url": "http://hooks.example.com/", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
+		{"userinfo", whReq{body: map[string]any{"url": "https://user:pw@hooks.example.com/", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
+		{"user only", whReq{body: map[string]any{"url": "https://user@hooks.example.com/", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
+		{"url over 2048", whReq{body: map[string]any{"url": "https://hooks.example.com/" + strings.Repeat("a", 2049-len("https://hooks.example.com/")), "events": okEvents}}, 422, "validation_failed", []string{"url"}},
+		{"relative url", whReq{body: map[string]any{"url": "/hooks", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
+		{"url not a string", whReq{body: map[string]any{"url": 7, "events": okEvents}}, 422, "validation_failed", []string{"url"}},
+		{"missing url", whReq{body: map[string]any{"events": okEvents}}, 422, "validation_failed", []string{"url"}},
+		{"events empty", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": []string{}}}, 422, "validation_failed", []string{"events"}},
+		{"events unknown", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": []string{"order.created"}}}, 422, "validation_failed", []string{"events"}},
+		{"events not a list", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": eventOrderStatus}}, 422, "validation_failed", []string{"events"}},
+		{"missing events", whReq{body: map[string]any{"url": "https://hooks.example.com/"}}, 422, "validation_failed", []string{"events"}},
+		{"enabled not a bool", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents, "enabled": "yes"}}, 422, "validation_failed", []string{"enabled"}},
+		{"every bad field listed", whReq{body: map[string]any{"url": "http://x/", "events": []string{}}}, 422, "validation_failed", []string{"url", "events"}},
+		{"description too long", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents, "description": strings.Repeat("d", 1025)}}, 422, "validation_failed", []string{"description"}},
+		{"body over 64 KiB", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents, "description": strings.Repeat("d", 65<<10)}}, 413, "body_too_large", nil},
+		{"not JSON", whReq{body: "url=https://hooks.example.com/"}, 400, "invalid_json", nil},
+		{"JSON array", whReq{body: "[]"}, 400, "invalid_json", nil},
+		{"wrong content type", whReq{body: `{"url":"https://hooks.example.com/","events":["order.status.updated"]}`, ctype: "text/plain"}, 415, "unsupported_media_type", nil},
+		{"missing key", whReq{key: "-", body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents}}, 401, "unauthorized", nil},
+		{"wrong key", whReq{key: "ak_wrong", body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents}}, 401, "unauthorized", nil},
+		{"other store's key", whReq{key: whKeyB, body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents}}, 401, "unauthorized", nil},
+		{"unknown store", whReq{path: whHooksPath("0c5e0c3e-3333-4000-8000-00000000000c"), body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents}}, 404, "store_not_found", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			q := tc.q
+			q.method = "POST"
+			if q.path == "" {
+				q.path = whHooksPath(whStoreA)
+			}
+			switch q.key {
+			case "":
+				q.key = whKeyA
+			case "-":
+				q.key = ""
+			}
+			fields := whRequireError(t, w.do(t, q), tc.status, tc.code)
+			for _, f := range tc.wantFields {
+				assert.Contains(t, fields, f)
+			}
+		})
+	}
+	r := w.do(t, whReq{method: "GET", path: whHooksPath(whStoreA), key: whKeyA})
+	assert.Empty(t, r.list(), "no invalid request created an endpoint")
+
+	// Parameters on the media type are fine, and so is the longest URL.
+	long := "https://hooks.example.com/" + strings.Repeat("a", 2048-len("https://hooks.example.com/"))
+	r = w.do(t, whReq{method: "POST", path: whHooksPath(whStoreA), key: whKeyA, ctype: "application/json; charset=utf-8",
+		body: map[string]any{"url": long, "events": okEvents}})
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.raw)
+}
+
+func TestEndpointPatchInvalid(t *testing.T) {
+	w := whStart(t, whConf{Timeout: "300ms", Retry: []string{"20ms"}, Grace: "24h"})
+	id := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": "https://hooks.example.com/", "events": []string{eventOrderStatus}})["id"].(string)
+	cases := []struct {
+		name   string
+		body   any
+		status int
+		code   string
+		field  string
+	}{
+		{"http url", map[string]any{"url": "http://hooks.example.com/"}, 422, "validation_failed", "url"},
+		{"events empty", map[string]any{"events": []string{}}, 422, "validation_failed", "events"},
+		{"events unknown", map[string]any{"events": []string{"nope"}}, 422, "validation_failed", "events"},
+		{"enabled null", map[string]any{"enabled": nil}, 422, "validation_failed", "enabled"},
+		{"not JSON", "{", 400, "invalid_json", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := w.do(t, whReq{method: "PATCH", path: whEndpointPath(whStoreA, id), key: whKeyA, body: tc.body})
+			fields := whRequireError(t, r, tc.status, tc.code)
+			if tc.field != "" {
+				assert.Contains(t, fields, tc.field)
+			}
+		})
+	}
+	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA})
+	assert.Equal(t, "https://hooks.example.com/", r.data()["url"], "a refused PATCH changes nothing")
+	assert.Equal(t, []any{eventOrderStatus}, r.data()["events"])
+}
+
+// TestEndpointOfOtherStore: an endpoint id is found only under its own store.
+func TestEndpointOfOtherStore(t *testing.T) {
+	w := whStart(t, whConf{Timeout: "300ms", Retry: []string{"20ms"}, Grace: "24h"})
+	id := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": "https://hooks.example.com/", "events": []string{eventOrderStatus}})["id"].(string)
+	routes := []struct{ method, suffix string }{
+		{"GET", ""}, {"GET", "/secret"}, {"PATCH", ""}, {"DELETE", ""}, {"POST", "/rotate-secret"},
+		{"POST", "/test"}, {"GET", "/deliveries"}, {"GET", "/deliveries/dlv_x"}, {"POST", "/deliveries/dlv_x/retry"},
+	}
+	for _, rt := range routes {
+		t.Run(rt.method+" "+rt.suffix, func(t *testing.T) {
+			q := whReq{method: rt.method, path: whEndpointPath(whStoreB, id) + rt.suffix, key: whKeyB}
+			if rt.method == "PATCH" {
+				q.body = map[string]any{"enabled": false}
+			}
+			whRequireError(t, w.do(t, q), http.StatusNotFound, "not_found")
+			q.path, q.key = whEndpointPath(whStoreA, id)+rt.suffix, ""
+			whRequireError(t, w.do(t, q), http.StatusUnauthorized, "unauthorized")
+			q.path = whEndpointPath("0c5e0c3e-3333-4000-8000-00000000000c", id) + rt.suffix
+			whRequireError(t, w.do(t, q), http.StatusNotFound, "store_not_found")
+		})
+	}
+	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA})
+	require.Equal(t, http.StatusOK, r.status, "the endpoint is untouched")
+	assert.Equal(t, true, r.data()["enabled"])
+	whRequireError(t, w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, "we_unknown"), key: whKeyA}), 404, "not_found")
+}
+
+// --- publish --------------------------------------------------------------
+
+func TestPublishValidation(t *testing.T) {
+	w := whStart(t, whFast())
+	rc := whNewReceiver(t, false, nil)
+	ep, _ := w.whEndpoint(t, rc.URL)
+	obj := func(kv ...any) map[string]any {
+		o := map[string]any{}
+		for i := 0; i < len(kv); i += 2 {
+			o[kv[i].(string)] = kv[i+1]
+		}
+		return map[string]any{"object": o}
+	}
+	cases := []struct {
+		name  string
+		body  any
+		ctype string
+		key   string
+		want  int
+		code  string
+		field string
+	}{
+		{"unknown type", map[string]any{"type": "order.created", "data": obj("id", "o1", "status", "pending")}, "", "", 422, "validation_failed", "type"},
+		{"webhook.test published directly", map[string]any{"type": eventTest, "data": obj("id", "o1", "status", "pending")}, "", "", 422, "validation_failed", "type"},
+		{"type missing", map[string]any{"data": obj("id", "o1", "status", "pending")}, "", "", 422, "validation_failed", "type"},
+		{"type not a string", map[string]any{"type": 3, "data": obj("id", "o1", "status", "pending")}, "", "", 422, "validation_failed", "type"},
+		{"data missing", map[string]any{"type": eventOrderStatus}, "", "", 422, "validation_failed", "data"},
+		{"data.object missing", map[string]any{"type": eventOrderStatus, "data": map[string]any{}}, "", "", 422, "validation_failed", "data.object"},
+		{"data.object not an object", map[string]any{"type": eventOrderStatus, "data": map[string]any{"object": "o1"}}, "", "", 422, "validation_failed", "data.object"},
+		{"id missing", map[string]any{"type": eventOrderStatus, "data": obj("status", "pending")}, "", "", 422, "validation_failed", "data.object.id"},
+		{"id not a string", map[string]any{"type": eventOrderStatus, "data": obj("id", 17, "status", "pending")}, "", "", 422, "validation_failed", "data.object.id"},
+		{"id empty", map[string]any{"type": eventOrderStatus, "data": obj("id", "", "status", "pending")}, "", "", 422, "validation_failed", "data.object.id"},
+		{"status missing", map[string]any{"type": eventOrderStatus, "data": obj("id", "o1")}, "", "", 422, "validation_failed", "data.object.status"},
+		{"status unknown", map[string]any{"type": eventOrderStatus, "data": obj("id", "o1", "status", "shipped")}, "", "", 422, "validation_failed", "data.object.status"},
+		{"not JSON", "type=order.status.updated", "", "", 400, "invalid_json", ""},
+		{"wrong content type", `{"type":"order.status.updated","data":{"object":{"id":"o1","status":"pending"}}}`, "text/plain", "", 415, "unsupported_media_type", ""},
+		{"missing key", map[string]any{"type": eventOrderStatus, "data": obj("id", "o1", "status", "pending")}, "", "-", 401, "unauthorized", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			key := whKeyA
+			if tc.key == "-" {
+				key = ""
+			}
+			r := w.do(t, whReq{method: "POST", path: "/stores/" + whStoreA + "/events", key: key, body: tc.body, ctype: tc.ctype})
+			fields := whRequireError(t, r, tc.want, tc.code)
+			if tc.field != "" {
+				assert.Contains(t, fields, tc.field)
+			}
+		})
+	}
+	r := w.do(t, whReq{method: "POST", path: "/stores/0c5e0c3e-3333-4000-8000-00000000000c/events", key: whKeyA,
+		body: map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}})
+	whRequireError(t, r, http.StatusNotFound, "store_not_found")
+
+	// Every status of API.md §5 is accepted, with 202 and an evt_ id.
+	for _, st := range orderStatuses {
+		t.Run("status "+st, func(t *testing.T) {
+			w.whPublish(t, whStoreA, whKeyA, whOrder("o-"+st, st), "")
+		})
+	}
+	// Only the valid events were logged and reached the receiver.
+	assert.Len(t, w.whDeliveries(t, ep, ""), len(orderStatuses))
+	for range orderStatuses {
+		h := rc.next(t, whWait)
+		var env struct {
+			Type string `json:"type"`
+		}
+		require.NoError(t, json.Unmarshal(h.body, &env))
+		assert.Equal(t, eventOrderStatus, env.Type)
+	}
+}
+
+func TestPublishIdempotency(t *testing.T) {
+	w := whStart(t, whFast())
+	rc := whNewReceiver(t, false, nil)
+	ep, _ := w.whEndpoint(t, rc.URL)
+	rcB := whNewReceiver(t, false, nil)
+	w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": rcB.URL, "events": []string{eventOrderStatus}})
+
+	first := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "key-1")
+	again := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "completed"), "key-1")
+	assert.Equal(t, first, again, "a repeated Idempotency-Key returns the first event's id")
+	// Deliveries are logged when published: the repeat logged none.
+	require.Len(t, w.whDeliveries(t, ep, ""), 1)
+
+	other := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "completed"), "key-2")
+	assert.NotEqual(t, first, other)
+	// The key belongs to the store: store B's same key is a new event.
+	inB := w.whPublish(t, whStoreB, whKeyB, whOrder("o1", "pending"), "key-1")
+	assert.NotEqual(t, first, inB)
+	rcB.next(t, whWait)
+
+	// The receiver gets exactly the two distinct events of store A.
+	var got []string
+	for range 2 {
+		h := rc.next(t, whWait)
+		got = append(got, h.header.Get("Webhook-Id"))
+	}
+	assert.ElementsMatch(t, []string{first, other}, got)
+	for _, evt := range []string{first, other} {
+		w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusSucceeded)
+	}
+	assert.EqualValues(t, 2, rc.count.Load(), "the repeat sent nothing")
+	assert.Len(t, w.whDeliveries(t, ep, ""), 2)
+
+	// An over-long key is refused rather than silently truncated.
+	r := w.do(t, whReq{method: "POST", path: "/stores/" + whStoreA + "/events", key: whKeyA,
+		body: map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}, header: map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}})
+	whRequireError(t, r, http.StatusUnprocessableEntity, "validation_failed")
+}
+
+// --- delivery log ---------------------------------------------------------
+
+// whEventType is the type in a delivered envelope.
+func whEventType(t *testing.T, body []byte) string {
+	t.Helper()
+	var env struct {
+		Type string `json:"type"`
+	}
+	require.NoError(t, json.Unmarshal(body, &env), "body %s", body)
+	return env.Type
+}
+
+// whPages follows next_cursor through every page of a delivery log query.
+func (w *whApp) whPages(t *testing.T, ep, query string) (all []map[string]any, pages int) {
+	t.Helper()
+	cursor := ""
+	for {
+		q := query
+		if cursor != "" {
+			q += "&cursor=" + cursor
+		}
+		r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?" + q, key: whKeyA})
+		require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
+		all = append(all, r.list()...)
+		pages++
+		require.Less(t, pages, 50, "pagination does not end")
+		next, ok := r.body["next_cursor"].(string)
+		require.True(t, ok, "next_cursor is a string: %s", r.raw)
+		if next == "" {
+			return all, pages
+		}
+		cursor = next
+	}
+}
+
+func whField(list []map[string]any, k string) []string {
+	var out []string
+	for _, m := range list {
+		s, _ := m[k].(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestDeliveryLogFiltersAndPagination(t *testing.T) {
+	// The receiver accepts order events and refuses test events, so the log
+	// holds succeeded order deliveries and failed test deliveries.
+	w := whStart(t, whConf{Timeout: "300ms", Retry: []string{"10ms"}, Grace: "24h", Insecure: true})
+	rc := whNewReceiver(t, false, func(h whHit, w http.ResponseWriter, r *http.Request) {
+		if bytes.Contains(h.body, []byte(`"type":"webhook.test"`)) {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	ep, _ := w.whEndpoint(t, rc.URL)
+
+	var events, deliveries []string // in publish order
+	testEvent := func() {
+		r := w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test", key: whKeyA})
+		require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.raw)
+		events = append(events, r.data()["id"].(string))
+		deliveries = append(deliveries, r.data()["delivery_id"].(string))
+	}
+	orderEvent := func(i int) {
+		evt := w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i), "completed"), "")
+		events = append(events, evt)
+		deliveries = append(deliveries, w.whDeliveryOf(t, ep, evt))
+	}
+	for i := range 4 {
+		orderEvent(i)
+	}
+	testEvent()
+	for i := 4; i < 7; i++ {
+		orderEvent(i)
+	}
+	testEvent()
+	for i, d := range deliveries {
+		want := statusSucceeded
+		if i == 4 || i == 8 {
+			want = statusFailed
+		}
+		w.whAwaitStatus(t, ep, d, want)
+	}
+	reversed := func(s []string) []string { s = slices.Clone(s); slices.Reverse(s); return s }
+
+	t.Run("every page, newest first", func(t *testing.T) {
+		all, pages := w.whPages(t, ep, "limit=4")
+		assert.Equal(t, 3, pages)
+		assert.Equal(t, reversed(deliveries), whField(all, "id"), "each delivery once, newest first")
+		assert.Equal(t, reversed(events), whField(all, "event_id"))
+	})
+	t.Run("page size equal to the total has no next page", func(t *testing.T) {
+		all, pages := w.whPages(t, ep, "limit=9")
+		assert.Equal(t, 1, pages)
+		assert.Len(t, all, 9)
+	})
+	t.Run("default limit", func(t *testing.T) {
+		all, pages := w.whPages(t, ep, "")
+		assert.Equal(t, 1, pages)
+		assert.Len(t, all, 9)
+	})
+	tests := []string{deliveries[8], deliveries[4]}
+	orders := reversed(slices.Concat(deliveries[:4], deliveries[5:8]))
+	filters := []struct {
+		query string
+		want  []string
+		pages int
+	}{
+		{"event_type=webhook.test", tests, 1},
+		{"status=failed", tests, 1},
+		{"event_type=webhook.test&status=failed&limit=1", tests, 2},
+		{"event_type=webhook.test&status=succeeded", nil, 1},
+		{"status=succeeded&limit=3", orders, 3},
+		{"event_type=order.status.updated&limit=2", orders, 4},
+		{"status=pending", nil, 1},
+	}
+	for _, tc := range filters {
+		t.Run(tc.query, func(t *testing.T) {
+			all, pages := w.whPages(t, ep, tc.query)
+			assert.Equal(t, tc.want, whField(all, "id"))
+			assert.Equal(t, tc.pages, pages)
+		})
+	}
+
+	// A summary carries what a log view needs.
+	all, _ := w.whPages(t, ep, "limit=100")
+	failed := all[0]
+	assert.Equal(t, eventTest, failed["event_type"])
+	assert.Equal(t, statusFailed, failed["status"])
+	assert.Equal(t, float64(2), failed["attempt_count"])
+	assert.Equal(t, float64(500), failed["last_response_status"])
+	assert.Equal(t, ep, failed["endpoint_id"])
+	assert.Equal(t, float64(1), all[1]["attempt_count"])
+	assert.Equal(t, float64(200), all[1]["last_response_status"])
+}
+
+func TestRetryDelivery(t *testing.T) {
+	w := whStart(t, whFast())
+	rc := whNewReceiver(t, false, nil)
+	ep, _ := w.whEndpoint(t, rc.URL)
+	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+	first := w.whDeliveryOf(t, ep, evt)
+	w.whAwaitStatus(t, ep, first, statusSucceeded)
+	h := rc.next(t, whWait)
+
+	r := w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + first + "/retry", key: whKeyA})
+	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.raw)
+	again, _ := r.data()["id"].(string)
+	assert.NotEqual(t, first, again, "a retry is a new delivery")
+	assert.Equal(t, evt, r.data()["event_id"])
+
+	h2 := rc.next(t, whWait)
+	assert.Equal(t, evt, h2.header.Get("Webhook-Id"), "the same event is sent again")
+	assert.Equal(t, h.body, h2.body, "with the same body")
+	d := w.whAwaitStatus(t, ep, again, statusSucceeded)
+	assert.Len(t, whAttempts(t, d), 1)
+	d = w.whAwaitStatus(t, ep, first, statusSucceeded)
+	assert.Len(t, whAttempts(t, d), 1, "the original delivery is untouched")
+	assert.Equal(t, []string{again, first}, whField(w.whDeliveries(t, ep, ""), "id"))
+}
+
+func TestTestEndpoint(t *testing.T) {
+	w := whStart(t, whFast())
+	rc1 := whNewReceiver(t, false, nil)
+	rc2 := whNewReceiver(t, false, nil)
+	both := []string{eventOrderStatus, eventTest}
+	ep1 := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": rc1.URL, "events": both})["id"].(string)
+	ep2 := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": rc2.URL, "events": both})["id"].(string)
+
+	r := w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep1) + "/test", key: whKeyA})
+	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.raw)
+	evt, _ := r.data()["id"].(string)
+	require.True(t, strings.HasPrefix(evt, "evt_"), "event id %q", evt)
+	h := rc1.next(t, whWait)
+	assert.Equal(t, eventTest, whEventType(t, h.body))
+	assert.Equal(t, evt, h.header.Get("Webhook-Id"))
+	w.whAwaitStatus(t, ep1, r.data()["delivery_id"].(string), statusSucceeded)
+	assert.Empty(t, w.whDeliveries(t, ep2, ""), "the test event goes to that endpoint only")
+
+	// An ordinary event reaches both; rc2's only request is that one.
+	ord := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+	assert.Equal(t, ord, rc1.next(t, whWait).header.Get("Webhook-Id"))
+	h2 := rc2.next(t, whWait)
+	assert.Equal(t, ord, h2.header.Get("Webhook-Id"))
+	assert.EqualValues(t, 1, rc2.count.Load())
+}
+
+func TestDeliveryLogBadQuery(t *testing.T) {
+	w := whStart(t, whFast())
+	ep, _ := w.whEndpoint(t, "https://hooks.example.com/")
+	cases := []struct{ query, field string }{
+		{"limit=0", "limit"},
+		{"limit=101", "limit"},
+		{"limit=-1", "limit"},
+		{"limit=ten", "limit"},
+		{"cursor=%21%21%21", "cursor"},
+		{"cursor=" + base64.RawURLEncoding.EncodeToString([]byte{1, 2, 3}), "cursor"},
+		{"status=done", "status"},
+		{"event_type=order.created", "event_type"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.query, func(t *testing.T) {
+			r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?" + tc.query, key: whKeyA})
+			assert.Equal(t, []string{tc.field}, whRequireError(t, r, http.StatusUnprocessableEntity, "validation_failed"))
+		})
+	}
+	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?limit=0&status=done", key: whKeyA})
+	assert.ElementsMatch(t, []string{"limit", "status"}, whRequireError(t, r, http.StatusUnprocessableEntity, "validation_failed"),
+		"every invalid parameter is listed")
+	for _, q := range []string{"limit=1", "limit=100", "status=pending", "event_type=webhook.test"} {
+		r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?" + q, key: whKeyA})
+		assert.Equal(t, http.StatusOK, r.status, "%s: %s", q, r.raw)
+		assert.Equal(t, "", r.body["next_cursor"])
+	}
+	whRequireError(t, w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries/dlv_unknown", key: whKeyA}), 404, "not_found")
+	whRequireError(t, w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/deliveries/dlv_unknown/retry", key: whKeyA}), 404, "not_found")
+}
