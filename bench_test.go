@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -213,4 +215,64 @@ func BenchmarkStoreMillionCodes(b *testing.B) {
 	if perCode > 512 {
 		b.Errorf("%.0f B/code, over the 512 B/code budget", perCode)
 	}
+}
+
+// BenchmarkStoreFlush is the snapshot the store's ticker writes every
+// second while codes are being registered: 100,000 live codes, one new code
+// in every shard, then Flush. Flush rewrites each dirty shard whole, so
+// under steady traffic every tick writes (and fsyncs) the entire store:
+// the B/s figure is what one tick writes.
+func BenchmarkStoreFlush(b *testing.B) {
+	const n = 100_000
+	dir := b.TempDir()
+	s, err := newMemStore(dir, 1<<30)
+	if err != nil {
+		b.Fatal(err)
+	}
+	exp := time.Now().Add(time.Hour)
+	for j := uint64(0); j < n; j++ {
+		rec := benchRecord(j)
+		if err := s.Insert(benchKey(j), rec.encode(), exp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	files, _ := filepath.Glob(filepath.Join(dir, "store-*.snap"))
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			size += fi.Size()
+		}
+	}
+	b.SetBytes(size)
+	rec := benchRecord(0)
+	val := rec.encode()
+	next := uint64(n)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for i := 0; i < b.N; i++ {
+		// One new code in each shard makes every shard dirty, as a second
+		// of traffic at any real rate does.
+		for hit := [numShards]bool{}; ; {
+			k := benchKey(next)
+			next++
+			if hit[k[0]%numShards] {
+				continue
+			}
+			hit[k[0]%numShards] = true
+			if err := s.Insert(k, val, exp); err != nil {
+				b.Fatal(err)
+			}
+			if s.Len() >= n+(i+1)*numShards {
+				break
+			}
+		}
+		if err := s.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, processCPU()-cpu0)
 }
