@@ -105,6 +105,12 @@ to_ms() {
     if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
     printf "%.3f", n }'
 }
+# cpu_ticks is a process's user+system CPU time in clock ticks. CPU per
+# request is a second, steadier comparison: other jobs on the host take
+# wall time from a run but add little to the CPU each request costs.
+hz=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+reqs_of() { awk '/ requests in / {print $1}' "$1"; }
 rps_of() { awk '/^Requests\/sec:/ {print $2}' "$1"; }
 p99_of() { to_ms "$(awk '$1 == "99%" {print $2}' "$1")"; }
 non200_of() { awk '/^non-200:/ {print $2}' "$1"; }
@@ -116,29 +122,34 @@ errors_of() { # socket errors, summed
 run_wrk warm-service "$PORT" 2 >/dev/null
 run_wrk warm-yardstick "$YARD_PORT" 2 >/dev/null
 
-declare -a svc_rps yard_rps svc_p99 yard_p99
+declare -a svc_rps yard_rps svc_p99 yard_p99 svc_cpu yard_cpu
 svc_bad=0 yard_bad=0 sock_err=0
 for round in 1 2; do
   for who in service yardstick; do
-    if [ "$who" = service ]; then port=$PORT; else port=$YARD_PORT; fi
+    if [ "$who" = service ]; then port=$PORT pid=$svc_pid; else port=$YARD_PORT pid=$yard_pid; fi
+    t0=$(cpu_ticks "$pid")
     log=$(run_wrk "$who-$round" "$port" "$DURATION")
+    t1=$(cpu_ticks "$pid")
     rps=$(rps_of "$log"); p99=$(p99_of "$log"); bad=$(non200_of "$log"); se=$(errors_of "$log")
     if [ -z "$rps" ] || [ -z "$bad" ]; then
       echo "wrk run $who-$round failed:" >&2; cat "$log" >&2; exit 2
     fi
-    printf '%-10s run %d: %10.1f req/s  p99 %7.3f ms  non-200 %s  socket errors %s\n' "$who" "$round" "$rps" "$p99" "$bad" "$se"
+    cpu=$(awk -v t="$((t1 - t0))" -v hz="$hz" -v n="$(reqs_of "$log")" 'BEGIN {printf "%.1f", t / hz * 1e6 / n}')
+    printf '%-10s run %d: %10.1f req/s  p99 %7.3f ms  %6.1f us CPU/req  non-200 %s  socket errors %s\n' \
+      "$who" "$round" "$rps" "$p99" "$cpu" "$bad" "$se"
     grep -h '^non-200 samples' "$log" || true
     sock_err=$((sock_err + se))
     if [ "$who" = service ]; then
-      svc_rps+=("$rps"); svc_p99+=("$p99"); svc_bad=$((svc_bad + bad))
+      svc_rps+=("$rps"); svc_p99+=("$p99"); svc_cpu+=("$cpu"); svc_bad=$((svc_bad + bad))
     else
-      yard_rps+=("$rps"); yard_p99+=("$p99"); yard_bad=$((yard_bad + bad))
+      yard_rps+=("$rps"); yard_p99+=("$p99"); yard_cpu+=("$cpu"); yard_bad=$((yard_bad + bad))
     fi
   done
 done
 
 awk -v s1="${svc_rps[0]}" -v s2="${svc_rps[1]}" -v y1="${yard_rps[0]}" -v y2="${yard_rps[1]}" \
     -v sp1="${svc_p99[0]}" -v sp2="${svc_p99[1]}" -v yp1="${yard_p99[0]}" -v yp2="${yard_p99[1]}" \
+    -v sc1="${svc_cpu[0]}" -v sc2="${svc_cpu[1]}" -v yc1="${yard_cpu[0]}" -v yc2="${yard_cpu[1]}" \
     -v sbad="$svc_bad" -v ybad="$yard_bad" -v serr="$sock_err" -v c="$CONNECTIONS" -v d="$DURATION" '
 BEGIN {
   s = (s1 + s2) / 2; y = (y1 + y2) / 2; r = s / y
@@ -149,6 +160,8 @@ BEGIN {
   printf "  ratio service/yardstick: %.3f  (target >= 0.8)\n", r
   printf "  p99 service:   %.3f ms, %.3f ms  (target < 5 ms)\n", sp1, sp2
   printf "  p99 yardstick: %.3f ms, %.3f ms\n", yp1, yp2
+  sc = (sc1 + sc2) / 2; yc = (yc1 + yc2) / 2
+  printf "  CPU per request: service %.1f us, yardstick %.1f us; yardstick/service %.3f (informational)\n", sc, yc, yc / sc
   printf "  non-200: service %d, yardstick %d; socket errors %d\n", sbad, ybad, serr
   ok = r >= 0.8 && sp < 5 && sbad == 0 && serr == 0
   printf "  %s\n", ok ? "PASS" : "FAIL"
