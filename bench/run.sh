@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Load test of POST /stores/{id}/auth/auth-code against a yardstick.
+#
+# The host is small and shared, so absolute req/s mean little. The script
+# runs wrk against the service and against bench/yardstick (bare net/http
+# giving the same answer) alternately, A/B/A/B, and reports the service's
+# throughput as a ratio to the yardstick's. Only 127.0.0.1 is loaded, for a
+# bounded time.
+#
+# Targets: ratio >= 0.8 and service p99 < 5 ms at 32 connections. Exit 1
+# when one is missed, 2 on a setup failure.
+#
+# Environment (all optional):
+#   DURATION     seconds per wrk run              (10)
+#   CONNECTIONS  wrk connections                  (32)
+#   THREADS      wrk threads                      (2)
+#   PORT         service port                     (18080)
+#   YARD_PORT    yardstick port                   (18081)
+#   KEEP         directory for binaries and wrk logs (a temporary one, removed)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10}
+CONNECTIONS=${CONNECTIONS:-32}
+THREADS=${THREADS:-2}
+PORT=${PORT:-18080}
+YARD_PORT=${YARD_PORT:-18081}
+STORE_ID=7c9e6679-7425-40de-944b-e07fc1f90ae7
+API_KEY=ak_demo_not_secret_do_not_deploy
+
+command -v wrk >/dev/null || (apt-get update && apt-get install -y wrk)
+command -v curl >/dev/null || (apt-get update && apt-get install -y curl)
+
+if [ -n "${KEEP:-}" ]; then
+  work=$KEEP
+  mkdir -p "$work"
+else
+  work=$(mktemp -d)
+fi
+svc_pid= yard_pid=
+cleanup() {
+  set +e
+  for pid in $svc_pid $yard_pid; do
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
+  if [ -z "${KEEP:-}" ]; then rm -rf "$work"; fi
+  return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "building into $work"
+go build -o "$work/deeplink" .
+go build -o "$work/yardstick" ./bench/yardstick
+
+for p in "$PORT" "$YARD_PORT"; do
+  if curl -s -o /dev/null "http://127.0.0.1:$p/"; then
+    echo "port $p is already in use; set PORT / YARD_PORT" >&2
+    exit 2
+  fi
+done
+
+# The service logs one JSON line per request on stderr: send it to a file
+# (kept only with KEEP), not the terminal.
+"$work/deeplink" -addr "127.0.0.1:$PORT" -data "$work/data" >"$work/service.out" 2>"$work/service.err" &
+svc_pid=$!
+"$work/yardstick" -addr "127.0.0.1:$YARD_PORT" 2>"$work/yardstick.err" &
+yard_pid=$!
+
+wait_ready() { # url name
+  for _ in $(seq 1 100); do
+    if curl -sf -o /dev/null "$1"; then return 0; fi
+    sleep 0.1
+  done
+  echo "$2 did not become ready at $1" >&2
+  exit 2
+}
+wait_ready "http://127.0.0.1:$PORT/healthz" service
+wait_ready "http://127.0.0.1:$YARD_PORT/" yardstick
+
+path=/stores/$STORE_ID/auth/auth-code
+export BENCH_STORE_ID=$STORE_ID BENCH_API_KEY=$API_KEY BENCH_REDIRECT_PORT=$PORT
+
+# Sanity: the service accepts a registration like those of register.lua.
+code=$(curl -s -o "$work/sanity.txt" -w '%{http_code}' "http://127.0.0.1:$PORT$path" \
+  -H "X-API-Key: $API_KEY" -H 'Content-Type: application/json' \
+  -d '{"auth_code":"sanity-check-'"$$"'-0123456789","redirect_uri":"http://127.0.0.1:'"$PORT"'/stores/'"$STORE_ID"'/auth/callback","client_reference_id":"3f2504e0-4f89-41d3-9a0c-0305e82c3301","code_challenge":"9kVljBY-KYin_nAeGRHZH5PvwxsK-itoVUhYZQ8SOzs","state":"af0ifjsldkj"}')
+if [ "$code" != 200 ]; then
+  echo "sanity registration answered $code: $(cat "$work/sanity.txt")" >&2
+  exit 2
+fi
+
+run_wrk() { # name port duration -> log file
+  local log="$work/wrk-$1.txt"
+  BENCH_RUN="$1-$$-$RANDOM" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$3s" --latency \
+    -s bench/register.lua "http://127.0.0.1:$2$path" >"$log" 2>&1
+  echo "$log"
+}
+
+# to_ms converts a wrk latency ("850.00us", "2.35ms", "1.20s", "1.00m") to ms.
+to_ms() {
+  awk -v v="$1" 'BEGIN {
+    n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+    if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
+    printf "%.3f", n }'
+}
+# cpu_ticks is a process's user+system CPU time in clock ticks. CPU per
+# request is a second, steadier comparison: other jobs on the host take
+# wall time from a run but add little to the CPU each request costs.
+hz=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+reqs_of() { awk '/ requests in / {print $1}' "$1"; }
+rps_of() { awk '/^Requests\/sec:/ {print $2}' "$1"; }
+p99_of() { to_ms "$(awk '$1 == "99%" {print $2}' "$1")"; }
+non200_of() { awk '/^non-200:/ {print $2}' "$1"; }
+errors_of() { # socket errors, summed
+  awk '/Socket errors:/ { gsub(/,/, ""); print $4 + $6 + $8 + $10; found = 1 } END { if (!found) print 0 }' "$1"
+}
+
+# A short warm-up of each, not counted: first connections, page faults, GC sizing.
+run_wrk warm-service "$PORT" 2 >/dev/null
+run_wrk warm-yardstick "$YARD_PORT" 2 >/dev/null
+
+declare -a svc_rps yard_rps svc_p99 yard_p99 svc_cpu yard_cpu
+svc_bad=0 yard_bad=0 sock_err=0
+for round in 1 2; do
+  for who in service yardstick; do
+    if [ "$who" = service ]; then port=$PORT pid=$svc_pid; else port=$YARD_PORT pid=$yard_pid; fi
+    t0=$(cpu_ticks "$pid")
+    log=$(run_wrk "$who-$round" "$port" "$DURATION")
+    t1=$(cpu_ticks "$pid")
+    rps=$(rps_of "$log"); p99=$(p99_of "$log"); bad=$(non200_of "$log"); se=$(errors_of "$log")
+    if [ -z "$rps" ] || [ -z "$bad" ]; then
+      echo "wrk run $who-$round failed:" >&2; cat "$log" >&2; exit 2
+    fi
+    cpu=$(awk -v t="$((t1 - t0))" -v hz="$hz" -v n="$(reqs_of "$log")" 'BEGIN {printf "%.1f", t / hz * 1e6 / n}')
+    printf '%-10s run %d: %10.1f req/s  p99 %7.3f ms  %6.1f us CPU/req  non-200 %s  socket errors %s\n' \
+      "$who" "$round" "$rps" "$p99" "$cpu" "$bad" "$se"
+    grep -h '^non-200 samples' "$log" || true
+    sock_err=$((sock_err + se))
+    if [ "$who" = service ]; then
+      svc_rps+=("$rps"); svc_p99+=("$p99"); svc_cpu+=("$cpu"); svc_bad=$((svc_bad + bad))
+    else
+      yard_rps+=("$rps"); yard_p99+=("$p99"); yard_cpu+=("$cpu"); yard_bad=$((yard_bad + bad))
+    fi
+  done
+done
+
+awk -v s1="${svc_rps[0]}" -v s2="${svc_rps[1]}" -v y1="${yard_rps[0]}" -v y2="${yard_rps[1]}" \
+    -v sp1="${svc_p99[0]}" -v sp2="${svc_p99[1]}" -v yp1="${yard_p99[0]}" -v yp2="${yard_p99[1]}" \
+    -v sc1="${svc_cpu[0]}" -v sc2="${svc_cpu[1]}" -v yc1="${yard_cpu[0]}" -v yc2="${yard_cpu[1]}" \
+    -v sbad="$svc_bad" -v ybad="$yard_bad" -v serr="$sock_err" -v c="$CONNECTIONS" -v d="$DURATION" '
+BEGIN {
+  s = (s1 + s2) / 2; y = (y1 + y2) / 2; r = s / y
+  sp = sp1 > sp2 ? sp1 : sp2; yp = yp1 > yp2 ? yp1 : yp2
+  printf "\nsummary (%d connections, %d s per run, A/B/A/B)\n", c, d
+  printf "  service   req/s: %.1f, %.1f  mean %.1f\n", s1, s2, s
+  printf "  yardstick req/s: %.1f, %.1f  mean %.1f\n", y1, y2, y
+  printf "  ratio service/yardstick: %.3f  (target >= 0.8)\n", r
+  printf "  p99 service:   %.3f ms, %.3f ms  (target < 5 ms)\n", sp1, sp2
+  printf "  p99 yardstick: %.3f ms, %.3f ms\n", yp1, yp2
+  sc = (sc1 + sc2) / 2; yc = (yc1 + yc2) / 2
+  printf "  CPU per request: service %.1f us, yardstick %.1f us; yardstick/service %.3f (informational)\n", sc, yc, yc / sc
+  printf "  non-200: service %d, yardstick %d; socket errors %d\n", sbad, ybad, serr
+  ok = r >= 0.8 && sp < 5 && sbad == 0 && serr == 0
+  printf "  %s\n", ok ? "PASS" : "FAIL"
+  exit ok ? 0 : 1
+}'
