@@ -33,25 +33,6 @@ type jsonString struct {
 	bad string // why the raw value is unacceptable, if it is
 }
 
-func (j *jsonString) UnmarshalJSON(b []byte) error {
-	*j = jsonString{}
-	switch {
-	case string(b) == "null":
-	case b[0] != '"':
-		j.set, j.bad = true, "must be a string"
-	case !utf8.Valid(b):
-		j.set, j.bad = true, "must be valid UTF-8"
-	case bytes.IndexByte(b, '\\') < 0:
-		j.set, j.s = true, string(b[1:len(b)-1])
-	default:
-		j.set = true
-		if err := json.Unmarshal(b, &j.s); err != nil {
-			j.bad = "must be a string"
-		}
-	}
-	return nil
-}
-
 // registerRequest is the body of POST /stores/{store_id}/auth/auth-code.
 type registerRequest struct {
 	AuthCode          jsonString `json:"auth_code"`
@@ -67,27 +48,48 @@ type registerRequest struct {
 	Timezone          jsonString `json:"timezone"`
 }
 
-// UnmarshalJSON matches member names exactly. encoding/json alone would
-// also fill auth_code from "Auth_Code" or "AUTH_CODE", which API.md §4.1
-// calls unknown fields to ignore, and let such a member override the real
-// one.
-func (r *registerRequest) UnmarshalJSON(b []byte) error {
-	var m map[string]jsonString
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
+// decode fills r from the JSON object b. Member names match exactly
+// (encoding/json would also fill auth_code from "Auth_Code", which API.md
+// §4.1 calls an unknown field to ignore); the last of duplicate members
+// wins; unknown members are ignored. It returns errInvalidJSON when b is
+// not one JSON object.
+func (r *registerRequest) decode(b []byte) error {
+	*r = registerRequest{}
+	return scanObject(b, func(name, value []byte) {
+		if f := r.field(name); f != nil {
+			f.assign(value)
+		}
+	})
+}
+
+// field returns the field of the member named name, or nil.
+func (r *registerRequest) field(name []byte) *jsonString {
+	if bytes.IndexByte(name, '\\') >= 0 {
+		name = []byte(jsonName(name))
 	}
-	*r = registerRequest{
-		AuthCode:          m["auth_code"],
-		RedirectURI:       m["redirect_uri"],
-		ClientReferenceID: m["client_reference_id"],
-		CodeChallenge:     m["code_challenge"],
-		State:             m["state"],
-		FirstName:         m["first_name"],
-		LastName:          m["last_name"],
-		Language:          m["language"],
-		Currency:          m["currency"],
-		Country:           m["country"],
-		Timezone:          m["timezone"],
+	switch string(name) {
+	case "auth_code":
+		return &r.AuthCode
+	case "redirect_uri":
+		return &r.RedirectURI
+	case "client_reference_id":
+		return &r.ClientReferenceID
+	case "code_challenge":
+		return &r.CodeChallenge
+	case "state":
+		return &r.State
+	case "first_name":
+		return &r.FirstName
+	case "last_name":
+		return &r.LastName
+	case "language":
+		return &r.Language
+	case "currency":
+		return &r.Currency
+	case "country":
+		return &r.Country
+	case "timezone":
+		return &r.Timezone
 	}
 	return nil
 }
@@ -174,7 +176,7 @@ func (s *server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req registerRequest
-	err = unmarshalObject(body, &req)
+	err = req.decode(body)
 	bodyPool.Put(buf)
 	if err != nil {
 		writeError(w, errInvalidJSON)

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestScanObject(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{`{}`, true},
+		{` {"a":1} `, true},
+		{`{"a":"x","b":[1,{"c":null}],"d":-0.5e+3,"e":true,"f":false}`, true},
+		{`{"a\"b":"\u00e9\n"}`, true},
+		{``, false},
+		{`[]`, false},
+		{`null`, false},
+		{`"x"`, false},
+		{`{`, false},
+		{`{"a"}`, false},
+		{`{"a":}`, false},
+		{`{"a":1,}`, false},
+		{`{"a":01}`, false},
+		{`{"a":1.}`, false},
+		{`{"a":tru}`, false},
+		{`{"a":"x` + "\x01" + `"}`, false},
+		{`{"a":"\x"}`, false},
+		{`{"a":"\u12"}`, false},
+		{`{} {}`, false},
+		{`{}x`, false},
+	}
+	for _, tt := range tests {
+		err := scanObject([]byte(tt.in), func(_, _ []byte) {})
+		if got := err == nil; got != tt.want {
+			t.Errorf("scanObject(%q) = %v; want valid %v", tt.in, err, tt.want)
+		}
+	}
+}
+
+// FuzzScanObject checks the scanner against encoding/json: the same inputs
+// are valid objects, and each member's last raw value is the one
+// encoding/json sees under the same (unescaped) name.
+func FuzzScanObject(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"auth_code":"abc","state":null}`, `{"a":[1,2,{"b":"c"}],"a":"d"}`,
+		`{"\u0061uth_code":"x"}`, `{"a":1e5,"b":-0,"c":"\ud800"}`, `[1]`, `{"a":"` + "\xff" + `"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		last := map[string][]byte{}
+		err := scanObject(b, func(name, value []byte) {
+			n := string(name)
+			if bytes.IndexByte(name, '\\') >= 0 || !utf8.Valid(name) {
+				n = jsonName(name) // as encoding/json: unescaped, bad UTF-8 replaced
+			}
+			last[n] = value
+		})
+		trimmed := bytes.TrimLeft(b, " \t\r\n")
+		wantValid := json.Valid(b) && len(trimmed) > 0 && trimmed[0] == '{'
+		if (err == nil) != wantValid {
+			t.Fatalf("scanObject(%q) = %v; encoding/json says valid object %v", b, err, wantValid)
+		}
+		if !wantValid {
+			return
+		}
+		var ref map[string]json.RawMessage
+		if err := json.Unmarshal(b, &ref); err != nil {
+			t.Fatalf("encoding/json cannot decode %q: %v", b, err)
+		}
+		if len(ref) != len(last) {
+			t.Fatalf("scanObject(%q) saw names %q; encoding/json %q", b, keys(last), keys(ref))
+		}
+		for name, v := range ref {
+			if !bytes.Equal(last[name], v) {
+				t.Fatalf("scanObject(%q)[%q] = %q; encoding/json %q", b, name, last[name], v)
+			}
+		}
+	})
+}
+
+func keys[V any](m map[string]V) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
