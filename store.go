@@ -51,22 +51,31 @@ var (
 const numShards = 64
 
 // memStore is the in-memory Store: a map split into shards, each behind its
-// own mutex, swept and snapshotted to dir by Tick.
+// own mutex. Each shard persists as a snapshot (store-XX.snap) and an
+// append-only log of the changes since (store-XX.log): Flush appends what
+// changed, so a second of writes costs what was written, not the size of
+// the store; once a log outgrows its snapshot, the two are compacted into
+// a new snapshot. Both files carry the shard's epoch, so a log left over
+// from before a compaction is never replayed onto the newer snapshot.
 type memStore struct {
 	dir        string // where snapshots live; "" keeps nothing on disk
 	maxLive    int64
 	live       atomic.Int64 // entries in the maps, expired or not until swept
-	persistBad atomic.Bool  // the last snapshot failed; writes answer 503
+	persistBad atomic.Bool  // the last write failed; writes answer 503
 
-	flushMu sync.Mutex // serialises Flush, so two never write one file
+	flushMu sync.Mutex // serialises Flush and Compact, so two never write one file
 
 	shards [numShards]shard
 }
 
 type shard struct {
-	mu    sync.Mutex // guards the fields below
-	m     map[Key]entry
-	dirty bool // changed since the last snapshot
+	mu       sync.Mutex // guards the fields below
+	m        map[Key]entry
+	pending  []byte // log records of the changes not yet written
+	epoch    uint64 // of the shard's snapshot, and of the log that continues it
+	logSize  int64  // bytes in the shard's log file
+	snapSize int64  // bytes in the shard's snapshot
+	fresh    bool   // the next Flush writes a whole snapshot and a new log (at start, after a failed write)
 
 	_ [40]byte // keeps neighbouring shards' locks off one cache line
 }
@@ -77,13 +86,16 @@ type entry struct {
 }
 
 // newMemStore returns a store holding at most maxLive entries, restored
-// from the snapshots in dir (which it creates) when there are any. Expired
-// entries are not restored. A snapshot that cannot be read or decoded is an
-// error naming the file: the store never starts silently empty.
+// from the snapshots and logs in dir (which it creates) when there are any.
+// Expired entries are not restored. A snapshot or log that cannot be read
+// or is damaged is an error naming the file: the store never starts
+// silently empty. Only the unfinished last record of a log, which a crash
+// can leave, is dropped (with a warning).
 func newMemStore(dir string, maxLive int) (*memStore, error) {
 	s := &memStore{dir: dir, maxLive: int64(maxLive)}
 	for i := range s.shards {
 		s.shards[i].m = make(map[Key]entry)
+		s.shards[i].fresh = true
 	}
 	if dir == "" {
 		return s, nil
@@ -91,31 +103,72 @@ func newMemStore(dir string, maxLive int) (*memStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "store-*.snap"))
-	if err != nil {
+	now := time.Now().UnixNano()
+	for i := range s.shards {
+		if err := s.restoreShard(i, now); err != nil {
+			return nil, err
+		}
+	}
+	for i := range s.shards {
+		s.live.Add(int64(len(s.shards[i].m)))
+	}
+	// Fold the logs into snapshots now, so appends never follow a torn
+	// record and the next start reads little.
+	if err := s.Compact(); err != nil {
 		return nil, err
 	}
-	now := time.Now().UnixNano()
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("restore %s: %w", f, err)
-		}
-		err = decodeSnapshot(b, func(k Key, exp int64, val []byte) {
-			if exp <= now {
-				return
+	return s, nil
+}
+
+// restoreShard loads shard i's snapshot and replays its log, if the log
+// continues that snapshot.
+func (s *memStore) restoreShard(i int, now int64) error {
+	sh := &s.shards[i]
+	snap, logf := s.paths(i)
+	b, err := os.ReadFile(snap)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("restore %s: %w", snap, err)
+	default:
+		sh.epoch, err = decodeSnapshot(b, func(k Key, exp int64, val []byte) {
+			if exp > now {
+				sh.m[k] = entry{exp: exp, val: val}
 			}
-			sh := s.shard(k)
-			if _, dup := sh.m[k]; !dup {
-				s.live.Add(1)
-			}
-			sh.m[k] = entry{exp: exp, val: val}
 		})
 		if err != nil {
-			return nil, fmt.Errorf("restore %s: %w (move the file away to start without it)", f, err)
+			return fmt.Errorf("restore %s: %w (move the file away to start without it)", snap, err)
 		}
+		sh.snapSize = int64(len(b))
 	}
-	return s, nil
+	b, err = os.ReadFile(logf)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("restore %s: %w", logf, err)
+	}
+	_, torn, err := replayLog(b, func(put bool, k Key, exp int64, val []byte) {
+		if put && exp > now {
+			sh.m[k] = entry{exp: exp, val: val}
+		} else {
+			delete(sh.m, k)
+		}
+	}, sh.epoch)
+	switch {
+	case errors.Is(err, errStaleLog):
+		slog.Warn("store: ignoring a log older than its snapshot (a compaction was cut short)", "file", logf)
+	case err != nil:
+		return fmt.Errorf("restore %s: %w (move the file away to start without it)", logf, err)
+	case torn:
+		slog.Warn("store: dropped the unfinished last record of a log (a crash cut it short)", "file", logf)
+	}
+	return nil
+}
+
+func (s *memStore) paths(i int) (snap, log string) {
+	base := filepath.Join(s.dir, fmt.Sprintf("store-%02x", i))
+	return base + ".snap", base + ".log"
 }
 
 func (s *memStore) shard(k Key) *shard { return &s.shards[k[0]%numShards] }
@@ -136,7 +189,7 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 		return errStoreFull
 	}
 	sh.m[k] = entry{exp: exp.UnixNano(), val: val}
-	sh.dirty = true
+	sh.logPutLocked(k, exp.UnixNano(), val, s.dir != "")
 	return nil
 }
 
@@ -176,7 +229,7 @@ func (s *memStore) Swap(k Key, val []byte) ([]byte, bool) {
 		return nil, false
 	}
 	sh.m[k] = entry{exp: e.exp, val: val}
-	sh.dirty = true
+	sh.logPutLocked(k, e.exp, val, s.dir != "")
 	return e.val, true
 }
 
@@ -187,7 +240,9 @@ func (s *memStore) Delete(k Key) {
 	if _, ok := sh.m[k]; ok {
 		delete(sh.m, k)
 		s.live.Add(-1)
-		sh.dirty = true
+		if s.dir != "" {
+			sh.pending = appendLogRecord(sh.pending, false, k, 0, nil)
+		}
 	}
 }
 
@@ -195,7 +250,7 @@ func (s *memStore) Delete(k Key) {
 func (s *memStore) Len() int { return int(s.live.Load()) }
 
 // Sweep removes the entries expired at now. Restores skip expired entries,
-// so a sweep alone does not make a shard dirty.
+// so sweeps are not logged.
 func (s *memStore) Sweep(now time.Time) {
 	n := now.UnixNano()
 	for i := range s.shards {
@@ -211,46 +266,126 @@ func (s *memStore) Sweep(now time.Time) {
 	}
 }
 
-// Flush writes every shard changed since its last snapshot to dir,
-// atomically per shard. A failure marks the store unable to persist (writes
-// answer 503) until a later Flush succeeds.
-func (s *memStore) Flush() error {
+// logPutLocked records a put for the next Flush. sh.mu must be held.
+func (sh *shard) logPutLocked(k Key, exp int64, val []byte, persist bool) {
+	if persist {
+		sh.pending = appendLogRecord(sh.pending, true, k, exp, val)
+	}
+}
+
+// Flush appends every shard's changes since the last Flush to its log and
+// syncs it, compacting a shard whose log has outgrown its snapshot. A
+// failure marks the store unable to persist (writes answer 503) until a
+// later Flush succeeds; the changes are kept and written then.
+func (s *memStore) Flush() error { return s.flush(false) }
+
+// Compact writes a fresh snapshot of every shard that has a log, and
+// starts its log anew.
+func (s *memStore) Compact() error { return s.flush(true) }
+
+// compactDue reports when a log is folded into a new snapshot: once it is both
+// over 1 MiB and larger than the snapshot.
+func compactDue(logSize, snapSize int64) bool { return logSize > 1<<20 && logSize > snapSize }
+
+func (s *memStore) flush(compactAll bool) error {
 	if s.dir == "" {
 		return nil
 	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	var errs []error
-	var recs []snapRecord
 	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		if !sh.dirty {
-			sh.mu.Unlock()
-			continue
-		}
-		recs = recs[:0]
-		for k, e := range sh.m {
-			recs = append(recs, snapRecord{k, e.exp, e.val}) // values are never mutated, so sharing them is safe
-		}
-		sh.dirty = false
-		sh.mu.Unlock()
-
-		path := filepath.Join(s.dir, fmt.Sprintf("store-%02x.snap", i))
-		if err := writeFileAtomic(path, encodeSnapshot(recs)); err != nil {
+		if err := s.flushShard(i, compactAll); err != nil {
 			errs = append(errs, err)
-			sh.mu.Lock()
-			sh.dirty = true
-			sh.mu.Unlock()
 		}
 	}
 	err := errors.Join(errs...)
+	if err != nil {
+		// The directory itself may have gone, taking the files of shards
+		// that had nothing to write: the next Flush rewrites them all.
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.Lock()
+			sh.fresh = true
+			sh.mu.Unlock()
+		}
+	}
 	if s.persistBad.Swap(err != nil) != (err != nil) {
 		if err != nil {
-			slog.Error("store: snapshot failed; refusing writes until it works", "err", err)
+			slog.Error("store: writing state failed; refusing writes until it works", "err", err)
 		} else {
-			slog.Info("store: snapshots work again")
+			slog.Info("store: writing state works again")
 		}
+	}
+	return err
+}
+
+// flushShard writes shard i's pending changes. s.flushMu must be held.
+func (s *memStore) flushShard(i int, compactAll bool) error {
+	sh := &s.shards[i]
+	snapPath, logPath := s.paths(i)
+	sh.mu.Lock()
+	grown := sh.logSize + int64(len(sh.pending))
+	if sh.fresh || compactAll && grown > logHeaderSize || compactDue(grown, sh.snapSize) {
+		recs := make([]snapRecord, 0, len(sh.m))
+		for k, e := range sh.m {
+			recs = append(recs, snapRecord{k, e.exp, e.val}) // values are never mutated, so sharing them is safe
+		}
+		epoch := sh.epoch + 1
+		pending := sh.pending
+		sh.pending = nil
+		sh.mu.Unlock()
+
+		snap := encodeSnapshot(epoch, recs)
+		err := writeFileAtomic(snapPath, snap)
+		if err == nil {
+			err = writeFileAtomic(logPath, appendLogHeader(nil, epoch))
+		}
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		if err != nil {
+			// Whatever stands on disk, the next Flush writes the shard whole.
+			sh.pending = append(pending, sh.pending...)
+			sh.fresh = true
+			return err
+		}
+		sh.epoch, sh.snapSize, sh.logSize, sh.fresh = epoch, int64(len(snap)), logHeaderSize, false
+		return nil
+	}
+	if len(sh.pending) == 0 {
+		sh.mu.Unlock()
+		return nil
+	}
+	data := sh.pending
+	sh.pending = nil
+	sh.mu.Unlock()
+
+	err := appendFile(logPath, data)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if err != nil {
+		// The log may hold part of data, or be gone: the next Flush
+		// writes the shard whole rather than append after a torn record.
+		sh.pending = append(data, sh.pending...)
+		sh.fresh = true
+		return err
+	}
+	sh.logSize += int64(len(data))
+	return nil
+}
+
+// appendFile appends data to path and syncs it.
+func appendFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }
@@ -279,11 +414,11 @@ func (s *memStore) Run(done <-chan struct{}, interval time.Duration) {
 
 // Snapshot format, one file per shard:
 //
-//	"DLSNAP1\n" uvarint(count) count×(key[32] varint(exp) uvarint(len) val[len]) crc32be(all before)
+//	"DLSNAP2\n" uvarint(epoch) uvarint(count) count×(key[32] varint(exp) uvarint(len) val[len]) crc32be(all before)
 //
 // The checksum makes a truncated or damaged file an error, never a
 // silently shorter store.
-const snapMagic = "DLSNAP1\n"
+const snapMagic = "DLSNAP2\n"
 
 type snapRecord struct {
 	key Key
@@ -291,13 +426,14 @@ type snapRecord struct {
 	val []byte
 }
 
-func encodeSnapshot(recs []snapRecord) []byte {
-	n := len(snapMagic) + binary.MaxVarintLen64 + 4
+func encodeSnapshot(epoch uint64, recs []snapRecord) []byte {
+	n := len(snapMagic) + 2*binary.MaxVarintLen64 + 4
 	for _, r := range recs {
 		n += len(r.key) + 2*binary.MaxVarintLen64 + len(r.val)
 	}
 	b := make([]byte, 0, n)
 	b = append(b, snapMagic...)
+	b = binary.AppendUvarint(b, epoch)
 	b = binary.AppendUvarint(b, uint64(len(recs)))
 	for _, r := range recs {
 		b = append(b, r.key[:]...)
@@ -310,43 +446,49 @@ func encodeSnapshot(recs []snapRecord) []byte {
 
 var errBadSnapshot = errors.New("snapshot is truncated or corrupt")
 
-// decodeSnapshot calls fn for each record of the snapshot b, in order. The
-// values passed to fn are fresh copies. It returns errBadSnapshot, having
-// called fn for no record, when b is not a whole, intact snapshot.
-func decodeSnapshot(b []byte, fn func(k Key, exp int64, val []byte)) error {
-	if len(b) < len(snapMagic)+1+4 || string(b[:len(snapMagic)]) != snapMagic {
-		return errBadSnapshot
+// decodeSnapshot calls fn for each record of the snapshot b, in order, and
+// returns the snapshot's epoch. The values passed to fn are fresh copies.
+// It returns errBadSnapshot, having called fn for no record, when b is not
+// a whole, intact snapshot.
+func decodeSnapshot(b []byte, fn func(k Key, exp int64, val []byte)) (epoch uint64, err error) {
+	if len(b) < len(snapMagic)+2+4 || string(b[:len(snapMagic)]) != snapMagic {
+		return 0, errBadSnapshot
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
 	if crc32.ChecksumIEEE(body) != sum {
-		return errBadSnapshot
+		return 0, errBadSnapshot
 	}
 	p := body[len(snapMagic):]
+	epoch, n := binary.Uvarint(p)
+	if n <= 0 {
+		return 0, errBadSnapshot
+	}
+	p = p[n:]
 	count, n := binary.Uvarint(p)
 	if n <= 0 || count > uint64(len(p)/(len(Key{})+2)) {
-		return errBadSnapshot
+		return 0, errBadSnapshot
 	}
 	p = p[n:]
 	// First pass checks the framing, so fn sees all records or none.
 	q := p
 	for range count {
 		if len(q) < len(Key{}) {
-			return errBadSnapshot
+			return 0, errBadSnapshot
 		}
 		q = q[len(Key{}):]
 		if _, n := binary.Varint(q); n <= 0 {
-			return errBadSnapshot
+			return 0, errBadSnapshot
 		} else {
 			q = q[n:]
 		}
 		l, n := binary.Uvarint(q)
 		if n <= 0 || l > uint64(len(q)-n) {
-			return errBadSnapshot
+			return 0, errBadSnapshot
 		}
 		q = q[n+int(l):]
 	}
 	if len(q) != 0 {
-		return errBadSnapshot
+		return 0, errBadSnapshot
 	}
 	vals := make([]byte, 0, len(p)) // one allocation backs every value
 	for range count {
@@ -362,7 +504,97 @@ func decodeSnapshot(b []byte, fn func(k Key, exp int64, val []byte)) error {
 		p = p[l:]
 		fn(k, exp, vals[start:len(vals):len(vals)])
 	}
-	return nil
+	return epoch, nil
+}
+
+// Log format, one file per shard, continuing the snapshot of the same
+// epoch:
+//
+//	"DLLOG1\n\x00" epoch(8, big-endian) then records:
+//	uvarint(len) payload[len] crc32be(payload)
+//	payload: 'P' key[32] varint(exp) val…   a put
+//	         'D' key[32]                     a delete
+const logMagic = "DLLOG1\n\x00"
+
+const logHeaderSize = int64(len(logMagic) + 8)
+
+var errStaleLog = errors.New("log continues an older snapshot")
+
+func appendLogHeader(b []byte, epoch uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(b, logMagic...), epoch)
+}
+
+func appendLogRecord(b []byte, put bool, k Key, exp int64, val []byte) []byte {
+	n := 1 + len(k)
+	if put {
+		n += uvarintLen(uint64(exp)<<1^uint64(exp>>63)) + len(val)
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	start := len(b)
+	if put {
+		b = append(b, 'P')
+		b = append(b, k[:]...)
+		b = binary.AppendVarint(b, exp)
+		b = append(b, val...)
+	} else {
+		b = append(b, 'D')
+		b = append(b, k[:]...)
+	}
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b[start:]))
+}
+
+var errBadLog = errors.New("log is corrupt")
+
+// replayLog calls fn for each record of the log b, in order. It returns
+// errStaleLog, calling fn for none, when the log does not continue the
+// snapshot of epoch want, and errBadLog when a whole record is damaged
+// (after calling fn for the records before it: the caller gives up). An
+// unfinished last record, which a crash mid-write leaves, is reported as
+// torn and not passed on.
+func replayLog(b []byte, fn func(put bool, k Key, exp int64, val []byte), want uint64) (epoch uint64, torn bool, err error) {
+	if len(b) < int(logHeaderSize) || string(b[:len(logMagic)]) != logMagic {
+		return 0, false, errBadLog
+	}
+	epoch = binary.BigEndian.Uint64(b[len(logMagic):])
+	if epoch != want {
+		return epoch, false, errStaleLog
+	}
+	p := b[logHeaderSize:]
+	for len(p) > 0 {
+		l, n := binary.Uvarint(p)
+		if n == 0 || n > 0 && l+4 > uint64(len(p)-n) {
+			return epoch, true, nil // the last record was cut short
+		}
+		if n < 0 || l < 1+uint64(len(Key{})) {
+			return epoch, false, errBadLog
+		}
+		payload := p[n : n+int(l)]
+		if crc32.ChecksumIEEE(payload) != binary.BigEndian.Uint32(p[n+int(l):]) {
+			if len(p) == n+int(l)+4 {
+				return epoch, true, nil // the last record was cut short
+			}
+			return epoch, false, errBadLog
+		}
+		p = p[n+int(l)+4:]
+		var k Key
+		copy(k[:], payload[1:])
+		switch rest := payload[1+len(k):]; payload[0] {
+		case 'P':
+			exp, m := binary.Varint(rest)
+			if m <= 0 {
+				return epoch, false, errBadLog
+			}
+			fn(true, k, exp, append([]byte(nil), rest[m:]...))
+		case 'D':
+			if len(rest) != 0 {
+				return epoch, false, errBadLog
+			}
+			fn(false, k, 0, nil)
+		default:
+			return epoch, false, errBadLog
+		}
+	}
+	return epoch, false, nil
 }
 
 // writeFileAtomic writes data to path through a temporary file in the same

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"testing"
 )
 
@@ -12,7 +13,7 @@ import (
 func decodeAll(t *testing.T, b []byte) ([]snapRecord, error) {
 	t.Helper()
 	var recs []snapRecord
-	err := decodeSnapshot(b, func(k Key, exp int64, val []byte) {
+	_, err := decodeSnapshot(b, func(k Key, exp int64, val []byte) {
 		recs = append(recs, snapRecord{k, exp, val})
 	})
 	if err != nil && len(recs) > 0 {
@@ -59,15 +60,15 @@ func recordsFrom(data []byte) []snapRecord {
 func FuzzSnapshotDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte(snapMagic))
-	f.Add(encodeSnapshot(nil))
-	f.Add(encodeSnapshot([]snapRecord{{testKey("a"), 1, []byte("v")}}))
-	f.Add(encodeSnapshot([]snapRecord{{testKey("a"), -1, nil}, {testKey("b"), 1<<63 - 1, []byte("value")}}))
+	f.Add(encodeSnapshot(7, nil))
+	f.Add(encodeSnapshot(7, []snapRecord{{testKey("a"), 1, []byte("v")}}))
+	f.Add(encodeSnapshot(7, []snapRecord{{testKey("a"), -1, nil}, {testKey("b"), 1<<63 - 1, []byte("value")}}))
 	f.Add([]byte("\x03abc\x00\x00\x00\x00\x00\x00\x00\x01\x00\x05hello"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Arbitrary bytes: no panic, all records or none, and what decodes
 		// encodes back to the same records.
 		if recs, err := decodeAll(t, data); err == nil {
-			again, err := decodeAll(t, encodeSnapshot(recs))
+			again, err := decodeAll(t, encodeSnapshot(7, recs))
 			if err != nil || !sameRecords(recs, again) {
 				t.Fatalf("re-encoding the records of %q: %v, records differ: %v", data, err, !sameRecords(recs, again))
 			}
@@ -75,10 +76,10 @@ func FuzzSnapshotDecode(f *testing.F) {
 
 		// Records built from the input round-trip.
 		recs := recordsFrom(data)
-		enc := encodeSnapshot(recs)
+		enc := encodeSnapshot(7, recs)
 		got, err := decodeAll(t, enc)
 		if err != nil {
-			t.Fatalf("decodeSnapshot(encodeSnapshot(%d records)) = %v", len(recs), err)
+			t.Fatalf("decodeSnapshot(encodeSnapshot(7, %d records)) = %v", len(recs), err)
 		}
 		if !sameRecords(recs, got) {
 			t.Fatalf("round trip of %d records changed them", len(recs))
@@ -106,6 +107,54 @@ func FuzzSnapshotDecode(f *testing.F) {
 		}
 		if _, err := decodeAll(t, append(bytes.Clone(enc), delta)); err == nil {
 			t.Fatalf("snapshot extended by one byte decoded without error")
+		}
+	})
+}
+
+// FuzzReplayLog feeds arbitrary bytes to replayLog, and checks that logs
+// built from them replay to the same records, and that cutting one short
+// loses only its last record.
+func FuzzReplayLog(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(appendLogHeader(nil, 1))
+	f.Add(appendLogRecord(appendLogHeader(nil, 1), true, testKey("a"), 5, []byte("v")))
+	f.Add([]byte("\x03abc\x00\x00\x00\x00\x00\x00\x00\x01\x00\x05hello"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		replayLog(data, func(bool, Key, int64, []byte) {}, 1) // no panic
+
+		recs := recordsFrom(data)
+		log := appendLogHeader(nil, 9)
+		ends := []int{}
+		for i, r := range recs {
+			log = appendLogRecord(log, i%3 != 2, r.key, r.exp, r.val)
+			ends = append(ends, len(log))
+		}
+		var got []snapRecord
+		_, torn, err := replayLog(log, func(put bool, k Key, exp int64, val []byte) {
+			got = append(got, snapRecord{k, exp, val})
+		}, 9)
+		if err != nil || torn || len(got) != len(recs) {
+			t.Fatalf("replayLog of %d records = %d records, torn %v, %v", len(recs), len(got), torn, err)
+		}
+		for i, r := range recs {
+			if i%3 == 2 {
+				r.exp, r.val = 0, nil // deletes carry only the key
+			}
+			if got[i].key != r.key || got[i].exp != r.exp || !bytes.Equal(got[i].val, r.val) {
+				t.Fatalf("record %d replayed as %+v; want %+v", i, got[i], r)
+			}
+		}
+		if len(recs) == 0 {
+			return
+		}
+		cut := len(log) - 1
+		n := 0
+		_, torn, err = replayLog(log[:cut], func(bool, Key, int64, []byte) { n++ }, 9)
+		if err != nil || !torn || n != len(recs)-1 {
+			t.Fatalf("replayLog of a log cut by one byte = %d of %d records, torn %v, %v", n, len(recs), torn, err)
+		}
+		if _, _, err := replayLog(log, func(bool, Key, int64, []byte) {}, 8); !errors.Is(err, errStaleLog) {
+			t.Fatalf("replayLog with another epoch = %v; want errStaleLog", err)
 		}
 	})
 }

@@ -322,15 +322,16 @@ func TestMemStoreSwapRace(t *testing.T) {
 	}
 }
 
-// snapFiles returns the snapshot files in dir, and fails on any other file.
-func snapFiles(t *testing.T, dir string) []string {
+// stateFiles returns the snapshot and log files in dir, and fails on any
+// other file.
+func stateFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	var snaps []string
 	for _, e := range ents {
 		name := e.Name()
-		if strings.HasPrefix(name, "store-") && strings.HasSuffix(name, ".snap") {
+		if strings.HasPrefix(name, "store-") && (strings.HasSuffix(name, ".snap") || strings.HasSuffix(name, ".log")) {
 			snaps = append(snaps, filepath.Join(dir, name))
 			continue
 		}
@@ -369,7 +370,7 @@ func TestMemStoreSnapshotRestore(t *testing.T) {
 
 	require.NoError(t, s.Flush())
 
-	files := snapFiles(t, dir)
+	files := stateFiles(t, dir)
 	require.NotEmpty(t, files)
 	for _, f := range files {
 		fi, err := os.Stat(f)
@@ -394,34 +395,113 @@ func TestMemStoreSnapshotRestore(t *testing.T) {
 	assert.False(t, ok, "deleted entry restored")
 }
 
-// TestMemStoreSnapshotOnlyDirty checks that a Flush rewrites only the
-// shards changed since the last one, and that an unchanged restart keeps
-// everything.
-func TestMemStoreSnapshotOnlyDirty(t *testing.T) {
+// TestMemStoreFlushAppendsOnlyChanges checks that a Flush writes only the
+// changes since the last one, to the changed shards' logs, and that a
+// restart replays them.
+func TestMemStoreFlushAppendsOnlyChanges(t *testing.T) {
 	dir := t.TempDir()
 	s := newTestStore(t, dir, 100)
+	read := func(name string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		return b
+	}
 	require.NoError(t, s.Insert(keyInShard("a", 1), []byte("a"), future()))
+	require.NoError(t, s.Flush())
+	snap1, log1, log2 := read("store-01.snap"), read("store-01.log"), read("store-02.log")
+
 	require.NoError(t, s.Insert(keyInShard("b", 2), []byte("b"), future()))
 	require.NoError(t, s.Flush())
-	assert.Len(t, snapFiles(t, dir), 2)
+	assert.Equal(t, snap1, read("store-01.snap"), "snapshot of shard 1 rewritten")
+	assert.Equal(t, log1, read("store-01.log"), "log of the unchanged shard 1 written")
+	grown := read("store-02.log")
+	assert.Greater(t, len(grown), len(log2), "log of shard 2")
+	assert.Equal(t, log2, grown[:len(log2)], "log of shard 2 rewritten rather than appended to")
 
-	f1 := filepath.Join(dir, "store-01.snap")
-	before, err := os.ReadFile(f1)
-	require.NoError(t, err)
-	require.NoError(t, s.Insert(keyInShard("c", 3), []byte("c"), future()))
-	require.NoError(t, s.Flush())
-	after, err := os.ReadFile(f1)
-	require.NoError(t, err)
-	assert.Equal(t, before, after, "clean shard rewritten")
-	assert.Len(t, snapFiles(t, dir), 3)
-
-	// Emptying a shard writes an empty snapshot, not a stale one.
 	s.Delete(keyInShard("a", 1))
 	require.NoError(t, s.Flush())
 	r := newTestStore(t, dir, 100)
 	_, ok := r.Get(keyInShard("a", 1))
 	assert.False(t, ok, "deleted entry came back")
-	assert.Equal(t, 2, r.Len())
+	got, ok := r.Get(keyInShard("b", 2))
+	assert.True(t, ok, "logged entry lost")
+	assert.Equal(t, "b", string(got))
+	assert.Equal(t, 1, r.Len())
+}
+
+// TestMemStoreCompacts checks that a log that outgrows its snapshot is
+// folded into a new snapshot, and that the state survives it.
+func TestMemStoreCompacts(t *testing.T) {
+	dir := t.TempDir()
+	s := newTestStore(t, dir, 1000)
+	k := keyInShard("big", 3)
+	val := bytes.Repeat([]byte("v"), 64<<10)
+	require.NoError(t, s.Insert(k, val, future()))
+	for i := range 20 { // 20 swaps of 64 KiB: the log passes 1 MiB
+		_, ok := s.Swap(k, append([]byte(fmt.Sprint(i)), val...))
+		require.True(t, ok)
+	}
+	require.NoError(t, s.Flush())
+	fi, err := os.Stat(filepath.Join(dir, "store-03.log"))
+	require.NoError(t, err)
+	assert.Equal(t, logHeaderSize, fi.Size(), "log size after compaction")
+	r := newTestStore(t, dir, 1000)
+	got, ok := r.Get(k)
+	require.True(t, ok)
+	assert.Equal(t, "19", string(got[:2]))
+}
+
+// TestMemStoreLogRecovery covers what a crash can leave: a log cut off in
+// its last record (dropped), a log from before a compaction (ignored), and
+// a log damaged in the middle (an error naming it).
+func TestMemStoreLogRecovery(t *testing.T) {
+	setup := func(t *testing.T) (dir, logPath string, keys []Key) {
+		dir = t.TempDir()
+		s := newTestStore(t, dir, 100)
+		for i := range 3 {
+			k := keyInShard(fmt.Sprint("k", i), 5)
+			require.NoError(t, s.Insert(k, []byte(fmt.Sprint("v", i)), future()))
+			keys = append(keys, k)
+			require.NoError(t, s.Flush())
+		}
+		return dir, filepath.Join(dir, "store-05.log"), keys
+	}
+	t.Run("torn last record", func(t *testing.T) {
+		dir, logPath, keys := setup(t)
+		b, err := os.ReadFile(logPath)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(logPath, b[:len(b)-3], 0o600))
+		r := newTestStore(t, dir, 100)
+		for i, k := range keys {
+			_, ok := r.Get(k)
+			assert.Equal(t, i < 2, ok, "entry %d", i)
+		}
+	})
+	t.Run("stale log", func(t *testing.T) {
+		dir, logPath, keys := setup(t)
+		stale, err := os.ReadFile(logPath)
+		require.NoError(t, err)
+		s := newTestStore(t, dir, 100) // compacts: new snapshot, new epoch
+		s.Delete(keys[0])
+		require.NoError(t, s.Compact())
+		require.NoError(t, os.WriteFile(logPath, stale, 0o600)) // as if the crash came between the two renames
+		r := newTestStore(t, dir, 100)
+		_, ok := r.Get(keys[0])
+		assert.False(t, ok, "a stale log brought a deleted entry back")
+		_, ok = r.Get(keys[1])
+		assert.True(t, ok)
+	})
+	t.Run("damaged record", func(t *testing.T) {
+		dir, logPath, _ := setup(t)
+		b, err := os.ReadFile(logPath)
+		require.NoError(t, err)
+		b[logHeaderSize+5] ^= 0xff // inside the first of three records
+		require.NoError(t, os.WriteFile(logPath, b, 0o600))
+		_, err = newMemStore(dir, 100)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), logPath)
+	})
 }
 
 func TestMemStoreNoDirKeepsNothing(t *testing.T) {
@@ -485,7 +565,7 @@ func TestMemStoreFlushFailure(t *testing.T) {
 
 			// The write that was pending during the failure reached the disk.
 			require.NoError(t, s.Flush())
-			snapFiles(t, dir) // no temp files left behind
+			stateFiles(t, dir) // no temp files left behind
 			r := newTestStore(t, dir, 100)
 			_, ok = r.Get(testKey("pending"))
 			assert.True(t, ok, "entry inserted while the disk failed was lost")
@@ -614,11 +694,13 @@ func TestSnapshotEncodeDecode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := encodeSnapshot(tt.recs)
+			b := encodeSnapshot(3, tt.recs)
 			var got []snapRecord
-			require.NoError(t, decodeSnapshot(b, func(k Key, exp int64, val []byte) {
+			epoch, err := decodeSnapshot(b, func(k Key, exp int64, val []byte) {
 				got = append(got, snapRecord{k, exp, val})
-			}))
+			})
+			require.NoError(t, err)
+			assert.Equal(t, uint64(3), epoch)
 			require.Len(t, got, len(tt.recs))
 			for i := range got {
 				assert.Equal(t, tt.recs[i].key, got[i].key)
