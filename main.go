@@ -76,7 +76,7 @@ func run() error {
 	if *dataFlag != "" {
 		cfg.DataDir = *dataFlag
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	logger := slog.New(slog.NewJSONHandler(logOut, nil))
 	slog.SetDefault(logger)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -123,6 +123,7 @@ func run() error {
 	select {
 	case err := <-serveErr:
 		a.Close()
+		logOut.Flush()
 		return err
 	case <-ctx.Done():
 	}
@@ -133,6 +134,7 @@ func run() error {
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Warn("shutdown: in-flight requests cut off", "err", err)
 	}
+	defer logOut.Flush()
 	if err := a.Close(); err != nil {
 		return fmt.Errorf("writing state: %w", err)
 	}
@@ -205,6 +207,7 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 // housekeeping. One caller at a time.
 func (a *app) tick(now time.Time) {
 	a.lastTick = now
+	defer logOut.Flush()
 	a.store.Tick(now)
 	if err := a.srv.hooks.tick(now, a.srv.cfg.DataDir); err != nil {
 		a.srv.log.Error("webhooks: saving state failed", "err", err)

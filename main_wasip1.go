@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
 	"unsafe"
 
@@ -87,7 +86,7 @@ func wasmStart(n uint32) (res uint64) {
 		cfg.PublicBaseURL = args.BaseURL
 		cfg.Stores[0].GameAuthorizeURL = args.BaseURL + "/demo/game/authorize"
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	logger := slog.New(slog.NewJSONHandler(logOut, nil))
 	slog.SetDefault(logger)
 	a, err := openApp(cfg, logger, demo)
 	if err != nil {
@@ -246,6 +245,7 @@ func wasmFinish(n uint32) {
 func wasmStop() uint64 {
 	a := edge.app
 	a.srv.draining.Store(true)
+	defer logOut.Flush()
 	if err := errors.Join(a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir)); err != nil {
 		return result([]byte(err.Error()))
 	}
