@@ -187,8 +187,8 @@ func (s *server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(okBody)))
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = okBodyLength
 	w.Write(okBody)
 }
 
@@ -428,8 +428,11 @@ func (s *server) checkRedirectURI(v string) (host, msg string) {
 	default:
 		return "", invalid
 	}
-	if u, err := url.Parse(v); err != nil || u.Opaque != "" || u.User != nil || !strings.EqualFold(u.Host, authority) {
-		return "", invalid
+	// The rest is a path and query: every % must start an escape.
+	for i := len(scheme) + 3 + len(authority); i < len(v); i++ {
+		if v[i] == '%' && (i+2 >= len(v) || !isHex(v[i+1]) || !isHex(v[i+2])) {
+			return "", invalid
+		}
 	}
 	return host, ""
 }

@@ -61,7 +61,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"cannot encode the answer"}}`)
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = jsonContentType
 	h.Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
@@ -69,3 +69,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // okBody is the success body of the register endpoint.
 var okBody = []byte(`{"data":{"status":"ok"}}` + "\n")
+
+// Header values shared by every response that sends them, so the hot path
+// allocates none. net/http only reads them.
+var (
+	jsonContentType = []string{"application/json"}
+	okBodyLength    = []string{strconv.Itoa(len(okBody))}
+)
