@@ -55,9 +55,14 @@ type registerRequest struct {
 // not one JSON object.
 func (r *registerRequest) decode(b []byte) error {
 	*r = registerRequest{}
+	var body string // b as a string, made once: the fields are slices of it
 	return scanObject(b, func(name, value []byte) {
 		if f := r.field(name); f != nil {
-			f.assign(value)
+			if body == "" {
+				body = string(b)
+			}
+			off := cap(b) - cap(value) // value is a slice of b
+			f.assign(value, body[off:off+len(value)])
 		}
 	})
 }

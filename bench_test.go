@@ -38,7 +38,7 @@ func BenchmarkRegister(b *testing.B) {
 	// The default cap (2 M) could be reached by a long -benchtime; a 503
 	// would then fail the benchmark for a reason that is not its subject.
 	cfg.MaxLiveEntries = 1 << 30
-	a, err := newApp(cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)), true)
+	a, err := newApp(cfg, slog.New(newLineHandler(io.Discard, slog.LevelInfo)), true)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -249,8 +249,9 @@ func jsonName(raw []byte) string {
 }
 
 // assign sets j from a raw JSON value: a string, null (absent), or
-// anything else (present, but not a string).
-func (j *jsonString) assign(raw []byte) {
+// anything else (present, but not a string). rawStr is raw as a string,
+// so an unescaped value is a slice of it rather than a copy.
+func (j *jsonString) assign(raw []byte, rawStr string) {
 	*j = jsonString{}
 	switch {
 	case string(raw) == "null":
@@ -260,13 +261,12 @@ func (j *jsonString) assign(raw []byte) {
 		j.set, j.bad = true, "must be valid UTF-8"
 	default:
 		j.set = true
-		inner := raw[1 : len(raw)-1]
-		for _, c := range inner {
+		for _, c := range raw[1 : len(raw)-1] {
 			if c == '\\' {
 				json.Unmarshal(raw, &j.s)
 				return
 			}
 		}
-		j.s = string(inner)
+		j.s = rawStr[1 : len(rawStr)-1]
 	}
 }

@@ -76,7 +76,7 @@ func run() error {
 	if *dataFlag != "" {
 		cfg.DataDir = *dataFlag
 	}
-	logger := slog.New(slog.NewJSONHandler(logOut, nil))
+	logger := slog.New(newLineHandler(logOut, slog.LevelInfo))
 	slog.SetDefault(logger)
 
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -86,7 +86,7 @@ func wasmStart(n uint32) (res uint64) {
 		cfg.PublicBaseURL = args.BaseURL
 		cfg.Stores[0].GameAuthorizeURL = args.BaseURL + "/demo/game/authorize"
 	}
-	logger := slog.New(slog.NewJSONHandler(logOut, nil))
+	logger := slog.New(newLineHandler(logOut, slog.LevelInfo))
 	slog.SetDefault(logger)
 	a, err := openApp(cfg, logger, demo)
 	if err != nil {

@@ -364,6 +364,9 @@ func (s *memStore) flushShard(i int, compactAll bool) error {
 	err := appendFile(logPath, data)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if err == nil && len(sh.pending) == 0 {
+		sh.pending = data[:0] // keep the grown buffer for the next second
+	}
 	if err != nil {
 		// The log may hold part of data, or be gone: the next Flush
 		// writes the shard whole rather than append after a torn record.

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// TestLineHandlerMatchesJSONHandler checks that lineHandler writes the
+// same JSON lines as slog.JSONHandler, value for value.
+func TestLineHandlerMatchesJSONHandler(t *testing.T) {
+	at := time.Date(2026, 11, 21, 14, 4, 0, 584308393, time.UTC)
+	tests := []struct {
+		name  string
+		attrs []slog.Attr
+	}{
+		{"request line", []slog.Attr{
+			slog.String("method", "POST"), slog.String("path", "/stores/x/auth/auth-code"),
+			slog.Int("status", 200), slog.Int64("bytes", 25), slog.Duration("duration", 52478*time.Nanosecond),
+		}},
+		{"escapes", []slog.Attr{slog.String("s", "q\"b\\n\n\t\x01<>&\u2028é\xff")}},
+		{"kinds", []slog.Attr{
+			slog.Bool("b", true), slog.Uint64("u", 7), slog.Time("t", at), slog.Any("err", errors.New("boom")),
+			slog.Any("list", []string{"a"}),
+		}},
+		{"group falls back", []slog.Attr{slog.Group("g", slog.Int("a", 1))}},
+		{"float falls back", []slog.Attr{slog.Float64("f", 1.5)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got, want bytes.Buffer
+			r := slog.NewRecord(at, slog.LevelWarn, "msg \"x\"", 0)
+			r.AddAttrs(tt.attrs...)
+			if err := newLineHandler(&got, slog.LevelInfo).Handle(t.Context(), r); err != nil {
+				t.Fatal(err)
+			}
+			if err := slog.NewJSONHandler(&want, nil).Handle(t.Context(), r); err != nil {
+				t.Fatal(err)
+			}
+			var g, w any
+			if err := json.Unmarshal(got.Bytes(), &g); err != nil {
+				t.Fatalf("lineHandler wrote %q, not JSON: %v", got.String(), err)
+			}
+			json.Unmarshal(want.Bytes(), &w)
+			gj, _ := json.Marshal(g)
+			wj, _ := json.Marshal(w)
+			if !bytes.Equal(gj, wj) || !bytes.HasSuffix(got.Bytes(), []byte("}\n")) {
+				t.Errorf("lineHandler wrote\n%s\nslog.JSONHandler\n%s", got.String(), want.String())
+			}
+		})
+	}
+}
+
+func TestLineHandlerLevel(t *testing.T) {
+	h := newLineHandler(&bytes.Buffer{}, slog.LevelInfo)
+	if h.Enabled(t.Context(), slog.LevelDebug) || !h.Enabled(t.Context(), slog.LevelError) {
+		t.Errorf("Enabled: want debug off, error on")
+	}
+}
