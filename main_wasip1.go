@@ -111,6 +111,13 @@ func wasmHandle(n uint32) uint64 {
 	} else {
 		serveEdge(rec, req)
 	}
+	// An instance can die between calls (a trap, a runaway call), taking
+	// its memory: what a request changed reaches data_dir before the
+	// answer does, or the answer is 503.
+	if err := persistEdge(); err != nil && rec.code() < 300 {
+		*rec = recorder{header: http.Header{}}
+		writeError(rec, errPersist)
+	}
 	return result(wire.AppendResponse(edge.out[:0], &wire.Response{Status: rec.code(), Header: rec.header, Body: rec.body.Bytes()}))
 }
 
@@ -133,6 +140,12 @@ func serveEdge(rec *recorder, req *wire.Request) {
 	r.Host = req.Header.Get("Host")
 	r.ContentLength = int64(len(req.Body))
 	edge.handler.ServeHTTP(rec, r)
+}
+
+// persistEdge writes what changed since the last call to data_dir.
+func persistEdge() error {
+	a := edge.app
+	return errors.Join(a.store.WritePending(), a.srv.hooks.save(a.srv.cfg.DataDir))
 }
 
 // recorder is the http.ResponseWriter of the edge build.
@@ -220,7 +233,6 @@ func wasmFinish(n uint32) {
 	}
 	hk := edge.app.srv.hooks
 	hk.mu.Lock()
-	defer hk.mu.Unlock()
 	for _, r := range rs {
 		j := edge.jobs[r.ID]
 		if j == nil {
@@ -235,6 +247,10 @@ func wasmFinish(n uint32) {
 			er.Err = errors.New(r.Err)
 		}
 		hk.finishLocked(j, er)
+	}
+	hk.mu.Unlock()
+	if err := persistEdge(); err != nil {
+		edge.app.srv.log.Error("edge: writing delivery outcomes failed", "err", err)
 	}
 }
 

@@ -76,6 +76,7 @@ type shard struct {
 	logSize  int64  // bytes in the shard's log file
 	snapSize int64  // bytes in the shard's snapshot
 	fresh    bool   // the next Flush writes a whole snapshot and a new log (at start, after a failed write)
+	unsynced bool   // the log was written by WritePending and not synced since
 
 	_ [40]byte // keeps neighbouring shards' locks off one cache line
 }
@@ -277,18 +278,24 @@ func (sh *shard) logPutLocked(k Key, exp int64, val []byte, persist bool) {
 // syncs it, compacting a shard whose log has outgrown its snapshot. A
 // failure marks the store unable to persist (writes answer 503) until a
 // later Flush succeeds; the changes are kept and written then.
-func (s *memStore) Flush() error { return s.flush(false) }
+func (s *memStore) Flush() error { return s.flush(false, true) }
+
+// WritePending appends every shard's changes to its log like Flush, but
+// leaves syncing them to the next Flush: once written, they survive the
+// process (a trapped wasm instance, kill -9), if not the machine. The edge
+// build calls it before answering each request that changed state.
+func (s *memStore) WritePending() error { return s.flush(false, false) }
 
 // Compact writes a fresh snapshot of every shard that has a log, and
 // starts its log anew.
-func (s *memStore) Compact() error { return s.flush(true) }
+func (s *memStore) Compact() error { return s.flush(true, true) }
 
 // compactDue reports when a log is folded into a new snapshot: once it is
 // over 1 MiB and four times the snapshot. Each change is then written about
 // 1.25 times on average, and a restore reads at most five times the state.
 func compactDue(logSize, snapSize int64) bool { return logSize > 1<<20 && logSize > 4*snapSize }
 
-func (s *memStore) flush(compactAll bool) error {
+func (s *memStore) flush(compactAll, sync bool) error {
 	if s.dir == "" {
 		return nil
 	}
@@ -296,7 +303,7 @@ func (s *memStore) flush(compactAll bool) error {
 	defer s.flushMu.Unlock()
 	var errs []error
 	for i := range s.shards {
-		if err := s.flushShard(i, compactAll); err != nil {
+		if err := s.flushShard(i, compactAll, sync); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -322,7 +329,7 @@ func (s *memStore) flush(compactAll bool) error {
 }
 
 // flushShard writes shard i's pending changes. s.flushMu must be held.
-func (s *memStore) flushShard(i int, compactAll bool) error {
+func (s *memStore) flushShard(i int, compactAll, sync bool) error {
 	sh := &s.shards[i]
 	snapPath, logPath := s.paths(i)
 	sh.mu.Lock()
@@ -353,7 +360,7 @@ func (s *memStore) flushShard(i int, compactAll bool) error {
 		sh.epoch, sh.snapSize, sh.logSize, sh.fresh = epoch, int64(len(snap)), logHeaderSize, false
 		return nil
 	}
-	if len(sh.pending) == 0 {
+	if len(sh.pending) == 0 && !(sync && sh.unsynced) {
 		sh.mu.Unlock()
 		return nil
 	}
@@ -361,7 +368,7 @@ func (s *memStore) flushShard(i int, compactAll bool) error {
 	sh.pending = nil
 	sh.mu.Unlock()
 
-	err := appendFile(logPath, data)
+	err := appendFile(logPath, data, sync)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if err == nil && len(sh.pending) == 0 {
@@ -375,17 +382,18 @@ func (s *memStore) flushShard(i int, compactAll bool) error {
 		return err
 	}
 	sh.logSize += int64(len(data))
+	sh.unsynced = !sync
 	return nil
 }
 
-// appendFile appends data to path and syncs it.
-func appendFile(path string, data []byte) error {
+// appendFile appends data to path, and syncs the file when sync is set.
+func appendFile(path string, data []byte, sync bool) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
