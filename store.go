@@ -65,6 +65,8 @@ type memStore struct {
 
 	flushMu sync.Mutex // serialises Flush and Compact, so two never write one file
 
+	snapPaths, logPaths [numShards]string // each shard's files, named once
+
 	shards [numShards]shard
 }
 
@@ -97,6 +99,8 @@ func newMemStore(dir string, maxLive int) (*memStore, error) {
 	for i := range s.shards {
 		s.shards[i].m = make(map[Key]entry)
 		s.shards[i].fresh = true
+		base := filepath.Join(dir, fmt.Sprintf("store-%02x", i))
+		s.snapPaths[i], s.logPaths[i] = base+".snap", base+".log"
 	}
 	if dir == "" {
 		return s, nil
@@ -167,10 +171,8 @@ func (s *memStore) restoreShard(i int, now int64) error {
 	return nil
 }
 
-func (s *memStore) paths(i int) (snap, log string) {
-	base := filepath.Join(s.dir, fmt.Sprintf("store-%02x", i))
-	return base + ".snap", base + ".log"
-}
+// paths returns shard i's snapshot and log file names.
+func (s *memStore) paths(i int) (snap, log string) { return s.snapPaths[i], s.logPaths[i] }
 
 func (s *memStore) shard(k Key) *shard { return &s.shards[k[0]%numShards] }
 

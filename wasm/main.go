@@ -47,7 +47,7 @@ var (
 	addrFlag    = flag.String("addr", "", "listen address HOST:PORT, overriding the configuration's listen")
 	dataFlag    = flag.String("data", "", "state directory, overriding the configuration's data_dir")
 	cacheFlag   = flag.String("cache", "", "compilation cache directory (default: the user cache directory)")
-	callTimeout = flag.Duration("call-timeout", 10*time.Second, "deadline of one call into the module; a call past it is aborted and the module restarted")
+	callTimeout = flag.Duration("call-timeout", 10*time.Second, "deadline of one call into the module; a call past it is aborted and the module restarted. 0 turns the deadline off: calls run about 4x faster, for platforms that bound CPU time themselves")
 )
 
 // maxBody is what the host reads of a request body: one byte past the
@@ -206,9 +206,12 @@ func newHost(ctx context.Context, wasmBytes []byte, dataDir string, args startAr
 	if err != nil {
 		return nil, fmt.Errorf("compilation cache: %w", err)
 	}
+	// With a deadline, wazero compiles a termination check into every
+	// function entry and loop, so a runaway call can be aborted; it costs
+	// about 4x in call time (README).
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).
-		WithCloseOnContextDone(true)) // a call past its deadline is aborted
+		WithCloseOnContextDone(*callTimeout > 0))
 	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
 	compiled, err := rt.CompileModule(ctx, wasmBytes)
 	if err != nil {
@@ -282,7 +285,7 @@ func (h *host) callLocked(name string, in []byte, args ...uint64) ([]byte, error
 	if h.mod == nil {
 		return nil, errors.New("module is not running")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *callTimeout)
+	ctx, cancel := callContext()
 	defer cancel()
 	if in != nil {
 		res, err := h.fn["buffer"].Call(ctx, uint64(len(in)))
@@ -307,6 +310,15 @@ func (h *host) callLocked(name string, in []byte, args ...uint64) ([]byte, error
 		return nil, errors.New("module result out of range")
 	}
 	return append([]byte(nil), b...), nil
+}
+
+// callContext is the context of one call into the module: with the
+// -call-timeout deadline, if any.
+func callContext() (context.Context, context.CancelFunc) {
+	if *callTimeout > 0 {
+		return context.WithTimeout(context.Background(), *callTimeout)
+	}
+	return context.Background(), func() {}
 }
 
 // call runs callLocked and, when the instance failed, replaces it with a
@@ -360,7 +372,7 @@ func (h *host) pokeIfDue() {
 	h.mu.Lock()
 	var due bool
 	if h.mod != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), *callTimeout)
+		ctx, cancel := callContext()
 		res, err := h.fn["wake"].Call(ctx)
 		cancel()
 		due = err == nil && len(res) == 1 && res[0] == 1
