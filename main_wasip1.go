@@ -92,6 +92,7 @@ func wasmStart(n uint32) (res uint64) {
 	if err != nil {
 		return result([]byte(err.Error()))
 	}
+	a.store.keepOpen = true // every request writes: spare the open and close
 	a.srv.ready.Store(true)
 	edge.app, edge.handler = a, a.srv.handler()
 	edge.jobs = map[uint64]*job{}

@@ -67,6 +67,13 @@ type memStore struct {
 
 	snapPaths, logPaths [numShards]string // each shard's files, named once
 
+	pendingMask atomic.Uint64 // bit i: shard i has changes not yet written (numShards == 64)
+
+	// keepOpen keeps each log open between writes, for the edge build
+	// where every request writes and an open costs a host call.
+	keepOpen bool
+	files    [numShards]*os.File // open logs when keepOpen; flushMu guards
+
 	shards [numShards]shard
 }
 
@@ -192,7 +199,7 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 		return errStoreFull
 	}
 	sh.m[k] = entry{exp: exp.UnixNano(), val: val}
-	sh.logPutLocked(k, exp.UnixNano(), val, s.dir != "")
+	s.logLocked(sh, k, true, exp.UnixNano(), val)
 	return nil
 }
 
@@ -232,7 +239,7 @@ func (s *memStore) Swap(k Key, val []byte) ([]byte, bool) {
 		return nil, false
 	}
 	sh.m[k] = entry{exp: e.exp, val: val}
-	sh.logPutLocked(k, e.exp, val, s.dir != "")
+	s.logLocked(sh, k, true, e.exp, val)
 	return e.val, true
 }
 
@@ -243,9 +250,7 @@ func (s *memStore) Delete(k Key) {
 	if _, ok := sh.m[k]; ok {
 		delete(sh.m, k)
 		s.live.Add(-1)
-		if s.dir != "" {
-			sh.pending = appendLogRecord(sh.pending, false, k, 0, nil)
-		}
+		s.logLocked(sh, k, false, 0, nil)
 	}
 }
 
@@ -269,11 +274,14 @@ func (s *memStore) Sweep(now time.Time) {
 	}
 }
 
-// logPutLocked records a put for the next Flush. sh.mu must be held.
-func (sh *shard) logPutLocked(k Key, exp int64, val []byte, persist bool) {
-	if persist {
-		sh.pending = appendLogRecord(sh.pending, true, k, exp, val)
+// logLocked records a change of k (a put, or a delete) for the next
+// write. sh is k's shard, and sh.mu must be held.
+func (s *memStore) logLocked(sh *shard, k Key, put bool, exp int64, val []byte) {
+	if s.dir == "" {
+		return
 	}
+	sh.pending = appendLogRecord(sh.pending, put, k, exp, val)
+	s.pendingMask.Or(1 << (k[0] % numShards))
 }
 
 // Flush appends every shard's changes since the last Flush to its log and
@@ -304,7 +312,13 @@ func (s *memStore) flush(compactAll, sync bool) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	var errs []error
+	mask := s.pendingMask.Swap(0)
 	for i := range s.shards {
+		// WritePending visits only the shards with changes; Flush visits
+		// all, for their syncs and compactions.
+		if !compactAll && !sync && mask&(1<<i) == 0 {
+			continue
+		}
 		if err := s.flushShard(i, compactAll, sync); err != nil {
 			errs = append(errs, err)
 		}
@@ -347,6 +361,7 @@ func (s *memStore) flushShard(i int, compactAll, sync bool) error {
 		sh.mu.Unlock()
 
 		snap := encodeSnapshot(epoch, recs)
+		s.closeLog(i) // the log file is about to be replaced
 		err := writeFileAtomic(snapPath, snap)
 		if err == nil {
 			err = writeFileAtomic(logPath, appendLogHeader(nil, epoch))
@@ -370,7 +385,7 @@ func (s *memStore) flushShard(i int, compactAll, sync bool) error {
 	sh.pending = nil
 	sh.mu.Unlock()
 
-	err := appendFile(logPath, data, sync)
+	err := s.appendLog(i, logPath, data, sync)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if err == nil && len(sh.pending) == 0 {
@@ -386,6 +401,38 @@ func (s *memStore) flushShard(i int, compactAll, sync bool) error {
 	sh.logSize += int64(len(data))
 	sh.unsynced = !sync
 	return nil
+}
+
+// appendLog appends data to shard i's log, and syncs it when sync is set.
+// s.flushMu must be held.
+func (s *memStore) appendLog(i int, path string, data []byte, sync bool) error {
+	if !s.keepOpen {
+		return appendFile(path, data, sync)
+	}
+	f := s.files[i]
+	if f == nil {
+		var err error
+		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+			return err
+		}
+		s.files[i] = f
+	}
+	_, err := f.Write(data)
+	if err == nil && sync {
+		err = f.Sync()
+	}
+	if err != nil {
+		s.closeLog(i)
+	}
+	return err
+}
+
+// closeLog closes shard i's open log, if any. s.flushMu must be held.
+func (s *memStore) closeLog(i int) {
+	if f := s.files[i]; f != nil {
+		f.Close()
+		s.files[i] = nil
+	}
 }
 
 // appendFile appends data to path, and syncs the file when sync is set.

@@ -715,21 +715,27 @@ func TestSnapshotEncodeDecode(t *testing.T) {
 // once WritePending returns, the changes are in data_dir, so an instance
 // that dies without a Flush (a trap) loses none of them.
 func TestMemStoreWritePendingSurvivesProcess(t *testing.T) {
-	dir := t.TempDir()
-	s := newTestStore(t, dir, 100)
-	kept, gone := testKey("kept"), testKey("gone")
-	require.NoError(t, s.Insert(kept, []byte("v1"), future()))
-	require.NoError(t, s.Insert(gone, []byte("x"), future()))
-	_, ok := s.Swap(kept, []byte("v2"))
-	require.True(t, ok)
-	s.Delete(gone)
-	require.NoError(t, s.WritePending())
-	// s is abandoned here, as a trapped instance would be.
+	for _, keepOpen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keepOpen=%v", keepOpen), func(t *testing.T) {
+			dir := t.TempDir()
+			s := newTestStore(t, dir, 100)
+			s.keepOpen = keepOpen
+			kept, gone := testKey("kept"), testKey("gone")
+			require.NoError(t, s.Insert(kept, []byte("v1"), future()))
+			require.NoError(t, s.Insert(gone, []byte("x"), future()))
+			require.NoError(t, s.WritePending())
+			_, ok := s.Swap(kept, []byte("v2"))
+			require.True(t, ok)
+			s.Delete(gone)
+			require.NoError(t, s.WritePending())
+			// s is abandoned here, as a trapped instance would be.
 
-	r := newTestStore(t, dir, 100)
-	got, ok := r.Get(kept)
-	require.True(t, ok, "an entry written by WritePending was lost")
-	assert.Equal(t, "v2", string(got))
-	_, ok = r.Get(gone)
-	assert.False(t, ok, "a delete written by WritePending was lost")
+			r := newTestStore(t, dir, 100)
+			got, ok := r.Get(kept)
+			require.True(t, ok, "an entry written by WritePending was lost")
+			assert.Equal(t, "v2", string(got))
+			_, ok = r.Get(gone)
+			assert.False(t, ok, "a delete written by WritePending was lost")
+		})
+	}
 }

@@ -10,6 +10,9 @@
 # Targets: ratio >= 0.8 and service p99 < 5 ms at 32 connections. Exit 1
 # when one is missed, 2 on a setup failure.
 #
+# MODE=edge compares the edge build instead (the wasm module under its
+# wazero host, wasm/) with the native build, same load: target ratio >= 0.5.
+#
 # Environment (all optional):
 #   DURATION     seconds per wrk run              (10)
 #   CONNECTIONS  wrk connections                  (32)
@@ -17,6 +20,8 @@
 #   PORT         service port                     (18080)
 #   YARD_PORT    yardstick port                   (18081)
 #   KEEP         directory for binaries and wrk logs (a temporary one, removed)
+#   MODE         yardstick (default) or edge
+#   EDGE_FLAGS   extra flags of the edge host (MODE=edge), e.g. -call-timeout 0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +30,12 @@ CONNECTIONS=${CONNECTIONS:-32}
 THREADS=${THREADS:-2}
 PORT=${PORT:-18080}
 YARD_PORT=${YARD_PORT:-18081}
+MODE=${MODE:-yardstick}
+case $MODE in
+  yardstick) A=service B=yardstick TARGET=0.8 P99_TARGET=5 ;;
+  edge) A=edge B=native TARGET=0.5 P99_TARGET= ;;
+  *) echo "MODE is yardstick or edge" >&2; exit 2 ;;
+esac
 STORE_ID=7c9e6679-7425-40de-944b-e07fc1f90ae7
 API_KEY=ak_demo_not_secret_do_not_deploy
 
@@ -53,6 +64,10 @@ trap 'exit 130' INT TERM
 echo "building into $work"
 go build -o "$work/deeplink" .
 go build -o "$work/yardstick" ./bench/yardstick
+if [ "$MODE" = edge ]; then
+  GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-s -o "$work/service.wasm" .
+  go build -o "$work/edgehost" ./wasm
+fi
 
 for p in "$PORT" "$YARD_PORT"; do
   if curl -s -o /dev/null "http://127.0.0.1:$p/"; then
@@ -63,21 +78,30 @@ done
 
 # The service logs one JSON line per request on stderr: send it to a file
 # (kept only with KEEP), not the terminal.
-"$work/deeplink" -addr "127.0.0.1:$PORT" -data "$work/data" >"$work/service.out" 2>"$work/service.err" &
-svc_pid=$!
-"$work/yardstick" -addr "127.0.0.1:$YARD_PORT" 2>"$work/yardstick.err" &
-yard_pid=$!
+if [ "$MODE" = edge ]; then
+  # A is the edge host on PORT, B the native build on YARD_PORT: both
+  # serve the demo store, each with its own data.
+  "$work/edgehost" ${EDGE_FLAGS:-} -module "$work/service.wasm" -cache "$work/cache" -addr "127.0.0.1:$PORT" -data "$work/data-edge" >"$work/service.out" 2>"$work/service.err" &
+  svc_pid=$!
+  "$work/deeplink" -addr "127.0.0.1:$YARD_PORT" -data "$work/data" >"$work/yardstick.out" 2>"$work/yardstick.err" &
+  yard_pid=$!
+else
+  "$work/deeplink" -addr "127.0.0.1:$PORT" -data "$work/data" >"$work/service.out" 2>"$work/service.err" &
+  svc_pid=$!
+  "$work/yardstick" -addr "127.0.0.1:$YARD_PORT" 2>"$work/yardstick.err" &
+  yard_pid=$!
+fi
 
 wait_ready() { # url name
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 600); do # the edge build's first start compiles the module
     if curl -sf -o /dev/null "$1"; then return 0; fi
     sleep 0.1
   done
   echo "$2 did not become ready at $1" >&2
   exit 2
 }
-wait_ready "http://127.0.0.1:$PORT/healthz" service
-wait_ready "http://127.0.0.1:$YARD_PORT/" yardstick
+wait_ready "http://127.0.0.1:$PORT/healthz" "$A"
+wait_ready "http://127.0.0.1:$YARD_PORT/healthz" "$B"
 
 path=/stores/$STORE_ID/auth/auth-code
 export BENCH_STORE_ID=$STORE_ID BENCH_API_KEY=$API_KEY BENCH_REDIRECT_PORT=$PORT
@@ -125,8 +149,8 @@ run_wrk warm-yardstick "$YARD_PORT" 2 >/dev/null
 declare -a svc_rps yard_rps svc_p99 yard_p99 svc_cpu yard_cpu
 svc_bad=0 yard_bad=0 sock_err=0
 for round in 1 2; do
-  for who in service yardstick; do
-    if [ "$who" = service ]; then port=$PORT pid=$svc_pid; else port=$YARD_PORT pid=$yard_pid; fi
+  for who in "$A" "$B"; do
+    if [ "$who" = "$A" ]; then port=$PORT pid=$svc_pid; else port=$YARD_PORT pid=$yard_pid; fi
     t0=$(cpu_ticks "$pid")
     log=$(run_wrk "$who-$round" "$port" "$DURATION")
     t1=$(cpu_ticks "$pid")
@@ -139,7 +163,7 @@ for round in 1 2; do
       "$who" "$round" "$rps" "$p99" "$cpu" "$bad" "$se"
     grep -h '^non-200 samples' "$log" || true
     sock_err=$((sock_err + se))
-    if [ "$who" = service ]; then
+    if [ "$who" = "$A" ]; then
       svc_rps+=("$rps"); svc_p99+=("$p99"); svc_cpu+=("$cpu"); svc_bad=$((svc_bad + bad))
     else
       yard_rps+=("$rps"); yard_p99+=("$p99"); yard_cpu+=("$cpu"); yard_bad=$((yard_bad + bad))
@@ -150,20 +174,21 @@ done
 awk -v s1="${svc_rps[0]}" -v s2="${svc_rps[1]}" -v y1="${yard_rps[0]}" -v y2="${yard_rps[1]}" \
     -v sp1="${svc_p99[0]}" -v sp2="${svc_p99[1]}" -v yp1="${yard_p99[0]}" -v yp2="${yard_p99[1]}" \
     -v sc1="${svc_cpu[0]}" -v sc2="${svc_cpu[1]}" -v yc1="${yard_cpu[0]}" -v yc2="${yard_cpu[1]}" \
-    -v sbad="$svc_bad" -v ybad="$yard_bad" -v serr="$sock_err" -v c="$CONNECTIONS" -v d="$DURATION" '
+    -v sbad="$svc_bad" -v ybad="$yard_bad" -v serr="$sock_err" -v c="$CONNECTIONS" -v d="$DURATION" \
+    -v an="$A" -v bn="$B" -v target="$TARGET" -v p99t="$P99_TARGET" '
 BEGIN {
   s = (s1 + s2) / 2; y = (y1 + y2) / 2; r = s / y
   sp = sp1 > sp2 ? sp1 : sp2; yp = yp1 > yp2 ? yp1 : yp2
   printf "\nsummary (%d connections, %d s per run, A/B/A/B)\n", c, d
-  printf "  service   req/s: %.1f, %.1f  mean %.1f\n", s1, s2, s
-  printf "  yardstick req/s: %.1f, %.1f  mean %.1f\n", y1, y2, y
-  printf "  ratio service/yardstick: %.3f  (target >= 0.8)\n", r
-  printf "  p99 service:   %.3f ms, %.3f ms  (target < 5 ms)\n", sp1, sp2
-  printf "  p99 yardstick: %.3f ms, %.3f ms\n", yp1, yp2
+  printf "  %-9s req/s: %.1f, %.1f  mean %.1f\n", an, s1, s2, s
+  printf "  %-9s req/s: %.1f, %.1f  mean %.1f\n", bn, y1, y2, y
+  printf "  ratio %s/%s: %.3f  (target >= %s)\n", an, bn, r, target
+  printf "  p99 %-9s %.3f ms, %.3f ms%s\n", an ":", sp1, sp2, p99t == "" ? "" : "  (target < " p99t " ms)"
+  printf "  p99 %-9s %.3f ms, %.3f ms\n", bn ":", yp1, yp2
   sc = (sc1 + sc2) / 2; yc = (yc1 + yc2) / 2
-  printf "  CPU per request: service %.1f us, yardstick %.1f us; yardstick/service %.3f (informational)\n", sc, yc, yc / sc
-  printf "  non-200: service %d, yardstick %d; socket errors %d\n", sbad, ybad, serr
-  ok = r >= 0.8 && sp < 5 && sbad == 0 && serr == 0
+  printf "  CPU per request: %s %.1f us, %s %.1f us; %s/%s %.3f (informational)\n", an, sc, bn, yc, bn, an, yc / sc
+  printf "  non-200: %s %d, %s %d; socket errors %d\n", an, sbad, bn, ybad, serr
+  ok = r >= target && (p99t == "" || sp < p99t + 0) && sbad == 0 && serr == 0
   printf "  %s\n", ok ? "PASS" : "FAIL"
   exit ok ? 0 : 1
 }'
