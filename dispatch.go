@@ -394,17 +394,18 @@ func (hk *hooks) load(dir string) error {
 		hk.endpoints[e.ID] = e
 		hk.byStore[e.StoreID] = append(hk.byStore[e.StoreID], e)
 	}
+	events := make(map[string]*event, len(f.Events))
 	for _, ev := range f.Events {
-		hk.events[ev.ID] = ev
+		events[ev.ID] = ev
 	}
 	for _, d := range f.Deliveries {
 		e := hk.endpoints[d.EndpointID]
-		d.ev = hk.events[d.EventID]
+		d.ev = events[d.EventID]
 		if e == nil || d.ev == nil {
 			continue
 		}
 		d.index = -1
-		hk.deliv[d.ID] = d
+		hk.referLocked(d) // only events some delivery refers to are kept
 		e.log = append(e.log, d)
 		if d.Status == statusPending {
 			hk.scheduleLocked(d)

@@ -80,6 +80,8 @@ type event struct {
 	Type      string          `json:"type"`
 	CreatedAt int64           `json:"created_at"`
 	Body      json.RawMessage `json:"body"`
+
+	refs int // deliveries in hooks.deliv that refer to it
 }
 
 // Delivery statuses.
@@ -544,8 +546,7 @@ func (hk *hooks) enqueueLocked(e *endpoint, ev *event) *delivery {
 		CreatedAt: now.Unix(), NextAt: now.UnixNano(), ev: ev, index: -1,
 	}
 	e.NextSeq++
-	hk.events[ev.ID] = ev
-	hk.deliv[d.ID] = d
+	hk.referLocked(d)
 	e.log = append(e.log, d)
 	hk.trimLogLocked(e)
 	hk.scheduleLocked(d)
@@ -573,16 +574,23 @@ func (hk *hooks) trimLogLocked(e *endpoint) {
 	e.log = keep
 }
 
+// referLocked adds d to the indexes, and its event if d is the first
+// delivery to refer to it. hk.mu must be held.
+func (hk *hooks) referLocked(d *delivery) {
+	hk.deliv[d.ID] = d
+	if d.ev.refs == 0 {
+		hk.events[d.ev.ID] = d.ev
+	}
+	d.ev.refs++
+}
+
 // forgetLocked removes d from the indexes, and its event once no delivery
-// refers to it.
+// refers to it: O(1), by the event's reference count. hk.mu must be held.
 func (hk *hooks) forgetLocked(d *delivery) {
 	delete(hk.deliv, d.ID)
-	for _, o := range hk.deliv {
-		if o.ev == d.ev {
-			return
-		}
+	if d.ev.refs--; d.ev.refs == 0 {
+		delete(hk.events, d.ev.ID)
 	}
-	delete(hk.events, d.EventID)
 }
 
 // removeEndpointLocked deletes e, its log and its pending deliveries.
