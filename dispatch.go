@@ -173,7 +173,7 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 			// receive (API.md §5.1), so the retries end here. First
 			// attempts still go: the test call and a manual retry name
 			// the endpoint explicitly.
-			d.Status, d.NextAt = statusFailed, 0
+			e.finishedLocked(d, statusFailed)
 			hk.dirty = true
 		case e.inflight >= perEndpointInFlight:
 			e.waiting = append(e.waiting, d)
@@ -243,7 +243,7 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 		d.NextAt = time.Now().UnixNano()
 		return
 	}
-	hk.recordLocked(d, j.a.complete(r), r.RetryAfter)
+	hk.recordLocked(e, d, j.a.complete(r), r.RetryAfter)
 }
 
 // complete fills in a from the outcome of its request.
@@ -269,20 +269,20 @@ func (a attempt) complete(r egress.Result) attempt {
 	return a
 }
 
-// recordLocked adds a to d and decides what comes next: done on 200,
-// failed after the last scheduled retry, otherwise the next attempt after
-// the scheduled wait with up to 10 % jitter (or the receiver's
-// Retry-After, capped at twice that wait). hk.mu must be held.
-func (hk *hooks) recordLocked(d *delivery, a attempt, retryAfter time.Duration) {
+// recordLocked adds a to d, logged on e, and decides what comes next:
+// done on 200, failed after the last scheduled retry, otherwise the next
+// attempt after the scheduled wait with up to 10 % jitter (or the
+// receiver's Retry-After, capped at twice that wait). hk.mu must be held.
+func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt, retryAfter time.Duration) {
 	d.Attempts = append(d.Attempts, a)
 	hk.dirty = true
 	sched := hk.cfg.Webhooks.RetrySchedule
 	n := len(d.Attempts)
 	switch {
 	case a.Status == http.StatusOK:
-		d.Status, d.NextAt = statusSucceeded, 0
+		e.finishedLocked(d, statusSucceeded)
 	case n > len(sched):
-		d.Status, d.NextAt = statusFailed, 0
+		e.finishedLocked(d, statusFailed)
 	default:
 		wait := sched[n-1].D()
 		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))
@@ -409,6 +409,8 @@ func (hk *hooks) load(dir string) error {
 		e.log = append(e.log, d)
 		if d.Status == statusPending {
 			hk.scheduleLocked(d)
+		} else {
+			e.finished++
 		}
 	}
 	if f.Idempotency != nil {

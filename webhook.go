@@ -52,6 +52,7 @@ type endpoint struct {
 	log      []*delivery // oldest first
 	inflight int         // attempts under way
 	waiting  []*delivery // due while inflight was at its limit
+	finished int         // deliveries in log no longer pending
 }
 
 // view is the endpoint as API.md §5 shows it: no secret.
@@ -555,23 +556,43 @@ func (hk *hooks) enqueueLocked(e *endpoint, ev *event) *delivery {
 }
 
 // trimLogLocked drops the oldest finished deliveries beyond the retention.
-// Pending ones stay whatever their age. hk.mu must be held.
+// Pending ones stay whatever their age. It costs O(1) when nothing can go
+// (e.finished is 0, as on a dead endpoint) and otherwise O(the entries up
+// to the last one dropped): usually the oldest entry is finished and goes
+// by reslicing, not by copying the whole log. hk.mu must be held.
 func (hk *hooks) trimLogLocked(e *endpoint) {
-	excess := len(e.log) - hk.cfg.Webhooks.DeliveryLogSize
+	excess := min(len(e.log)-hk.cfg.Webhooks.DeliveryLogSize, e.finished)
 	if excess <= 0 {
 		return
 	}
-	keep := e.log[:0]
-	for _, d := range e.log {
-		if excess > 0 && d.Status != statusPending {
-			excess--
+	// e.log[:j] holds the excess oldest finished ones and the pending ones
+	// among them; the pending ones move up to just below e.log[j], in order.
+	j := 0
+	for n := 0; n < excess; j++ {
+		if e.log[j].Status != statusPending {
+			n++
+		}
+	}
+	w := j
+	for i := j - 1; i >= 0; i-- {
+		d := e.log[i]
+		if d.Status != statusPending {
 			hk.forgetLocked(d)
 			continue
 		}
-		keep = append(keep, d)
+		w--
+		e.log[w] = d
 	}
-	clear(e.log[len(keep):])
-	e.log = keep
+	clear(e.log[:w])
+	e.log = e.log[w:]
+	e.finished -= excess
+}
+
+// finishedLocked marks the pending d, logged on e, as status. hk.mu must
+// be held.
+func (e *endpoint) finishedLocked(d *delivery, status string) {
+	d.Status, d.NextAt = status, 0
+	e.finished++
 }
 
 // referLocked adds d to the indexes, and its event if d is the first

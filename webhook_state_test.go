@@ -1,6 +1,8 @@
 package main
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,9 +65,14 @@ func whCheckRefs(t *testing.T, hk *hooks) {
 	n := 0
 	for _, e := range hk.endpoints {
 		n += len(e.log)
+		fin := 0
 		for _, d := range e.log {
 			assert.Same(t, d, hk.deliv[d.ID], "logged deliveries are indexed")
+			if d.Status != statusPending {
+				fin++
+			}
 		}
+		assert.Equal(t, fin, e.finished, "finished deliveries in the log of %s", e.ID)
 	}
 	assert.Equal(t, n, len(hk.deliv), "indexed deliveries are logged")
 }
@@ -120,4 +127,41 @@ func TestEventReferenceCounts(t *testing.T) {
 	defer hk2.mu.Unlock()
 	assert.Len(t, hk2.deliv, 3)
 	whCheckRefs(t, hk2)
+}
+
+// TestTrimLog checks the log trimming against the plain rule it keeps:
+// beyond the retention, the oldest finished deliveries go, pending ones
+// stay whatever their age, and the order is kept.
+func TestTrimLog(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		conf := whFast()
+		conf.LogSize = 1 + rng.IntN(6)
+		hk, eps := whHooks(t, conf, 1)
+		e := eps[0]
+		var model []*delivery // what the log must hold
+		hk.mu.Lock()
+		for i := range 3 + rng.IntN(40) {
+			// Some logged deliveries finish in between.
+			for _, d := range e.log {
+				if d.Status == statusPending && rng.IntN(3) == 0 {
+					hk.sched.remove(d)
+					e.finishedLocked(d, statusSucceeded)
+				}
+			}
+			d := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
+			model = append(model, d)
+			excess := len(model) - conf.LogSize
+			model = slices.DeleteFunc(model, func(d *delivery) bool {
+				if excess > 0 && d.Status != statusPending {
+					excess--
+					return true
+				}
+				return false
+			})
+			require.Equal(t, model, e.log, "round %d, delivery %d", round, i)
+			whCheckRefs(t, hk)
+		}
+		hk.mu.Unlock()
+	}
 }
