@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -337,26 +338,22 @@ type hooksFile struct {
 	Idempotency map[string]idem `json:"idempotency"`
 }
 
-// save writes the state to dir if it changed since the last save.
+// save writes the state to dir if it changed since the last save. The
+// lock is held only to copy the state (a memcpy per delivery and
+// endpoint); encoding and writing it, which grow with the delivery log,
+// happen outside it, so deliveries and requests go on meanwhile.
 func (hk *hooks) save(dir string) error {
+	hk.saveMu.Lock()
+	defer hk.saveMu.Unlock()
 	hk.mu.Lock()
 	if !hk.dirty {
 		hk.mu.Unlock()
 		return nil
 	}
-	f := hooksFile{Idempotency: hk.idem}
-	for _, st := range hk.cfg.Stores {
-		for _, e := range hk.byStore[st.ID] {
-			f.Endpoints = append(f.Endpoints, e)
-			f.Deliveries = append(f.Deliveries, e.log...)
-		}
-	}
-	for _, ev := range hk.events {
-		f.Events = append(f.Events, ev)
-	}
-	b, err := json.Marshal(&f)
+	f := hk.snapshotLocked()
 	hk.dirty = false
 	hk.mu.Unlock()
+	b, err := json.Marshal(&f)
 	if err == nil {
 		err = writeFileAtomic(filepath.Join(dir, hooksFileName), b)
 	}
@@ -367,6 +364,36 @@ func (hk *hooks) save(dir string) error {
 		return fmt.Errorf("saving webhooks: %w", err)
 	}
 	return nil
+}
+
+// snapshotLocked copies what save writes. Endpoints and deliveries are
+// copied by value: their fields change under the lock, but what a copy
+// refers to does not (events never change, and attempts and event lists
+// are only appended to or replaced). hk.mu must be held.
+func (hk *hooks) snapshotLocked() hooksFile {
+	f := hooksFile{Idempotency: maps.Clone(hk.idem), Events: make([]*event, 0, len(hk.events))}
+	eps := make([]endpoint, 0, len(hk.endpoints))
+	dls := make([]delivery, 0, len(hk.deliv))
+	for _, st := range hk.cfg.Stores {
+		for _, e := range hk.byStore[st.ID] {
+			eps = append(eps, *e)
+			for _, d := range e.log {
+				dls = append(dls, *d)
+			}
+		}
+	}
+	f.Endpoints = make([]*endpoint, len(eps))
+	for i := range eps {
+		f.Endpoints[i] = &eps[i]
+	}
+	f.Deliveries = make([]*delivery, len(dls))
+	for i := range dls {
+		f.Deliveries[i] = &dls[i]
+	}
+	for _, ev := range hk.events {
+		f.Events = append(f.Events, ev)
+	}
+	return f
 }
 
 // load restores the state saved in dir, if any. Pending deliveries are

@@ -128,8 +128,9 @@ type idem struct {
 
 // hooks is the webhook state of all stores and the dispatcher's queues.
 type hooks struct {
-	cfg *Config
-	d   *dispatcher
+	cfg    *Config
+	d      *dispatcher
+	saveMu sync.Mutex // one save at a time, so an older state never overwrites a newer
 
 	mu        sync.Mutex // guards the fields below
 	endpoints map[string]*endpoint
