@@ -74,7 +74,9 @@ func (hk *hooks) start() error {
 	w := hk.cfg.Webhooks
 	client, err := egress.NewClient(egress.Options{
 		Timeout: w.Timeout.D(), AllowPrivate: w.AllowInsecureURLs,
-		TrustedCAFile: w.TrustedCAFile, MaxConnsPerHost: perEndpointInFlight,
+		// Endpoints of many stores may share a host; the pool bounds the
+		// connections in use, so keeping as many idle spares no redial.
+		TrustedCAFile: w.TrustedCAFile, MaxConnsPerHost: dispatchWorkers,
 	})
 	if err != nil {
 		return err
