@@ -449,7 +449,8 @@ func (hk *hooks) load(dir string) error {
 }
 
 // tick does the timed housekeeping: expired idempotency keys and rotation
-// secrets go, and the state is saved if it changed.
+// secrets go, and the state is saved if it changed (see saveDutyFactor).
+// One caller at a time.
 func (hk *hooks) tick(now time.Time, dir string) error {
 	hk.mu.Lock()
 	for k, v := range hk.idem {
@@ -465,5 +466,18 @@ func (hk *hooks) tick(now time.Time, dir string) error {
 		}
 	}
 	hk.mu.Unlock()
-	return hk.save(dir)
+	if now.Before(hk.nextSave) {
+		return nil
+	}
+	start := time.Now()
+	err := hk.save(dir)
+	hk.nextSave = now.Add(saveDutyFactor * time.Since(start))
+	return err
 }
+
+// saveDutyFactor spaces the periodic saves: after a save that took d, the
+// next waits at least saveDutyFactor × d, so saving a large state (it is
+// rewritten whole) takes at most about a tenth of a core. A graceful stop
+// saves everything regardless (app.Close); only after a crash can more
+// than the last second of changes be lost, and only with a large state.
+const saveDutyFactor = 10

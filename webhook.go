@@ -132,6 +132,8 @@ type hooks struct {
 	d      *dispatcher
 	saveMu sync.Mutex // one save at a time, so an older state never overwrites a newer
 
+	nextSave time.Time // tick saves no earlier; used by tick's caller only
+
 	mu        sync.Mutex // guards the fields below
 	endpoints map[string]*endpoint
 	byStore   map[string][]*endpoint // in creation order

@@ -2,6 +2,8 @@ package main
 
 import (
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -164,4 +166,35 @@ func TestTrimLog(t *testing.T) {
 		}
 		hk.mu.Unlock()
 	}
+}
+
+// TestTickSpacesSaves checks that the periodic save waits after a slow
+// one (saveDutyFactor) and that a save on stop never does.
+func TestTickSpacesSaves(t *testing.T) {
+	hk, _ := whHooks(t, whFast(), 1)
+	dir := hk.cfg.DataDir
+	path := filepath.Join(dir, hooksFileName)
+	now := time.Now()
+	hk.dirty = true // the endpoint whHooks made
+	require.NoError(t, hk.tick(now, dir))
+	require.FileExists(t, path, "the first tick saves")
+	require.False(t, hk.nextSave.Before(now), "the next save is not due before now")
+
+	hk.nextSave = now.Add(3 * time.Second) // as after a save that took 300 ms
+	require.NoError(t, os.Remove(path))
+	hk.mu.Lock()
+	hk.dirty = true
+	hk.mu.Unlock()
+	require.NoError(t, hk.tick(now.Add(time.Second), dir))
+	require.NoFileExists(t, path, "a tick before nextSave does not save")
+	require.NoError(t, hk.tick(now.Add(3*time.Second), dir))
+	require.FileExists(t, path, "the tick at nextSave does")
+
+	hk.nextSave = now.Add(time.Hour)
+	require.NoError(t, os.Remove(path))
+	hk.mu.Lock()
+	hk.dirty = true
+	hk.mu.Unlock()
+	require.NoError(t, hk.save(dir))
+	require.FileExists(t, path, "save itself (app.Close) never waits")
 }
