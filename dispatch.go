@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -73,7 +74,9 @@ func (hk *hooks) start() error {
 	w := hk.cfg.Webhooks
 	client, err := egress.NewClient(egress.Options{
 		Timeout: w.Timeout.D(), AllowPrivate: w.AllowInsecureURLs,
-		TrustedCAFile: w.TrustedCAFile, MaxConnsPerHost: perEndpointInFlight,
+		// Endpoints of many stores may share a host; the pool bounds the
+		// connections in use, so keeping as many idle spares no redial.
+		TrustedCAFile: w.TrustedCAFile, MaxConnsPerHost: dispatchWorkers,
 	})
 	if err != nil {
 		return err
@@ -173,7 +176,7 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 			// receive (API.md §5.1), so the retries end here. First
 			// attempts still go: the test call and a manual retry name
 			// the endpoint explicitly.
-			d.Status, d.NextAt = statusFailed, 0
+			e.finishedLocked(d, statusFailed)
 			hk.dirty = true
 		case e.inflight >= perEndpointInFlight:
 			e.waiting = append(e.waiting, d)
@@ -243,7 +246,7 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 		d.NextAt = time.Now().UnixNano()
 		return
 	}
-	hk.recordLocked(d, j.a.complete(r), r.RetryAfter)
+	hk.recordLocked(e, d, j.a.complete(r), r.RetryAfter)
 }
 
 // complete fills in a from the outcome of its request.
@@ -269,20 +272,20 @@ func (a attempt) complete(r egress.Result) attempt {
 	return a
 }
 
-// recordLocked adds a to d and decides what comes next: done on 200,
-// failed after the last scheduled retry, otherwise the next attempt after
-// the scheduled wait with up to 10 % jitter (or the receiver's
-// Retry-After, capped at twice that wait). hk.mu must be held.
-func (hk *hooks) recordLocked(d *delivery, a attempt, retryAfter time.Duration) {
+// recordLocked adds a to d, logged on e, and decides what comes next:
+// done on 200, failed after the last scheduled retry, otherwise the next
+// attempt after the scheduled wait with up to 10 % jitter (or the
+// receiver's Retry-After, capped at twice that wait). hk.mu must be held.
+func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt, retryAfter time.Duration) {
 	d.Attempts = append(d.Attempts, a)
 	hk.dirty = true
 	sched := hk.cfg.Webhooks.RetrySchedule
 	n := len(d.Attempts)
 	switch {
 	case a.Status == http.StatusOK:
-		d.Status, d.NextAt = statusSucceeded, 0
+		e.finishedLocked(d, statusSucceeded)
 	case n > len(sched):
-		d.Status, d.NextAt = statusFailed, 0
+		e.finishedLocked(d, statusFailed)
 	default:
 		wait := sched[n-1].D()
 		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))
@@ -337,26 +340,22 @@ type hooksFile struct {
 	Idempotency map[string]idem `json:"idempotency"`
 }
 
-// save writes the state to dir if it changed since the last save.
+// save writes the state to dir if it changed since the last save. The
+// lock is held only to copy the state (a memcpy per delivery and
+// endpoint); encoding and writing it, which grow with the delivery log,
+// happen outside it, so deliveries and requests go on meanwhile.
 func (hk *hooks) save(dir string) error {
+	hk.saveMu.Lock()
+	defer hk.saveMu.Unlock()
 	hk.mu.Lock()
 	if !hk.dirty {
 		hk.mu.Unlock()
 		return nil
 	}
-	f := hooksFile{Idempotency: hk.idem}
-	for _, st := range hk.cfg.Stores {
-		for _, e := range hk.byStore[st.ID] {
-			f.Endpoints = append(f.Endpoints, e)
-			f.Deliveries = append(f.Deliveries, e.log...)
-		}
-	}
-	for _, ev := range hk.events {
-		f.Events = append(f.Events, ev)
-	}
-	b, err := json.Marshal(&f)
+	f := hk.snapshotLocked()
 	hk.dirty = false
 	hk.mu.Unlock()
+	b, err := json.Marshal(&f)
 	if err == nil {
 		err = writeFileAtomic(filepath.Join(dir, hooksFileName), b)
 	}
@@ -367,6 +366,36 @@ func (hk *hooks) save(dir string) error {
 		return fmt.Errorf("saving webhooks: %w", err)
 	}
 	return nil
+}
+
+// snapshotLocked copies what save writes. Endpoints and deliveries are
+// copied by value: their fields change under the lock, but what a copy
+// refers to does not (events never change, and attempts and event lists
+// are only appended to or replaced). hk.mu must be held.
+func (hk *hooks) snapshotLocked() hooksFile {
+	f := hooksFile{Idempotency: maps.Clone(hk.idem), Events: make([]*event, 0, len(hk.events))}
+	eps := make([]endpoint, 0, len(hk.endpoints))
+	dls := make([]delivery, 0, len(hk.deliv))
+	for _, st := range hk.cfg.Stores {
+		for _, e := range hk.byStore[st.ID] {
+			eps = append(eps, *e)
+			for _, d := range e.log {
+				dls = append(dls, *d)
+			}
+		}
+	}
+	f.Endpoints = make([]*endpoint, len(eps))
+	for i := range eps {
+		f.Endpoints[i] = &eps[i]
+	}
+	f.Deliveries = make([]*delivery, len(dls))
+	for i := range dls {
+		f.Deliveries[i] = &dls[i]
+	}
+	for _, ev := range hk.events {
+		f.Events = append(f.Events, ev)
+	}
+	return f
 }
 
 // load restores the state saved in dir, if any. Pending deliveries are
@@ -394,20 +423,23 @@ func (hk *hooks) load(dir string) error {
 		hk.endpoints[e.ID] = e
 		hk.byStore[e.StoreID] = append(hk.byStore[e.StoreID], e)
 	}
+	events := make(map[string]*event, len(f.Events))
 	for _, ev := range f.Events {
-		hk.events[ev.ID] = ev
+		events[ev.ID] = ev
 	}
 	for _, d := range f.Deliveries {
 		e := hk.endpoints[d.EndpointID]
-		d.ev = hk.events[d.EventID]
+		d.ev = events[d.EventID]
 		if e == nil || d.ev == nil {
 			continue
 		}
 		d.index = -1
-		hk.deliv[d.ID] = d
+		hk.referLocked(d) // only events some delivery refers to are kept
 		e.log = append(e.log, d)
 		if d.Status == statusPending {
 			hk.scheduleLocked(d)
+		} else {
+			e.finished++
 		}
 	}
 	if f.Idempotency != nil {
@@ -417,7 +449,8 @@ func (hk *hooks) load(dir string) error {
 }
 
 // tick does the timed housekeeping: expired idempotency keys and rotation
-// secrets go, and the state is saved if it changed.
+// secrets go, and the state is saved if it changed (see saveDutyFactor).
+// One caller at a time.
 func (hk *hooks) tick(now time.Time, dir string) error {
 	hk.mu.Lock()
 	for k, v := range hk.idem {
@@ -433,5 +466,18 @@ func (hk *hooks) tick(now time.Time, dir string) error {
 		}
 	}
 	hk.mu.Unlock()
-	return hk.save(dir)
+	if now.Before(hk.nextSave) {
+		return nil
+	}
+	start := time.Now()
+	err := hk.save(dir)
+	hk.nextSave = now.Add(saveDutyFactor * time.Since(start))
+	return err
 }
+
+// saveDutyFactor spaces the periodic saves: after a save that took d, the
+// next waits at least saveDutyFactor × d, so saving a large state (it is
+// rewritten whole) takes at most about a tenth of a core. A graceful stop
+// saves everything regardless (app.Close); only after a crash can more
+// than the last second of changes be lost, and only with a large state.
+const saveDutyFactor = 10

@@ -52,6 +52,7 @@ type endpoint struct {
 	log      []*delivery // oldest first
 	inflight int         // attempts under way
 	waiting  []*delivery // due while inflight was at its limit
+	finished int         // deliveries in log no longer pending
 }
 
 // view is the endpoint as API.md §5 shows it: no secret.
@@ -80,6 +81,8 @@ type event struct {
 	Type      string          `json:"type"`
 	CreatedAt int64           `json:"created_at"`
 	Body      json.RawMessage `json:"body"`
+
+	refs int // deliveries in hooks.deliv that refer to it
 }
 
 // Delivery statuses.
@@ -125,8 +128,11 @@ type idem struct {
 
 // hooks is the webhook state of all stores and the dispatcher's queues.
 type hooks struct {
-	cfg *Config
-	d   *dispatcher
+	cfg    *Config
+	d      *dispatcher
+	saveMu sync.Mutex // one save at a time, so an older state never overwrites a newer
+
+	nextSave time.Time // tick saves no earlier; used by tick's caller only
 
 	mu        sync.Mutex // guards the fields below
 	endpoints map[string]*endpoint
@@ -544,8 +550,7 @@ func (hk *hooks) enqueueLocked(e *endpoint, ev *event) *delivery {
 		CreatedAt: now.Unix(), NextAt: now.UnixNano(), ev: ev, index: -1,
 	}
 	e.NextSeq++
-	hk.events[ev.ID] = ev
-	hk.deliv[d.ID] = d
+	hk.referLocked(d)
 	e.log = append(e.log, d)
 	hk.trimLogLocked(e)
 	hk.scheduleLocked(d)
@@ -554,35 +559,62 @@ func (hk *hooks) enqueueLocked(e *endpoint, ev *event) *delivery {
 }
 
 // trimLogLocked drops the oldest finished deliveries beyond the retention.
-// Pending ones stay whatever their age. hk.mu must be held.
+// Pending ones stay whatever their age. It costs O(1) when nothing can go
+// (e.finished is 0, as on a dead endpoint) and otherwise O(the entries up
+// to the last one dropped): usually the oldest entry is finished and goes
+// by reslicing, not by copying the whole log. hk.mu must be held.
 func (hk *hooks) trimLogLocked(e *endpoint) {
-	excess := len(e.log) - hk.cfg.Webhooks.DeliveryLogSize
+	excess := min(len(e.log)-hk.cfg.Webhooks.DeliveryLogSize, e.finished)
 	if excess <= 0 {
 		return
 	}
-	keep := e.log[:0]
-	for _, d := range e.log {
-		if excess > 0 && d.Status != statusPending {
-			excess--
+	// e.log[:j] holds the excess oldest finished ones and the pending ones
+	// among them; the pending ones move up to just below e.log[j], in order.
+	j := 0
+	for n := 0; n < excess; j++ {
+		if e.log[j].Status != statusPending {
+			n++
+		}
+	}
+	w := j
+	for i := j - 1; i >= 0; i-- {
+		d := e.log[i]
+		if d.Status != statusPending {
 			hk.forgetLocked(d)
 			continue
 		}
-		keep = append(keep, d)
+		w--
+		e.log[w] = d
 	}
-	clear(e.log[len(keep):])
-	e.log = keep
+	clear(e.log[:w])
+	e.log = e.log[w:]
+	e.finished -= excess
+}
+
+// finishedLocked marks the pending d, logged on e, as status. hk.mu must
+// be held.
+func (e *endpoint) finishedLocked(d *delivery, status string) {
+	d.Status, d.NextAt = status, 0
+	e.finished++
+}
+
+// referLocked adds d to the indexes, and its event if d is the first
+// delivery to refer to it. hk.mu must be held.
+func (hk *hooks) referLocked(d *delivery) {
+	hk.deliv[d.ID] = d
+	if d.ev.refs == 0 {
+		hk.events[d.ev.ID] = d.ev
+	}
+	d.ev.refs++
 }
 
 // forgetLocked removes d from the indexes, and its event once no delivery
-// refers to it.
+// refers to it: O(1), by the event's reference count. hk.mu must be held.
 func (hk *hooks) forgetLocked(d *delivery) {
 	delete(hk.deliv, d.ID)
-	for _, o := range hk.deliv {
-		if o.ev == d.ev {
-			return
-		}
+	if d.ev.refs--; d.ev.refs == 0 {
+		delete(hk.events, d.ev.ID)
 	}
-	delete(hk.events, d.EventID)
 }
 
 // removeEndpointLocked deletes e, its log and its pending deliveries.

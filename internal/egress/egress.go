@@ -6,6 +6,7 @@
 package egress
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -83,12 +84,17 @@ type Result struct {
 // answer costs at most the client's timeout and MaxResponseBody bytes.
 func Post(ctx context.Context, c *http.Client, url string, header http.Header, body []byte) Result {
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytesReader(body))
+	// A *bytes.Reader body lets net/http send the headers and the body in
+	// one write; any other reader makes it flush the headers first, a
+	// second write (and packet) per request.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return Result{Err: err}
 	}
+	// Without GetBody the transport never sends the body a second time
+	// on its own: every request is one recorded attempt.
+	req.GetBody = nil
 	req.Header = header
-	req.ContentLength = int64(len(body))
 	resp, err := c.Do(req)
 	if err != nil {
 		var te interface{ Timeout() bool }
@@ -103,22 +109,6 @@ func Post(ctx context.Context, c *http.Client, url string, header http.Header, b
 	}
 	return r
 }
-
-type bytesBody struct {
-	b []byte
-	i int
-}
-
-func (r *bytesBody) Read(p []byte) (int, error) {
-	if r.i >= len(r.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b[r.i:])
-	r.i += n
-	return n, nil
-}
-
-func bytesReader(b []byte) io.Reader { return &bytesBody{b: b} }
 
 // parseRetryAfter reads Retry-After as seconds or an HTTP date; 0 when
 // absent or unreadable.

@@ -1,0 +1,402 @@
+package main
+
+// Webhook delivery performance (docs/webhook-performance.md):
+//
+//	go test -run '^$' -bench 'DeliveryRatio' -benchtime 20000x .
+//	go test -run '^$' -bench 'DeliveryThroughput|DeliveryYardstick' -benchtime 20000x .
+//	go test -run '^$' -bench 'PendingDeliveryHeap' -benchtime 1x .
+//
+// Throughput is measured against a yardstick in the same run: a plain
+// http.Client loop that signs and posts the same bodies with the same
+// headers, at the same concurrency, to the same kind of local receiver.
+// BenchmarkDeliveryRatio alternates the two, A/B/A/B, and reports the
+// service's speed as a ratio of the yardstick's (target ≥ 0.7); on a
+// small shared host the ratio means far more than either rate alone.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"deeplink/internal/egress"
+)
+
+const (
+	// benchStores × benchEndpoints endpoints, each allowed
+	// perEndpointInFlight attempts at once: 2 × 4 × 4 = 32, the size of the
+	// worker pool, so neither the per-endpoint limit nor the pool caps the
+	// other. The yardstick runs benchConcurrency goroutines.
+	benchStores      = 2
+	benchEndpoints   = 4
+	benchConcurrency = benchStores * benchEndpoints * perEndpointInFlight
+)
+
+// benchOrder is a realistic data.object of order.status.updated.
+const benchOrder = `{"id":"ord_01JGQ7ZK3M9X4VB2C8D5E6F7GH","status":"completed","previous_status":"pending",` +
+	`"amount":{"value":"49.99","currency":"EUR"},"items":[{"sku":"gems-1200","quantity":1}],` +
+	`"customer":{"client_reference_id":"3f2504e0-4f89-41d3-9a0c-0305e82c3301"},"updated_at":1735689600}`
+
+// benchReceiver is a local merchant endpoint that answers 200 at once and
+// closes done when it has had want requests.
+type benchReceiver struct {
+	*httptest.Server
+	count atomic.Int64
+	mu    sync.Mutex
+	want  int64
+	done  chan struct{}
+}
+
+func newBenchReceiver(b *testing.B) *benchReceiver {
+	rc := &benchReceiver{}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+		n := rc.count.Add(1)
+		rc.mu.Lock()
+		if n == rc.want && rc.done != nil {
+			close(rc.done)
+			rc.done = nil
+		}
+		rc.mu.Unlock()
+	}))
+	b.Cleanup(rc.Close)
+	return rc
+}
+
+// expect arranges for the returned channel to close once n more requests
+// have arrived.
+func (rc *benchReceiver) expect(n int) <-chan struct{} {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.want = rc.count.Load() + int64(n)
+	rc.done = make(chan struct{})
+	return rc.done
+}
+
+// benchConfig is a configuration with stores stores, allow_insecure_urls
+// (the receiver is on 127.0.0.1), and a state directory of the benchmark's.
+func benchConfig(b *testing.B, stores int) *Config {
+	doc := map[string]any{
+		"listen":   "127.0.0.1:0",
+		"data_dir": b.TempDir(),
+		"webhooks": map[string]any{
+			"timeout":             "10s",
+			"retry_schedule":      []string{"1m", "5m", "30m", "2h", "5h", "10h", "10h"},
+			"allow_insecure_urls": true,
+		},
+	}
+	var sts []map[string]any
+	for i := range stores {
+		sts = append(sts, map[string]any{
+			"id": fmt.Sprintf("0c5e0c3e-3333-4000-8000-%012d", i), "name": fmt.Sprint("S", i),
+			"api_keys": []string{fmt.Sprintf("ak_bench_webhooks_store_%06d", i)},
+		})
+	}
+	doc["stores"] = sts
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cfg
+}
+
+// benchAddEndpoints gives each configured store n endpoints at url, as
+// the create handler would.
+func benchAddEndpoints(hk *hooks, n int, url string) {
+	hk.mu.Lock()
+	defer hk.mu.Unlock()
+	now := time.Now().Unix()
+	for _, st := range hk.cfg.Stores {
+		for range n {
+			e := &endpoint{
+				ID: newID("we_"), StoreID: st.ID, URL: url, Events: []string{eventOrderStatus}, Enabled: true,
+				CreatedAt: now, UpdatedAt: now, Secret: newSecret(),
+			}
+			hk.endpoints[e.ID] = e
+			hk.byStore[st.ID] = append(hk.byStore[st.ID], e)
+		}
+	}
+	hk.dirty = true
+}
+
+// deliveryBench is the service side: the whole app (dispatcher, workers,
+// the ticker that saves the state every second) delivering to rc.
+type deliveryBench struct {
+	a  *app
+	rc *benchReceiver
+}
+
+func newDeliveryBench(b *testing.B) *deliveryBench {
+	a, err := newApp(benchConfig(b, benchStores), slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { a.Close() })
+	rc := newBenchReceiver(b)
+	benchAddEndpoints(a.srv.hooks, benchEndpoints, rc.URL+"/hooks")
+	return &deliveryBench{a: a, rc: rc}
+}
+
+// run delivers at least n deliveries and returns how many. Events are
+// made and queued directly under the lock, as the publish handler does
+// after validating (so this measures the dispatcher, not the publish
+// handler): each event goes to every endpoint of its store, the stores
+// taking turns.
+func (s *deliveryBench) run(b *testing.B, n int) int {
+	events := (n + benchEndpoints - 1) / benchEndpoints
+	n = events * benchEndpoints
+	done := s.rc.expect(n)
+	hk := s.a.srv.hooks
+	hk.mu.Lock()
+	for i := range events {
+		st := hk.cfg.Stores[i%len(hk.cfg.Stores)]
+		ev := hk.newEventLocked(eventOrderStatus, json.RawMessage(benchOrder))
+		for _, e := range hk.byStore[st.ID] {
+			hk.enqueueLocked(e, ev)
+		}
+	}
+	hk.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		b.Fatalf("%d of %d deliveries arrived within a minute", s.rc.count.Load()-(s.rc.want-int64(n)), n)
+	}
+	return n
+}
+
+// yardstick is a plain http.Client loop: benchConcurrency goroutines sign
+// (signDelivery, as every attempt is signed) and post the same body with
+// the same headers to a receiver like the service's, reading at most
+// egress.MaxResponseBody of each answer.
+type yardstick struct {
+	client *http.Client
+	rc     *benchReceiver
+	url    string
+	secret string
+	ev     *event
+}
+
+func newYardstick(b *testing.B) *yardstick {
+	rc := newBenchReceiver(b)
+	hk := newHooks(benchConfig(b, 1))
+	hk.mu.Lock()
+	ev := hk.newEventLocked(eventOrderStatus, json.RawMessage(benchOrder))
+	hk.mu.Unlock()
+	tr := &http.Transport{MaxIdleConnsPerHost: benchConcurrency}
+	b.Cleanup(tr.CloseIdleConnections)
+	return &yardstick{client: &http.Client{Transport: tr}, rc: rc, url: rc.URL + "/hooks", secret: newSecret(), ev: ev}
+}
+
+func (y *yardstick) run(b *testing.B, n int) int {
+	done := y.rc.expect(n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range benchConcurrency {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				now := time.Now()
+				h := signedHeaders{id: y.ev.ID, t: now.Unix()}
+				h.sig, h.stdSig = signDelivery(y.secret, "", y.ev.ID, h.t, y.ev.Body)
+				req, err := http.NewRequest(http.MethodPost, y.url, strings.NewReader(string(y.ev.Body)))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				h.apply(req.Header)
+				resp, err := y.client.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.ReadAll(io.LimitReader(resp.Body, egress.MaxResponseBody))
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Errorf("yardstick: status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	<-done
+	return n
+}
+
+// benchSide times one side and reports its rate and CPU per delivery.
+type benchSide struct {
+	name string
+	run  func(b *testing.B, n int) int
+	n    int
+	wall time.Duration
+	cpu  time.Duration
+}
+
+func (s *benchSide) measure(b *testing.B, n int) {
+	runtime.GC() // neither side pays for the other's garbage
+	cpu0, t0 := processCPU(), time.Now()
+	s.n += s.run(b, n)
+	s.wall += time.Since(t0)
+	s.cpu += processCPU() - cpu0
+}
+
+func (s *benchSide) rate() float64 { return float64(s.n) / s.wall.Seconds() }
+
+func (s *benchSide) report(b *testing.B) {
+	b.ReportMetric(s.rate(), s.name+"-deliveries/s")
+	b.ReportMetric(float64(s.cpu.Nanoseconds())/float64(s.n), s.name+"-cpu-ns/delivery")
+}
+
+// benchWarm is a short unmeasured run of each side: first connections,
+// signer cache, GC sizing.
+const benchWarm = 2 * benchConcurrency
+
+// BenchmarkDeliveryThroughput is the service alone: b.N deliveries.
+func BenchmarkDeliveryThroughput(b *testing.B) {
+	svc := newDeliveryBench(b)
+	svc.run(b, benchWarm)
+	s := &benchSide{name: "service", run: svc.run}
+	b.ResetTimer()
+	s.measure(b, b.N)
+	s.report(b)
+}
+
+// BenchmarkDeliveryYardstick is the yardstick alone: b.N requests.
+func BenchmarkDeliveryYardstick(b *testing.B) {
+	y := newYardstick(b)
+	y.run(b, benchWarm)
+	s := &benchSide{name: "yardstick", run: y.run}
+	b.ResetTimer()
+	s.measure(b, b.N)
+	s.report(b)
+}
+
+// BenchmarkDeliveryRatio runs both sides alternately, A/B/A/B in four
+// rounds of b.N/4 deliveries each side, and reports the service's
+// deliveries per second as a ratio of the yardstick's.
+func BenchmarkDeliveryRatio(b *testing.B) {
+	svc, y := newDeliveryBench(b), newYardstick(b)
+	svc.run(b, benchWarm)
+	y.run(b, benchWarm)
+	sides := []*benchSide{{name: "service", run: svc.run}, {name: "yardstick", run: y.run}}
+	const rounds = 4
+	per := max(b.N/rounds/2, benchConcurrency)
+	b.ResetTimer()
+	for round := range rounds {
+		for i := range sides {
+			sides[(round+i)%2].measure(b, per) // who goes first alternates too
+		}
+	}
+	b.StopTimer()
+	for _, s := range sides {
+		s.report(b)
+	}
+	b.ReportMetric(sides[0].rate()/sides[1].rate(), "ratio")
+}
+
+// BenchmarkPendingDeliveryHeap holds 100,000 pending deliveries to dead
+// endpoints (20,000 events published to 4 stores of 5 endpoints each) and
+// reports the live heap per pending delivery (target ≤ 1 KiB), before any
+// attempt and after one failed attempt each. Nothing runs in the
+// background (openApp starts no goroutine); the events go through the
+// real publish handler and the attempts through takeLocked and
+// finishLocked, with the error a refused connection gives.
+func BenchmarkPendingDeliveryHeap(b *testing.B) {
+	const (
+		stores    = 4
+		events    = 20_000
+		endpoints = maxEndpointsPerStore
+		pending   = events * endpoints
+	)
+	// The refused connection's error, from a real attempt to a closed port.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL + "/hooks"
+	dead.Close()
+	client, err := egress.NewClient(egress.Options{Timeout: time.Second, AllowPrivate: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	refused := egress.Post(b.Context(), client, deadURL, http.Header{}, []byte("{}"))
+	if refused.Err == nil {
+		b.Fatal("a closed port accepted a request")
+	}
+	refusedMsg := refused.Err.Error()
+
+	var never, once float64
+	for range b.N {
+		cfg := benchConfig(b, stores)
+		a, err := openApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hk := a.srv.hooks
+		benchAddEndpoints(hk, endpoints, deadURL)
+		h := a.srv.handler()
+
+		var m0, m1, m2 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		body := `{"type":"order.status.updated","data":{"object":` + benchOrder + `}}`
+		for i := range events {
+			st := cfg.Stores[i%stores]
+			r := httptest.NewRequest(http.MethodPost, "/stores/"+st.ID+"/events", strings.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("X-API-Key", st.APIKeys[0])
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != http.StatusAccepted {
+				b.Fatalf("publish: %d %s", w.Code, w.Body)
+			}
+		}
+		if len(hk.deliv) != pending {
+			b.Fatalf("%d deliveries, want %d", len(hk.deliv), pending)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+
+		// One failed attempt each: every endpoint is at its in-flight limit
+		// after perEndpointInFlight takes, so take and finish in turn.
+		hk.mu.Lock()
+		now := time.Now()
+		hk.advanceLocked(now)
+		for {
+			j := hk.takeLocked(now)
+			if j == nil {
+				break
+			}
+			hk.finishLocked(j, egress.Result{Err: errors.New(strings.Clone(refusedMsg)), Duration: 300 * time.Microsecond})
+		}
+		hk.mu.Unlock()
+		failed := 0
+		for _, d := range hk.deliv {
+			if d.Status == statusPending && len(d.Attempts) == 1 {
+				failed++
+			}
+		}
+		if failed != pending {
+			b.Fatalf("%d pending deliveries with one failed attempt, want %d", failed, pending)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m2)
+		runtime.KeepAlive(a)
+		never = float64(m1.HeapAlloc-m0.HeapAlloc) / pending
+		once = float64(m2.HeapAlloc-m0.HeapAlloc) / pending
+	}
+	b.ReportMetric(never, "B/delivery")
+	b.ReportMetric(once, "B/delivery-1-failed")
+	if never > 1024 || once > 1024 {
+		b.Errorf("%.0f and %.0f B per pending delivery, over the 1 KiB budget", never, once)
+	}
+}

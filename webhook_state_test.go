@@ -1,0 +1,200 @@
+package main
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"deeplink/internal/egress"
+)
+
+// White-box tests of the hooks state without a dispatcher: attempts go
+// through advanceLocked, takeLocked and finishLocked as the native workers
+// and the wasm host drive them, with a made-up outcome instead of HTTP.
+
+// whHooks returns hooks for c with n endpoints of store A subscribed to
+// orders, and no goroutines.
+func whHooks(t *testing.T, c whConf, n int) (*hooks, []*endpoint) {
+	t.Helper()
+	if c.DataDir == "" {
+		c.DataDir = t.TempDir()
+	}
+	hk := newHooks(whParseConfig(t, c))
+	var eps []*endpoint
+	for range n {
+		e := &endpoint{ID: newID("we_"), StoreID: whStoreA, URL: "http://127.0.0.1:1/", Events: []string{eventOrderStatus}, Enabled: true, Secret: newSecret()}
+		hk.endpoints[e.ID] = e
+		hk.byStore[e.StoreID] = append(hk.byStore[e.StoreID], e)
+		eps = append(eps, e)
+	}
+	return hk, eps
+}
+
+// whAttemptDue makes one attempt of every delivery due now, answered by
+// status. hk.mu must be held.
+func whAttemptDue(hk *hooks, status int) {
+	now := time.Now()
+	for {
+		hk.advanceLocked(now)
+		j := hk.takeLocked(now)
+		if j == nil {
+			return
+		}
+		hk.finishLocked(j, egress.Result{Status: status})
+	}
+}
+
+// whCheckRefs checks that hk.events holds exactly the events deliveries
+// refer to, each with the right reference count.
+func whCheckRefs(t *testing.T, hk *hooks) {
+	t.Helper()
+	want := map[*event]int{}
+	for _, d := range hk.deliv {
+		want[d.ev]++
+	}
+	got := map[*event]int{}
+	for id, ev := range hk.events {
+		assert.Equal(t, id, ev.ID)
+		got[ev] = ev.refs
+	}
+	assert.Equal(t, want, got, "events and their reference counts")
+	n := 0
+	for _, e := range hk.endpoints {
+		n += len(e.log)
+		fin := 0
+		for _, d := range e.log {
+			assert.Same(t, d, hk.deliv[d.ID], "logged deliveries are indexed")
+			if d.Status != statusPending {
+				fin++
+			}
+		}
+		assert.Equal(t, fin, e.finished, "finished deliveries in the log of %s", e.ID)
+	}
+	assert.Equal(t, n, len(hk.deliv), "indexed deliveries are logged")
+}
+
+func TestEventReferenceCounts(t *testing.T) {
+	conf := whFast()
+	conf.LogSize = 3
+	hk, eps := whHooks(t, conf, 2)
+	hk.mu.Lock()
+	var first *delivery
+	for i := range 10 {
+		ev := hk.newEventLocked(eventOrderStatus, []byte(`{"id":"o","status":"pending"}`))
+		for _, e := range eps {
+			d := hk.enqueueLocked(e, ev)
+			if i == 0 && first == nil {
+				first = d
+			}
+		}
+		whAttemptDue(hk, 200)
+		whCheckRefs(t, hk)
+	}
+	assert.Len(t, hk.events, 3, "the events of the 3 deliveries each endpoint keeps")
+	assert.Nil(t, hk.deliv[first.ID], "the oldest delivery was trimmed")
+	assert.Zero(t, first.ev.refs)
+
+	// A manual retry refers to the event of a kept delivery; trimming that
+	// delivery leaves the event to the retry.
+	old := eps[0].log[0]
+	retry := hk.enqueueLocked(eps[0], old.ev)
+	assert.Nil(t, hk.deliv[old.ID], "the retry pushed the oldest out of the log")
+	assert.Same(t, old.ev, hk.events[old.EventID], "the retry still refers to its event")
+	whCheckRefs(t, hk)
+	whAttemptDue(hk, 500) // pending now, waiting for its retry
+	for range 3 {
+		hk.enqueueLocked(eps[0], hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
+		whAttemptDue(hk, 200)
+	}
+	assert.Same(t, retry, hk.deliv[retry.ID], "a pending delivery is never trimmed")
+	assert.Same(t, retry, eps[0].log[0], "the oldest in the log")
+	assert.Len(t, eps[0].log, 3)
+	whCheckRefs(t, hk)
+
+	hk.removeEndpointLocked(eps[1])
+	whCheckRefs(t, hk)
+	hk.mu.Unlock()
+
+	// The counts are rebuilt on load.
+	require.NoError(t, hk.save(hk.cfg.DataDir))
+	hk2 := newHooks(hk.cfg)
+	require.NoError(t, hk2.load(hk.cfg.DataDir))
+	hk2.mu.Lock()
+	defer hk2.mu.Unlock()
+	assert.Len(t, hk2.deliv, 3)
+	whCheckRefs(t, hk2)
+}
+
+// TestTrimLog checks the log trimming against the plain rule it keeps:
+// beyond the retention, the oldest finished deliveries go, pending ones
+// stay whatever their age, and the order is kept.
+func TestTrimLog(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		conf := whFast()
+		conf.LogSize = 1 + rng.IntN(6)
+		hk, eps := whHooks(t, conf, 1)
+		e := eps[0]
+		var model []*delivery // what the log must hold
+		hk.mu.Lock()
+		for i := range 3 + rng.IntN(40) {
+			// Some logged deliveries finish in between.
+			for _, d := range e.log {
+				if d.Status == statusPending && rng.IntN(3) == 0 {
+					hk.sched.remove(d)
+					e.finishedLocked(d, statusSucceeded)
+				}
+			}
+			d := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
+			model = append(model, d)
+			excess := len(model) - conf.LogSize
+			model = slices.DeleteFunc(model, func(d *delivery) bool {
+				if excess > 0 && d.Status != statusPending {
+					excess--
+					return true
+				}
+				return false
+			})
+			require.Equal(t, model, e.log, "round %d, delivery %d", round, i)
+			whCheckRefs(t, hk)
+		}
+		hk.mu.Unlock()
+	}
+}
+
+// TestTickSpacesSaves checks that the periodic save waits after a slow
+// one (saveDutyFactor) and that a save on stop never does.
+func TestTickSpacesSaves(t *testing.T) {
+	hk, _ := whHooks(t, whFast(), 1)
+	dir := hk.cfg.DataDir
+	path := filepath.Join(dir, hooksFileName)
+	now := time.Now()
+	hk.dirty = true // the endpoint whHooks made
+	require.NoError(t, hk.tick(now, dir))
+	require.FileExists(t, path, "the first tick saves")
+	require.False(t, hk.nextSave.Before(now), "the next save is not due before now")
+
+	hk.nextSave = now.Add(3 * time.Second) // as after a save that took 300 ms
+	require.NoError(t, os.Remove(path))
+	hk.mu.Lock()
+	hk.dirty = true
+	hk.mu.Unlock()
+	require.NoError(t, hk.tick(now.Add(time.Second), dir))
+	require.NoFileExists(t, path, "a tick before nextSave does not save")
+	require.NoError(t, hk.tick(now.Add(3*time.Second), dir))
+	require.FileExists(t, path, "the tick at nextSave does")
+
+	hk.nextSave = now.Add(time.Hour)
+	require.NoError(t, os.Remove(path))
+	hk.mu.Lock()
+	hk.dirty = true
+	hk.mu.Unlock()
+	require.NoError(t, hk.save(dir))
+	require.FileExists(t, path, "save itself (app.Close) never waits")
+}
