@@ -417,10 +417,9 @@ func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, e *e
 	e.Secret = newSecret()
 	e.UpdatedAt = now.Unix()
 	s.hooks.dirty = true
-	v := e.view()
-	v["secret"] = e.Secret
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, map[string]any{"data": v})
+	// The new secret is shown by /secret only, like every secret after
+	// creation: a rotation answered to a proxy log leaks nothing.
+	writeJSON(w, http.StatusOK, map[string]any{"data": e.view()})
 }
 
 func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *endpoint) {
