@@ -757,6 +757,8 @@ func newCTReceiver(t *testing.T, status func(n int) int) *ctReceiver {
 	return rc
 }
 
+func ctNewReceiverOK(t *testing.T) *ctReceiver { return newCTReceiver(t, ctAlways(http.StatusOK)) }
+
 func ctAlways(status int) func(int) int { return func(int) int { return status } }
 
 func (rc *ctReceiver) got() []ctHit {
@@ -1011,6 +1013,16 @@ func contractCases() []contractCase {
 			ctTokenError(t, s.redeem(t, ctStoreA, c), "invalid_grant") // consumed by the failed attempt
 			ctTokenError(t, s.redeem(t, ctStoreA, newCTCode(ctStoreA, ctKeyA)), "invalid_grant")
 		}},
+		{name: "token/CORS preflight for the store's domains only", run: func(t *testing.T, s *ctService) {
+			p := "/stores/" + ctStoreA + "/auth/token"
+			ok := s.do(t, http.MethodOptions, p, nil, "Origin", "https://shop.example.com",
+				"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "content-type")
+			assert.Contains(t, []int{http.StatusOK, http.StatusNoContent}, ok.status)
+			assert.Equal(t, "https://shop.example.com", ok.header.Get("Access-Control-Allow-Origin"))
+			assert.Contains(t, ok.header.Get("Access-Control-Allow-Methods"), "POST")
+			foreign := s.do(t, http.MethodOptions, p, nil, "Origin", "https://evil.example.net", "Access-Control-Request-Method", "POST")
+			assert.Empty(t, foreign.header.Get("Access-Control-Allow-Origin"))
+		}},
 		{name: "me/401 without a valid token of the store", run: func(t *testing.T, s *ctService) {
 			ctError(t, s.me(t, ctStoreA, ""), http.StatusUnauthorized, "")
 			ctError(t, s.me(t, ctStoreA, "not-a-token"), http.StatusUnauthorized, "")
@@ -1192,6 +1204,22 @@ func contractCases() []contractCase {
 			ctStatus(t, one, http.StatusOK)
 			attempts, _ := one.data(t)["attempts"].([]any)
 			assert.Len(t, attempts, 1)
+		}},
+		{name: "webhooks/rotate-secret signs with both, test sends webhook.test", run: func(t *testing.T, s *ctService) {
+			rc := ctNewReceiverOK(t)
+			ep, old := s.createEndpoint(t, rc.URL)
+			r := s.do(t, http.MethodPost, ctHooks("/"+ep+"/rotate-secret"), nil, "X-API-Key", ctKeyA)
+			ctStatus(t, r, http.StatusOK)
+			fresh, _ := r.data(t)["secret"].(string)
+			require.True(t, strings.HasPrefix(fresh, "whsec_"), "secret %q", fresh)
+			require.NotEqual(t, old, fresh)
+
+			ctStatus(t, s.do(t, http.MethodPost, ctHooks("/"+ep+"/test"), nil, "X-API-Key", ctKeyA), http.StatusAccepted)
+			ctEventually(t, 20*time.Second, func() bool { return len(rc.got()) >= 1 }, "the test event arrives")
+			h := rc.got()[0]
+			assert.Contains(t, string(h.body), `"webhook.test"`)
+			ctVerifySignature(t, h, fresh)
+			ctVerifySignature(t, h, old) // within secret_rotation_grace
 		}},
 		{name: "webhooks/a failing receiver is retried, then failed", opts: ctOpts{retry: []string{"50ms", "50ms"}}, run: func(t *testing.T, s *ctService) {
 			rc := newCTReceiver(t, ctAlways(http.StatusInternalServerError))
