@@ -36,6 +36,11 @@ func newServer(cfg *Config, st Store, live func() int, cookieKey []byte, log *sl
 	return s
 }
 
+// extraRoutes add routes that only some builds have: the edge module's
+// test-only fault routes (faults_edgefault.go, build tag edgefault). Empty
+// in every production build.
+var extraRoutes []func(*http.ServeMux)
+
 // routes are the service's endpoints in the Go 1.22 pattern syntax.
 func (s *server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
@@ -61,6 +66,9 @@ func (s *server) routes() *http.ServeMux {
 	s.webhookRoutes(mux)
 	if s.demo {
 		s.demoRoutes(mux)
+	}
+	for _, add := range extraRoutes {
+		add(mux)
 	}
 	mux.HandleFunc("/", s.notFound(mux))
 	return mux

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check CI runs: formatting, vet (native and wasip1), the tests
-# with the race detector, and the allocation tests that need it off.
+# with the race detector (the contract tests among them, against the native
+# binary), the allocation tests that need it off, and the contract tests
+# against the edge module under the wazero host.
 # Installs what the tests need (php for the merchants' PHP snippet).
 # Exits non-zero on the first failure.
 set -euo pipefail
@@ -24,3 +26,4 @@ go vet ./...
 GOOS=wasip1 GOARCH=wasm go vet .
 go test -race -count=1 ./...
 go test -count=1 -run 'Allocations' .
+go test -count=1 -run 'TestContract' . -args -target=wasm

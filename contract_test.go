@@ -1,0 +1,1327 @@
+package main
+
+// The contract tests: one table of black-box cases that check API.md
+// through plain HTTP against the service run as a real process, for either
+// build:
+//
+//	go test -run TestContract .                      # the native binary
+//	go test -run TestContract . -args -target=wasm   # the edge module under the wazero host
+//	DEEPLINK_TARGET=wasm go test -run TestContract . # the same
+//
+// Each case gets its own process on a fresh data_dir, a free port on
+// 127.0.0.1 and a configuration file whose public_base_url is the
+// process's own address. Cases that only make sense for one target (the
+// edge module's fault handling) are in that target's table only.
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var contractTargetFlag = flag.String("target", "", "target of TestContract: native or wasm (default $DEEPLINK_TARGET, else native)")
+
+const (
+	targetNative = "native"
+	targetWasm   = "wasm"
+
+	ctStoreA = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	ctStoreB = "0f8fad5b-d9cb-469f-a165-70867728950e"
+	ctNoSuch = "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
+	ctKeyA   = "ak_contract_store_a"
+	ctKeyB   = "ak_contract_store_b"
+	ctShopCB = "https://shop.example.com/cb"
+
+	// ctCallTimeout is the host's -call-timeout for the fault cases.
+	ctCallTimeout = 2 * time.Second
+)
+
+func contractTarget(t *testing.T) string {
+	t.Helper()
+	target := *contractTargetFlag
+	if target == "" {
+		target = os.Getenv("DEEPLINK_TARGET")
+	}
+	if target == "" {
+		target = targetNative
+	}
+	if target != targetNative && target != targetWasm {
+		t.Fatalf("-target=%q: want native or wasm", target)
+	}
+	return target
+}
+
+// ---- builds, once per test binary run ----
+
+// ctTmp holds the binaries and the shared wazero compilation cache; TestMain
+// removes it.
+var ctTmp struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if ctTmp.dir != "" {
+		os.RemoveAll(ctTmp.dir)
+	}
+	os.Exit(code)
+}
+
+func contractTmpDir() (string, error) {
+	ctTmp.once.Do(func() { ctTmp.dir, ctTmp.err = os.MkdirTemp("", "deeplink-contract-") })
+	return ctTmp.dir, ctTmp.err
+}
+
+// ctArtifacts are what a target runs.
+type ctArtifacts struct {
+	native      string // the native binary
+	host        string // the wazero host
+	module      string // the edge module
+	faultModule string // the edge module with the edgefault routes
+	cache       string // the host's -cache, shared by every run
+}
+
+var (
+	nativeBuild struct {
+		once sync.Once
+		a    ctArtifacts
+		err  error
+	}
+	wasmBuild struct {
+		once sync.Once
+		a    ctArtifacts
+		err  error
+	}
+)
+
+func ctGoBuild(env []string, args ...string) error {
+	cmd := exec.Command("go", append([]string{"build"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func buildNative() (ctArtifacts, error) {
+	nativeBuild.once.Do(func() {
+		dir, err := contractTmpDir()
+		if err != nil {
+			nativeBuild.err = err
+			return
+		}
+		bin := filepath.Join(dir, "deeplink")
+		nativeBuild.err = ctGoBuild(nil, "-o", bin, ".")
+		nativeBuild.a = ctArtifacts{native: bin}
+	})
+	return nativeBuild.a, nativeBuild.err
+}
+
+// buildWasm builds the host and both modules in parallel, then starts the
+// host once on each module so that the cases find them in the compilation
+// cache instead of compiling them several at a time.
+func buildWasm() (ctArtifacts, error) {
+	wasmBuild.once.Do(func() {
+		dir, err := contractTmpDir()
+		if err != nil {
+			wasmBuild.err = err
+			return
+		}
+		a := ctArtifacts{
+			host:        filepath.Join(dir, "host"),
+			module:      filepath.Join(dir, "service.wasm"),
+			faultModule: filepath.Join(dir, "service-edgefault.wasm"),
+			cache:       filepath.Join(dir, "wazero-cache"),
+		}
+		wasip1 := []string{"GOOS=wasip1", "GOARCH=wasm"}
+		// As `go generate ./wasm` builds wasm/service.wasm.
+		module := []string{"-buildmode=c-shared", "-trimpath", "-ldflags=-s"}
+		errs := make([]error, 3)
+		var wg sync.WaitGroup
+		wg.Go(func() { errs[0] = ctGoBuild(nil, "-o", a.host, "./wasm") })
+		wg.Go(func() { errs[1] = ctGoBuild(wasip1, append(module, "-o", a.module, ".")...) })
+		wg.Go(func() {
+			errs[2] = ctGoBuild(wasip1, append(module, "-tags", "edgefault", "-o", a.faultModule, ".")...)
+		})
+		wg.Wait()
+		if wasmBuild.err = errors.Join(errs...); wasmBuild.err != nil {
+			return
+		}
+		for i, m := range []string{a.module, a.faultModule} {
+			wg.Go(func() { errs[i] = ctWarmCache(a, m) })
+		}
+		wg.Wait()
+		wasmBuild.a, wasmBuild.err = a, errors.Join(errs...)
+	})
+	return wasmBuild.a, wasmBuild.err
+}
+
+// ctWarmCache runs the host on module until it is healthy, then stops it.
+func ctWarmCache(a ctArtifacts, module string) error {
+	dir, err := os.MkdirTemp(filepath.Dir(a.cache), "warm-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	addr, err := ctFreeAddr()
+	if err != nil {
+		return err
+	}
+	cfg := filepath.Join(dir, "config.json")
+	body := `{"stores":[{"id":"` + ctStoreA + `","name":"warm","api_keys":["` + ctKeyA + `"],"redirect_domains":["shop.example.com"]}]}`
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		return err
+	}
+	p, err := ctLaunch([]string{a.host, "-config", cfg, "-module", module, "-addr", addr,
+		"-data", filepath.Join(dir, "data"), "-cache", a.cache}, filepath.Join(dir, "log"))
+	if err != nil {
+		return err
+	}
+	if err := p.waitHealthy("http://"+addr, 3*time.Minute); err != nil {
+		p.cmd.Process.Kill()
+		<-p.exited
+		return err
+	}
+	return p.terminate(30 * time.Second)
+}
+
+// ---- processes ----
+
+// proc is one run of the service.
+type proc struct {
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when it has exited; err is then set
+	err     error
+	logPath string
+}
+
+// ctLaunch starts argv with its output appended to logPath.
+func ctLaunch(argv []string, logPath string) (*proc, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	p := &proc{cmd: cmd, exited: make(chan struct{}), logPath: logPath}
+	go func() {
+		p.err = cmd.Wait()
+		logf.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// waitHealthy polls base/healthz until it answers 200, the process exits
+// or within passes.
+func (p *proc) waitHealthy(base string, within time.Duration) error {
+	c := &http.Client{Timeout: time.Second}
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := c.Get(base + "/healthz")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("exited before it was healthy: %v\n%s", p.err, ctTail(p.logPath))
+		case <-deadline.C:
+			return fmt.Errorf("not healthy within %v\n%s", within, ctTail(p.logPath))
+		case <-tick.C:
+		}
+	}
+}
+
+// terminate sends SIGTERM and waits for exit code 0.
+func (p *proc) terminate(within time.Duration) error {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(within):
+		p.cmd.Process.Kill()
+		<-p.exited
+		return fmt.Errorf("still running %v after SIGTERM\n%s", within, ctTail(p.logPath))
+	}
+	if p.err != nil {
+		return fmt.Errorf("exit after SIGTERM: %v (want code 0)\n%s", p.err, ctTail(p.logPath))
+	}
+	return nil
+}
+
+// ctTail is the end of a log file, for failure messages.
+func ctTail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 8<<10 {
+		b = b[len(b)-8<<10:]
+	}
+	return string(b)
+}
+
+func ctFreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// ---- the service under test ----
+
+// ctOpts are what a case needs of its configuration and target.
+type ctOpts struct {
+	retry  []string // webhooks.retry_schedule; default 50ms, 50ms
+	apps   bool     // configure the association files
+	faults bool     // wasm: the edgefault module, -call-timeout ctCallTimeout
+}
+
+// ctService is the service running as a process for one case, with a game
+// app (spec §4.1) that store A's game_authorize_url points at.
+type ctService struct {
+	t      *testing.T
+	target string
+	URL    string // http://127.0.0.1:PORT, also the public_base_url
+	game   *httptest.Server
+	argv   []string
+	log    string
+	client *http.Client // does not follow redirects
+	p      *proc
+}
+
+func startContractService(t *testing.T, target string, o ctOpts) *ctService {
+	t.Helper()
+	var art ctArtifacts
+	var err error
+	if target == targetWasm {
+		art, err = buildWasm()
+	} else {
+		art, err = buildNative()
+	}
+	require.NoError(t, err, "building the %s target", target)
+
+	dir := t.TempDir()
+	addr, err := ctFreeAddr()
+	require.NoError(t, err)
+	s := &ctService{t: t, target: target, URL: "http://" + addr, log: filepath.Join(dir, "service.log")}
+	s.client = &http.Client{
+		Transport:     &http.Transport{},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Timeout:       30 * time.Second,
+	}
+	s.game = httptest.NewServer(&ctGame{svc: s})
+	t.Cleanup(s.game.Close)
+
+	data := filepath.Join(dir, "data")
+	if o.retry == nil {
+		o.retry = []string{"50ms", "50ms"}
+	}
+	apps := map[string]any{}
+	if o.apps {
+		apps = map[string]any{
+			"apple":   []map[string]any{{"app_id": "TEAMID.com.example.game", "paths": []string{"/oauth/authorize"}}},
+			"android": []map[string]any{{"package_name": "com.example.game", "sha256_cert_fingerprints": []string{"AB:CD:EF"}}},
+		}
+	}
+	cfg, err := json.Marshal(map[string]any{
+		"listen":          addr,
+		"data_dir":        data,
+		"public_base_url": s.URL,
+		"webhooks": map[string]any{
+			"timeout":             "5s",
+			"retry_schedule":      o.retry,
+			"allow_insecure_urls": true,
+		},
+		"stores": []map[string]any{{
+			"id":                 ctStoreA,
+			"name":               "Store A",
+			"api_keys":           []string{ctKeyA},
+			"redirect_domains":   []string{"shop.example.com", "127.0.0.1"},
+			"game_authorize_url": s.game.URL + "/oauth/authorize",
+		}, {
+			"id":               ctStoreB,
+			"name":             "Store B",
+			"api_keys":         []string{ctKeyB},
+			"redirect_domains": []string{"shop.example.com"},
+		}},
+		"apps": apps,
+	})
+	require.NoError(t, err)
+	cfgFile := filepath.Join(dir, "config.json")
+	require.NoError(t, os.WriteFile(cfgFile, cfg, 0o600))
+
+	switch target {
+	case targetNative:
+		s.argv = []string{art.native, "-config", cfgFile, "-addr", addr, "-data", data}
+	case targetWasm:
+		module := art.module
+		timeout := 10 * time.Second
+		if o.faults {
+			module, timeout = art.faultModule, ctCallTimeout
+		}
+		s.argv = []string{art.host, "-config", cfgFile, "-module", module, "-addr", addr,
+			"-data", data, "-cache", art.cache, "-call-timeout", timeout.String()}
+	}
+	t.Cleanup(func() {
+		if s.p != nil {
+			select {
+			case <-s.p.exited:
+			default:
+				s.p.cmd.Process.Kill()
+				<-s.p.exited
+			}
+		}
+		if t.Failed() {
+			t.Logf("service log (%s):\n%s", s.target, ctTail(s.log))
+		}
+	})
+	s.start()
+	return s
+}
+
+// start runs the service on its data directory and waits for /healthz.
+func (s *ctService) start() {
+	s.t.Helper()
+	p, err := ctLaunch(s.argv, s.log)
+	require.NoError(s.t, err)
+	s.p = p
+	require.NoError(s.t, p.waitHealthy(s.URL, time.Minute))
+}
+
+// stop ends the service as an operator does: SIGTERM, then exit code 0.
+func (s *ctService) stop() {
+	s.t.Helper()
+	require.NoError(s.t, s.p.terminate(30*time.Second))
+	s.client.CloseIdleConnections()
+}
+
+// restart stops the service and starts it again on the same data_dir and
+// address.
+func (s *ctService) restart() {
+	s.t.Helper()
+	s.stop()
+	s.start()
+}
+
+// ---- HTTP ----
+
+type ctResp struct {
+	status int
+	header http.Header
+	body   []byte
+	resp   *http.Response
+}
+
+// do sends a request to the service. body is sent as is when it is a
+// string or []byte, as JSON otherwise; hdr are name, value pairs.
+func (s *ctService) do(t *testing.T, method, path string, body any, hdr ...string) ctResp {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		require.NoError(t, err)
+		rd = bytes.NewReader(j)
+	}
+	u := path
+	if !strings.HasPrefix(u, "http") {
+		u = s.URL + path
+	}
+	req, err := http.NewRequest(method, u, rd)
+	require.NoError(t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := s.client.Do(req)
+	require.NoError(t, err, "%s %s", method, path)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return ctResp{status: resp.StatusCode, header: resp.Header, body: b, resp: resp}
+}
+
+// data decodes {"data": ...} of a 2xx answer.
+func (r ctResp) data(t *testing.T) map[string]any {
+	t.Helper()
+	var v struct {
+		Data map[string]any `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &v), "body %s", r.body)
+	return v.Data
+}
+
+// ctStatus checks the status and that the body is JSON.
+func ctStatus(t *testing.T, r ctResp, status int) {
+	t.Helper()
+	require.Equal(t, status, r.status, "body %s", r.body)
+	if status == http.StatusNoContent {
+		return
+	}
+	mt, _, err := mime.ParseMediaType(r.header.Get("Content-Type"))
+	require.NoError(t, err)
+	require.Equal(t, "application/json", mt)
+	require.True(t, json.Valid(r.body), "body %s", r.body)
+}
+
+// ctError checks an API.md §3 error and returns the invalid fields it
+// names.
+func ctError(t *testing.T, r ctResp, status int, code string) []string {
+	t.Helper()
+	ctStatus(t, r, status)
+	var e struct {
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			Fields  []struct {
+				Field   string `json:"field"`
+				Message string `json:"message"`
+			} `json:"fields"`
+		} `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &e))
+	require.NotNil(t, e.Error, "body %s", r.body)
+	if code != "" {
+		require.Equal(t, code, e.Error.Code, "body %s", r.body)
+	}
+	require.NotEmpty(t, e.Error.Message)
+	var fields []string
+	for _, f := range e.Error.Fields {
+		assert.NotEmpty(t, f.Message, "message of %s", f.Field)
+		fields = append(fields, f.Field)
+	}
+	return fields
+}
+
+// ctTokenError checks an OAuth error of the token endpoint.
+func ctTokenError(t *testing.T, r ctResp, code string) {
+	t.Helper()
+	ctStatus(t, r, http.StatusBadRequest)
+	var e struct {
+		Error string `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &e))
+	require.Equal(t, code, e.Error, "body %s", r.body)
+}
+
+// ---- sign-in helpers ----
+
+func ctRandom() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func ctChallenge(verifier string) string {
+	sum := sha256.Sum256([]byte(verifier))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// ctCode is a registration: its code and the verifier of its challenge.
+type ctCode struct{ code, verifier, store, key string }
+
+func newCTCode(store, key string) ctCode {
+	return ctCode{code: ctRandom(), verifier: ctRandom(), store: store, key: key}
+}
+
+func (c ctCode) body() map[string]any {
+	return map[string]any{
+		"auth_code":           c.code,
+		"redirect_uri":        ctShopCB,
+		"client_reference_id": "player-42",
+		"code_challenge":      ctChallenge(c.verifier),
+		"state":               "st-" + c.code[:8],
+		"first_name":          "Ada",
+		"last_name":           "Lovelace",
+		"language":            "pt-BR",
+		"currency":            "EUR",
+		"country":             "PT",
+		"timezone":            "Europe/Lisbon",
+	}
+}
+
+func (s *ctService) register(t *testing.T, c ctCode) ctResp {
+	t.Helper()
+	return s.do(t, http.MethodPost, "/stores/"+c.store+"/auth/auth-code", c.body(), "X-API-Key", c.key)
+}
+
+func (s *ctService) mustRegister(t *testing.T) ctCode {
+	t.Helper()
+	c := newCTCode(ctStoreA, ctKeyA)
+	r := s.register(t, c)
+	ctStatus(t, r, http.StatusOK)
+	require.Equal(t, map[string]any{"status": "ok"}, r.data(t))
+	return c
+}
+
+// redeem exchanges c at store as the webshop does, with a form body.
+func (s *ctService) redeem(t *testing.T, store string, c ctCode) ctResp {
+	t.Helper()
+	form := url.Values{
+		"grant_type":    {"authorization_code"},
+		"code":          {c.code},
+		"redirect_uri":  {ctShopCB},
+		"code_verifier": {c.verifier},
+		"client_id":     {"ignored"},
+	}
+	req, err := http.NewRequest(http.MethodPost, s.URL+"/stores/"+store+"/auth/token", strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := s.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return ctResp{status: resp.StatusCode, header: resp.Header, body: b, resp: resp}
+}
+
+// ctToken checks a successful exchange and returns the access token.
+func ctToken(t *testing.T, r ctResp) string {
+	t.Helper()
+	ctStatus(t, r, http.StatusOK)
+	assert.Equal(t, "no-store", r.header.Get("Cache-Control"))
+	var tok struct {
+		AccessToken string            `json:"access_token"`
+		TokenType   string            `json:"token_type"`
+		ExpiresIn   int64             `json:"expires_in"`
+		Player      map[string]string `json:"player"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &tok))
+	require.NotEmpty(t, tok.AccessToken)
+	assert.Equal(t, "Bearer", tok.TokenType)
+	assert.EqualValues(t, 86400, tok.ExpiresIn)
+	assert.Equal(t, map[string]string{
+		"client_reference_id": "player-42", "first_name": "Ada", "last_name": "Lovelace",
+		"language": "pt-BR", "currency": "EUR", "country": "PT", "timezone": "Europe/Lisbon",
+	}, tok.Player)
+	return tok.AccessToken
+}
+
+func (s *ctService) me(t *testing.T, store, token string) ctResp {
+	t.Helper()
+	if token == "" {
+		return s.do(t, http.MethodGet, "/stores/"+store+"/auth/me", nil)
+	}
+	return s.do(t, http.MethodGet, "/stores/"+store+"/auth/me", nil, "Authorization", "Bearer "+token)
+}
+
+// ctGame is the game app of spec §4.1: it registers a fresh code for the
+// deep link's challenge and state and sends the browser back to the
+// redirect_uri with code and state.
+type ctGame struct{ svc *ctService }
+
+func (g *ctGame) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	code := ctRandom()
+	body, _ := json.Marshal(map[string]string{
+		"auth_code":           code,
+		"redirect_uri":        q.Get("redirect_uri"),
+		"client_reference_id": "player-42",
+		"code_challenge":      q.Get("code_challenge"),
+		"state":               q.Get("state"),
+	})
+	req, _ := http.NewRequest(http.MethodPost, g.svc.URL+"/stores/"+q.Get("store_id")+"/auth/auth-code", bytes.NewReader(body))
+	req.Header.Set("X-API-Key", ctKeyA)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := g.svc.client.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		http.Error(w, fmt.Sprintf("registration: %d %s", resp.StatusCode, msg), http.StatusBadGateway)
+		return
+	}
+	back, err := url.Parse(q.Get("redirect_uri"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	bq := back.Query()
+	bq.Set("code", code)
+	bq.Set("state", q.Get("state"))
+	back.RawQuery = bq.Encode()
+	http.Redirect(w, r, back.String(), http.StatusFound)
+}
+
+// ctCookieHeader is the Cookie header a browser would send back for the
+// cookies r sets. The service's cookies are Secure, which a cookie jar
+// keeps from a plain-HTTP test server, so the test sends them itself.
+func ctCookieHeader(r ctResp) string {
+	var parts []string
+	for _, c := range r.resp.Cookies() {
+		if c.MaxAge >= 0 && c.Value != "" {
+			parts = append(parts, c.Name+"="+c.Value)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// linkToCallback opens the link, goes through the game app and returns the
+// link's cookies and the callback URL the game app sent the browser to.
+func (s *ctService) linkToCallback(t *testing.T, returnTo string) (cookie, callback string) {
+	t.Helper()
+	link := s.do(t, http.MethodGet, "/stores/"+ctStoreA+"/auth/link?return_to="+url.QueryEscape(returnTo), nil)
+	require.Equal(t, http.StatusFound, link.status, "link: %s", link.body)
+	cookie = ctCookieHeader(link)
+	require.NotEmpty(t, cookie, "the link sets a cookie")
+	toGame := link.header.Get("Location")
+	require.True(t, strings.HasPrefix(toGame, s.game.URL+"/oauth/authorize?"), "link redirects to %q", toGame)
+	back := s.do(t, http.MethodGet, toGame, nil)
+	require.Equal(t, http.StatusFound, back.status, "game app: %s", back.body)
+	callback = back.header.Get("Location")
+	require.True(t, strings.HasPrefix(callback, s.URL+"/stores/"+ctStoreA+"/auth/callback?"), "game app redirects to %q", callback)
+	return cookie, callback
+}
+
+// ---- webhook helpers ----
+
+// ctReceiver is a merchant's webhook endpoint on 127.0.0.1.
+type ctReceiver struct {
+	*httptest.Server
+	status func(n int) int // the answer to the nth request, from 1
+
+	mu   sync.Mutex
+	hits []ctHit
+}
+
+type ctHit struct {
+	header http.Header
+	body   []byte
+	status int
+}
+
+func newCTReceiver(t *testing.T, status func(n int) int) *ctReceiver {
+	rc := &ctReceiver{status: status}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		n := len(rc.hits) + 1
+		st := rc.status(n)
+		rc.hits = append(rc.hits, ctHit{header: r.Header.Clone(), body: b, status: st})
+		rc.mu.Unlock()
+		w.WriteHeader(st)
+		fmt.Fprintf(w, "answer %d", n)
+	}))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func ctNewReceiverOK(t *testing.T) *ctReceiver { return newCTReceiver(t, ctAlways(http.StatusOK)) }
+
+func ctAlways(status int) func(int) int { return func(int) int { return status } }
+
+func (rc *ctReceiver) got() []ctHit {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.Clone(rc.hits)
+}
+
+func ctHooks(rest string) string { return "/stores/" + ctStoreA + "/webhooks" + rest }
+
+// createEndpoint creates an endpoint for order.status.updated at u and
+// returns its id and secret.
+func (s *ctService) createEndpoint(t *testing.T, u string) (id, secret string) {
+	t.Helper()
+	r := s.do(t, http.MethodPost, ctHooks(""), map[string]any{
+		"url": u, "description": "orders", "events": []string{"order.status.updated"},
+	}, "X-API-Key", ctKeyA)
+	ctStatus(t, r, http.StatusCreated)
+	d := r.data(t)
+	id, _ = d["id"].(string)
+	secret, _ = d["secret"].(string)
+	require.True(t, strings.HasPrefix(id, "we_"), "id %q", id)
+	require.True(t, strings.HasPrefix(secret, "whsec_"), "secret %q", secret)
+	return id, secret
+}
+
+// publish publishes order.status.updated for order and returns the event id.
+func (s *ctService) publish(t *testing.T, order string, hdr ...string) string {
+	t.Helper()
+	r := s.do(t, http.MethodPost, "/stores/"+ctStoreA+"/events", map[string]any{
+		"type": "order.status.updated",
+		"data": map[string]any{"object": map[string]any{"id": order, "status": "completed"}},
+	}, append([]string{"X-API-Key", ctKeyA}, hdr...)...)
+	ctStatus(t, r, http.StatusAccepted)
+	id, _ := r.data(t)["id"].(string)
+	require.True(t, strings.HasPrefix(id, "evt_"), "id %q", id)
+	return id
+}
+
+// deliveries is an endpoint's delivery log, newest first.
+func (s *ctService) deliveries(t *testing.T, endpoint string) []map[string]any {
+	t.Helper()
+	r := s.do(t, http.MethodGet, ctHooks("/"+endpoint+"/deliveries"), nil, "X-API-Key", ctKeyA)
+	ctStatus(t, r, http.StatusOK)
+	var v struct {
+		Data []map[string]any `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(r.body, &v))
+	return v.Data
+}
+
+// ctEventually polls cond every 20 ms for up to within.
+func ctEventually(t *testing.T, within time.Duration, cond func() bool, msg string, args ...any) {
+	t.Helper()
+	require.Eventually(t, cond, within, 20*time.Millisecond, append([]any{msg}, args...)...)
+}
+
+// ctVerifySignature checks X-Webhook-Signature (API.md §5.1) and the
+// Standard Webhooks headers of a delivery against secret.
+func ctVerifySignature(t *testing.T, h ctHit, secret string) {
+	t.Helper()
+	sig := h.header.Get("X-Webhook-Signature")
+	var ts string
+	var v1 []string
+	for _, part := range strings.Split(sig, ",") {
+		k, v, _ := strings.Cut(part, "=")
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			v1 = append(v1, v)
+		}
+	}
+	require.NotEmpty(t, ts, "X-Webhook-Signature %q", sig)
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	require.NoError(t, err)
+	assert.InDelta(t, time.Now().Unix(), sec, 60, "signed timestamp")
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts + "." + string(h.body)))
+	want := hex.EncodeToString(mac.Sum(nil))
+	assert.Contains(t, v1, want, "X-Webhook-Signature %q", sig)
+
+	// Standard Webhooks: HMAC keyed with the secret's base64 part over
+	// id.timestamp.body, as "v1,<base64>".
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	require.NoError(t, err)
+	id, stdTS := h.header.Get("webhook-id"), h.header.Get("webhook-timestamp")
+	require.NotEmpty(t, id)
+	require.NotEmpty(t, stdTS)
+	mac = hmac.New(sha256.New, key)
+	mac.Write([]byte(id + "." + stdTS + "." + string(h.body)))
+	assert.Contains(t, strings.Fields(h.header.Get("webhook-signature")), "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+}
+
+// ---- the table ----
+
+// contractCase is one row of the contract: a name, the targets it applies
+// to (nil: every target), what it needs of its service, and the check.
+type contractCase struct {
+	name    string
+	targets []string
+	opts    ctOpts
+	run     func(t *testing.T, svc *ctService)
+}
+
+// contractTable is the table of target: every case that applies to it.
+func contractTable(target string) []contractCase {
+	var table []contractCase
+	for _, c := range contractCases() {
+		if c.targets == nil || slices.Contains(c.targets, target) {
+			table = append(table, c)
+		}
+	}
+	return table
+}
+
+func TestContract(t *testing.T) {
+	target := contractTarget(t)
+	t.Logf("target %s", target)
+	for _, c := range contractTable(target) {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, startContractService(t, target, c.opts))
+		})
+	}
+}
+
+// TestContractTables checks the tables themselves: unique names, every
+// case in some table, the fault cases in the wasm table only.
+func TestContractTables(t *testing.T) {
+	names := map[string]bool{}
+	for _, c := range contractCases() {
+		require.False(t, names[c.name], "duplicate case %q", c.name)
+		names[c.name] = true
+		for _, target := range c.targets {
+			require.Contains(t, []string{targetNative, targetWasm}, target, "case %q", c.name)
+		}
+	}
+	native, wasm := contractTable(targetNative), contractTable(targetWasm)
+	assert.Len(t, names, len(wasm), "every case applies to wasm")
+	for _, c := range native {
+		assert.False(t, strings.HasPrefix(c.name, "fault/"), "%s is not for the native build", c.name)
+	}
+}
+
+func contractCases() []contractCase {
+	wasmOnly := []string{targetWasm}
+	return []contractCase{
+		// §4.1 register and the §3 rows.
+		{name: "register/ok", run: func(t *testing.T, s *ctService) {
+			s.mustRegister(t)
+			// Parameters on the media type are fine.
+			c := newCTCode(ctStoreA, ctKeyA)
+			r := s.do(t, http.MethodPost, "/stores/"+ctStoreA+"/auth/auth-code", c.body(),
+				"X-API-Key", ctKeyA, "Content-Type", "application/json; charset=utf-8")
+			ctStatus(t, r, http.StatusOK)
+		}},
+		{name: "register/400 invalid_json", run: func(t *testing.T, s *ctService) {
+			for _, body := range []string{"{", "[1,2]", `"code"`, "null"} {
+				ctError(t, s.do(t, http.MethodPost, "/stores/"+ctStoreA+"/auth/auth-code", body, "X-API-Key", ctKeyA),
+					http.StatusBadRequest, "invalid_json")
+			}
+		}},
+		{name: "register/400 redirect_uri_not_allowed", run: func(t *testing.T, s *ctService) {
+			c := newCTCode(ctStoreA, ctKeyA)
+			b := c.body()
+			b["redirect_uri"] = "https://evil.example.net/cb"
+			ctError(t, s.do(t, http.MethodPost, "/stores/"+ctStoreA+"/auth/auth-code", b, "X-API-Key", ctKeyA),
+				http.StatusBadRequest, "redirect_uri_not_allowed")
+		}},
+		{name: "register/401 unauthorized", run: func(t *testing.T, s *ctService) {
+			c := newCTCode(ctStoreA, ctKeyA)
+			p := "/stores/" + ctStoreA + "/auth/auth-code"
+			ctError(t, s.do(t, http.MethodPost, p, c.body()), http.StatusUnauthorized, "unauthorized")
+			ctError(t, s.do(t, http.MethodPost, p, c.body(), "X-API-Key", "ak_wrong"), http.StatusUnauthorized, "unauthorized")
+			// Another store's key is not this store's.
+			ctError(t, s.do(t, http.MethodPost, p, c.body(), "X-API-Key", ctKeyB), http.StatusUnauthorized, "unauthorized")
+		}},
+		{name: "register/404 store_not_found before the key", run: func(t *testing.T, s *ctService) {
+			c := newCTCode(ctNoSuch, "")
+			p := "/stores/" + ctNoSuch + "/auth/auth-code"
+			ctError(t, s.do(t, http.MethodPost, p, c.body()), http.StatusNotFound, "store_not_found")
+			ctError(t, s.do(t, http.MethodPost, p, c.body(), "X-API-Key", ctKeyA), http.StatusNotFound, "store_not_found")
+		}},
+		{name: "register/409 auth_code_conflict keeps the first", run: func(t *testing.T, s *ctService) {
+			first := s.mustRegister(t)
+			second := first
+			second.verifier = ctRandom()
+			ctError(t, s.register(t, second), http.StatusConflict, "auth_code_conflict")
+			ctToken(t, s.redeem(t, ctStoreA, first))
+		}},
+		{name: "register/413 body_too_large", run: func(t *testing.T, s *ctService) {
+			c := newCTCode(ctStoreA, ctKeyA)
+			b := c.body()
+			b["padding"] = strings.Repeat("x", 65<<10)
+			ctError(t, s.do(t, http.MethodPost, "/stores/"+ctStoreA+"/auth/auth-code", b, "X-API-Key", ctKeyA),
+				http.StatusRequestEntityTooLarge, "body_too_large")
+		}},
+		{name: "register/415 unsupported_media_type", run: func(t *testing.T, s *ctService) {
+			c := newCTCode(ctStoreA, ctKeyA)
+			for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded"} {
+				ctError(t, s.do(t, http.MethodPost, "/stores/"+ctStoreA+"/auth/auth-code", c.body(), "X-API-Key", ctKeyA, "Content-Type", ct),
+					http.StatusUnsupportedMediaType, "unsupported_media_type")
+			}
+		}},
+		{name: "register/422 lists every invalid field", run: func(t *testing.T, s *ctService) {
+			body := map[string]any{
+				"auth_code":           "short",
+				"redirect_uri":        "ftp://shop.example.com/cb",
+				"client_reference_id": "",
+				"code_challenge":      "abc",
+				"first_name":          strings.Repeat("a", 256),
+				"language":            "much-too-long-tag",
+				"currency":            "eur",
+				"country":             "PRT",
+				"timezone":            "Mars/Olympus_Mons",
+			} // state is missing
+			fields := ctError(t, s.do(t, http.MethodPost, "/stores/"+ctStoreA+"/auth/auth-code", body, "X-API-Key", ctKeyA),
+				http.StatusUnprocessableEntity, "validation_failed")
+			assert.ElementsMatch(t, []string{"auth_code", "redirect_uri", "client_reference_id", "code_challenge", "state",
+				"first_name", "language", "currency", "country", "timezone"}, fields)
+		}},
+
+		// §4.2 token, §4.3 me.
+		{name: "token/exchange then replay revokes", run: func(t *testing.T, s *ctService) {
+			c := s.mustRegister(t)
+			token := ctToken(t, s.redeem(t, ctStoreA, c))
+			me := s.me(t, ctStoreA, token)
+			ctStatus(t, me, http.StatusOK)
+			player, _ := me.data(t)["player"].(map[string]any)
+			assert.Equal(t, "player-42", player["client_reference_id"])
+			assert.Equal(t, "Europe/Lisbon", player["timezone"])
+
+			ctTokenError(t, s.redeem(t, ctStoreA, c), "invalid_grant")
+			ctError(t, s.me(t, ctStoreA, token), http.StatusUnauthorized, "")
+		}},
+		{name: "token/json body", run: func(t *testing.T, s *ctService) {
+			c := s.mustRegister(t)
+			ctToken(t, s.do(t, http.MethodPost, "/stores/"+ctStoreA+"/auth/token", map[string]string{
+				"grant_type": "authorization_code", "code": c.code, "redirect_uri": ctShopCB, "code_verifier": c.verifier,
+			}))
+		}},
+		{name: "token/invalid_grant for another store's code, a wrong verifier, an unknown code", run: func(t *testing.T, s *ctService) {
+			b := newCTCode(ctStoreB, ctKeyB)
+			ctStatus(t, s.register(t, b), http.StatusOK)
+			ctTokenError(t, s.redeem(t, ctStoreA, b), "invalid_grant")
+
+			c := s.mustRegister(t)
+			wrong := c
+			wrong.verifier = ctRandom()
+			ctTokenError(t, s.redeem(t, ctStoreA, wrong), "invalid_grant")
+			ctTokenError(t, s.redeem(t, ctStoreA, c), "invalid_grant") // consumed by the failed attempt
+			ctTokenError(t, s.redeem(t, ctStoreA, newCTCode(ctStoreA, ctKeyA)), "invalid_grant")
+		}},
+		{name: "token/CORS preflight for the store's domains only", run: func(t *testing.T, s *ctService) {
+			p := "/stores/" + ctStoreA + "/auth/token"
+			ok := s.do(t, http.MethodOptions, p, nil, "Origin", "https://shop.example.com",
+				"Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "content-type")
+			assert.Contains(t, []int{http.StatusOK, http.StatusNoContent}, ok.status)
+			assert.Equal(t, "https://shop.example.com", ok.header.Get("Access-Control-Allow-Origin"))
+			assert.Contains(t, ok.header.Get("Access-Control-Allow-Methods"), "POST")
+			foreign := s.do(t, http.MethodOptions, p, nil, "Origin", "https://evil.example.net", "Access-Control-Request-Method", "POST")
+			assert.Empty(t, foreign.header.Get("Access-Control-Allow-Origin"))
+		}},
+		{name: "me/401 without a valid token of the store", run: func(t *testing.T, s *ctService) {
+			ctError(t, s.me(t, ctStoreA, ""), http.StatusUnauthorized, "")
+			ctError(t, s.me(t, ctStoreA, "not-a-token"), http.StatusUnauthorized, "")
+			token := ctToken(t, s.redeem(t, ctStoreA, s.mustRegister(t)))
+			ctError(t, s.me(t, ctStoreB, token), http.StatusUnauthorized, "")
+			ctStatus(t, s.me(t, ctStoreA, token), http.StatusOK)
+		}},
+
+		// §4.4 the browser flow.
+		{name: "link/302 to the game app with a Secure cookie", run: func(t *testing.T, s *ctService) {
+			r := s.do(t, http.MethodGet, "/stores/"+ctStoreA+"/auth/link?return_to=/account", nil)
+			require.Equal(t, http.StatusFound, r.status, "body %s", r.body)
+			loc, err := url.Parse(r.header.Get("Location"))
+			require.NoError(t, err)
+			assert.Equal(t, s.game.URL+"/oauth/authorize", loc.Scheme+"://"+loc.Host+loc.Path)
+			q := loc.Query()
+			var keys []string
+			for k, v := range q {
+				keys = append(keys, k)
+				assert.Len(t, v, 1, "values of %s", k)
+			}
+			assert.ElementsMatch(t, []string{"redirect_uri", "state", "code_challenge", "code_challenge_method", "store_id"}, keys)
+			callback := s.URL + "/stores/" + ctStoreA + "/auth/callback"
+			assert.Equal(t, callback, q.Get("redirect_uri"))
+			assert.Contains(t, loc.RawQuery, "redirect_uri="+url.QueryEscape(callback), "percent-encoded")
+			assert.NotEmpty(t, q.Get("state"))
+			assert.Regexp(t, `^[A-Za-z0-9_-]{43}$`, q.Get("code_challenge"))
+			assert.Equal(t, "S256", q.Get("code_challenge_method"))
+			assert.Equal(t, ctStoreA, q.Get("store_id"))
+			cookies := r.resp.Cookies()
+			require.Len(t, cookies, 1)
+			assert.True(t, cookies[0].HttpOnly, "HttpOnly")
+			assert.True(t, cookies[0].Secure, "Secure")
+			assert.Equal(t, http.SameSiteLaxMode, cookies[0].SameSite)
+			ctError(t, s.do(t, http.MethodGet, "/stores/"+ctNoSuch+"/auth/link", nil), http.StatusNotFound, "store_not_found")
+		}},
+		{name: "callback/through the game app, then a replay fails", run: func(t *testing.T, s *ctService) {
+			cookie, callback := s.linkToCallback(t, "/account?tab=orders")
+			r := s.do(t, http.MethodGet, callback, nil, "Cookie", cookie)
+			require.Equal(t, http.StatusFound, r.status, "body %s", r.body)
+			assert.Equal(t, "/account?tab=orders", r.header.Get("Location"))
+			session := ctCookieHeader(r)
+			assert.NotEmpty(t, session, "a session cookie")
+			for _, c := range r.resp.Cookies() {
+				assert.True(t, c.HttpOnly && c.Secure, "cookie %s is HttpOnly and Secure", c.Name)
+			}
+
+			again := s.do(t, http.MethodGet, callback, nil, "Cookie", cookie)
+			assert.Equal(t, http.StatusBadRequest, again.status)
+			assert.NotEmpty(t, again.body, "a page that says what went wrong")
+			assert.Empty(t, ctCookieHeader(again), "no session")
+		}},
+		{name: "callback/return_to must be relative", run: func(t *testing.T, s *ctService) {
+			cookie, callback := s.linkToCallback(t, "https://evil.example.net/x")
+			r := s.do(t, http.MethodGet, callback, nil, "Cookie", cookie)
+			require.Equal(t, http.StatusFound, r.status, "body %s", r.body)
+			assert.Equal(t, "/", r.header.Get("Location"))
+		}},
+		{name: "callback/400 without the link cookie", run: func(t *testing.T, s *ctService) {
+			_, callback := s.linkToCallback(t, "/")
+			r := s.do(t, http.MethodGet, callback, nil)
+			assert.Equal(t, http.StatusBadRequest, r.status)
+			assert.Empty(t, ctCookieHeader(r), "no session")
+		}},
+
+		// §4.5 and §7.
+		{name: "well-known/200 when configured", opts: ctOpts{apps: true}, run: func(t *testing.T, s *ctService) {
+			apple := s.do(t, http.MethodGet, "/.well-known/apple-app-site-association", nil)
+			ctStatus(t, apple, http.StatusOK)
+			assert.Contains(t, string(apple.body), "TEAMID.com.example.game")
+			android := s.do(t, http.MethodGet, "/.well-known/assetlinks.json", nil)
+			ctStatus(t, android, http.StatusOK)
+			assert.Contains(t, string(android.body), "com.example.game")
+		}},
+		{name: "well-known/404 when not configured", run: func(t *testing.T, s *ctService) {
+			for _, p := range []string{"/.well-known/apple-app-site-association", "/.well-known/assetlinks.json"} {
+				ctError(t, s.do(t, http.MethodGet, p, nil), http.StatusNotFound, "not_found")
+			}
+		}},
+		{name: "ops/healthz and readyz", run: func(t *testing.T, s *ctService) {
+			ctStatus(t, s.do(t, http.MethodGet, "/healthz", nil), http.StatusOK)
+			ctStatus(t, s.do(t, http.MethodGet, "/readyz", nil), http.StatusOK)
+		}},
+		{name: "ops/unknown path 404 and wrong method 405", run: func(t *testing.T, s *ctService) {
+			ctError(t, s.do(t, http.MethodGet, "/no/such/thing", nil), http.StatusNotFound, "not_found")
+			r := s.do(t, http.MethodGet, "/stores/"+ctStoreA+"/auth/auth-code", nil)
+			ctError(t, r, http.StatusMethodNotAllowed, "")
+			assert.Contains(t, r.header.Get("Allow"), "POST")
+		}},
+
+		// §5 webhooks.
+		{name: "webhooks/create, list, get, secret, patch, delete", run: func(t *testing.T, s *ctService) {
+			id, secret := s.createEndpoint(t, "https://merchant.example.com/hooks")
+			key := []string{"X-API-Key", ctKeyA}
+
+			list := s.do(t, http.MethodGet, ctHooks(""), nil, key...)
+			ctStatus(t, list, http.StatusOK)
+			assert.NotContains(t, string(list.body), secret)
+			assert.NotContains(t, string(list.body), `"secret"`)
+			assert.Contains(t, string(list.body), id)
+
+			one := s.do(t, http.MethodGet, ctHooks("/"+id), nil, key...)
+			ctStatus(t, one, http.StatusOK)
+			assert.NotContains(t, string(one.body), secret)
+			ep := one.data(t)
+			assert.Equal(t, id, ep["id"])
+			assert.Equal(t, "https://merchant.example.com/hooks", ep["url"])
+			assert.Equal(t, true, ep["enabled"])
+			for _, k := range []string{"description", "events", "created_at", "updated_at"} {
+				assert.Contains(t, ep, k)
+			}
+
+			sec := s.do(t, http.MethodGet, ctHooks("/"+id+"/secret"), nil, key...)
+			ctStatus(t, sec, http.StatusOK)
+			assert.Equal(t, secret, sec.data(t)["secret"])
+
+			patched := s.do(t, http.MethodPatch, ctHooks("/"+id), map[string]any{"description": "changed", "enabled": false}, key...)
+			ctStatus(t, patched, http.StatusOK)
+			assert.Equal(t, "changed", patched.data(t)["description"])
+			assert.Equal(t, false, patched.data(t)["enabled"])
+			assert.Equal(t, "changed", s.do(t, http.MethodGet, ctHooks("/"+id), nil, key...).data(t)["description"])
+
+			ctStatus(t, s.do(t, http.MethodDelete, ctHooks("/"+id), nil, key...), http.StatusNoContent)
+			ctError(t, s.do(t, http.MethodGet, ctHooks("/"+id), nil, key...), http.StatusNotFound, "not_found")
+			ctError(t, s.do(t, http.MethodGet, ctHooks(""), nil), http.StatusUnauthorized, "unauthorized")
+		}},
+		{name: "webhooks/6th endpoint 422", run: func(t *testing.T, s *ctService) {
+			for i := range 5 {
+				s.createEndpoint(t, fmt.Sprintf("https://merchant.example.com/hooks/%d", i))
+			}
+			r := s.do(t, http.MethodPost, ctHooks(""), map[string]any{
+				"url": "https://merchant.example.com/hooks/5", "events": []string{"order.status.updated"},
+			}, "X-API-Key", ctKeyA)
+			ctError(t, r, http.StatusUnprocessableEntity, "validation_failed")
+		}},
+		{name: "webhooks/publish 202, 422 and the idempotency key", run: func(t *testing.T, s *ctService) {
+			rc := newCTReceiver(t, ctAlways(http.StatusOK))
+			ep, _ := s.createEndpoint(t, rc.URL)
+			first := s.publish(t, "order-1", "Idempotency-Key", "k-1")
+			assert.Equal(t, first, s.publish(t, "order-1", "Idempotency-Key", "k-1"), "a repeat returns the first id")
+			assert.Len(t, s.deliveries(t, ep), 1, "and sends nothing new")
+			assert.NotEqual(t, first, s.publish(t, "order-1", "Idempotency-Key", "k-2"))
+
+			bad := s.do(t, http.MethodPost, "/stores/"+ctStoreA+"/events", map[string]any{
+				"type": "order.status.updated", "data": map[string]any{"object": map[string]any{"id": "o", "status": "lost"}},
+			}, "X-API-Key", ctKeyA)
+			ctError(t, bad, http.StatusUnprocessableEntity, "validation_failed")
+		}},
+		{name: "webhooks/a delivery arrives signed and is logged succeeded", run: func(t *testing.T, s *ctService) {
+			rc := newCTReceiver(t, ctAlways(http.StatusOK))
+			ep, secret := s.createEndpoint(t, rc.URL)
+			evt := s.publish(t, "order-7")
+			ctEventually(t, 20*time.Second, func() bool { return len(rc.got()) >= 1 }, "the delivery arrives")
+			h := rc.got()[0]
+			mt, _, _ := mime.ParseMediaType(h.header.Get("Content-Type"))
+			assert.Equal(t, "application/json", mt)
+			assert.Contains(t, h.header.Get("User-Agent"), "/")
+			ctVerifySignature(t, h, secret)
+			var body struct {
+				ID        string `json:"id"`
+				Type      string `json:"type"`
+				CreatedAt int64  `json:"created_at"`
+				Data      struct {
+					Object map[string]any `json:"object"`
+				} `json:"data"`
+			}
+			require.NoError(t, json.Unmarshal(h.body, &body), "body %s", h.body)
+			assert.Equal(t, evt, body.ID)
+			assert.Equal(t, "order.status.updated", body.Type)
+			assert.InDelta(t, time.Now().Unix(), body.CreatedAt, 60)
+			assert.Equal(t, map[string]any{"id": "order-7", "status": "completed"}, body.Data.Object)
+
+			ctEventually(t, 10*time.Second, func() bool {
+				d := s.deliveries(t, ep)
+				return len(d) == 1 && d[0]["status"] == "succeeded"
+			}, "the delivery log shows succeeded")
+			d := s.deliveries(t, ep)[0]
+			one := s.do(t, http.MethodGet, ctHooks("/"+ep+"/deliveries/"+d["id"].(string)), nil, "X-API-Key", ctKeyA)
+			ctStatus(t, one, http.StatusOK)
+			attempts, _ := one.data(t)["attempts"].([]any)
+			assert.Len(t, attempts, 1)
+		}},
+		{name: "webhooks/rotate-secret signs with both, test sends webhook.test", run: func(t *testing.T, s *ctService) {
+			rc := ctNewReceiverOK(t)
+			ep, old := s.createEndpoint(t, rc.URL)
+			r := s.do(t, http.MethodPost, ctHooks("/"+ep+"/rotate-secret"), nil, "X-API-Key", ctKeyA)
+			ctStatus(t, r, http.StatusOK)
+			fresh, _ := r.data(t)["secret"].(string)
+			require.True(t, strings.HasPrefix(fresh, "whsec_"), "secret %q", fresh)
+			require.NotEqual(t, old, fresh)
+
+			ctStatus(t, s.do(t, http.MethodPost, ctHooks("/"+ep+"/test"), nil, "X-API-Key", ctKeyA), http.StatusAccepted)
+			ctEventually(t, 20*time.Second, func() bool { return len(rc.got()) >= 1 }, "the test event arrives")
+			h := rc.got()[0]
+			assert.Contains(t, string(h.body), `"webhook.test"`)
+			ctVerifySignature(t, h, fresh)
+			ctVerifySignature(t, h, old) // within secret_rotation_grace
+		}},
+		{name: "webhooks/a failing receiver is retried, then failed", opts: ctOpts{retry: []string{"50ms", "50ms"}}, run: func(t *testing.T, s *ctService) {
+			rc := newCTReceiver(t, ctAlways(http.StatusInternalServerError))
+			ep, _ := s.createEndpoint(t, rc.URL)
+			s.publish(t, "order-9")
+			ctEventually(t, 20*time.Second, func() bool {
+				d := s.deliveries(t, ep)
+				return len(d) == 1 && d[0]["status"] == "failed"
+			}, "the delivery ends failed")
+			assert.Len(t, rc.got(), 3, "the first attempt and one per retry_schedule entry")
+			assert.EqualValues(t, 3, s.deliveries(t, ep)[0]["attempt_count"])
+		}},
+
+		// §1 a configuration error.
+		{name: "config/a bad field exits non-zero naming it", run: func(t *testing.T, s *ctService) {
+			s.stop()
+			bad := filepath.Join(t.TempDir(), "bad.json")
+			require.NoError(t, os.WriteFile(bad, []byte(`{"auth_code_ttl": "soon", "stores": [{"id": "`+ctStoreA+
+				`", "name": "A", "api_keys": ["`+ctKeyA+`"], "redirect_domains": ["shop.example.com"]}]}`), 0o600))
+			argv := slices.Clone(s.argv)
+			argv[slices.Index(argv, "-config")+1] = bad
+			out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "output %s", out)
+			assert.NotZero(t, exit.ExitCode())
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			assert.Contains(t, lines[len(lines)-1], "auth_code_ttl", "output %s", out)
+		}},
+
+		// §6 restart.
+		{name: "restart/a code and an endpoint survive; the code redeems once", run: func(t *testing.T, s *ctService) {
+			c := s.mustRegister(t)
+			ep, secret := s.createEndpoint(t, "https://merchant.example.com/hooks")
+			s.restart()
+			ctStatus(t, s.do(t, http.MethodGet, ctHooks("/"+ep), nil, "X-API-Key", ctKeyA), http.StatusOK)
+			assert.Equal(t, secret, s.do(t, http.MethodGet, ctHooks("/"+ep+"/secret"), nil, "X-API-Key", ctKeyA).data(t)["secret"])
+			ctToken(t, s.redeem(t, ctStoreA, c))
+			ctTokenError(t, s.redeem(t, ctStoreA, c), "invalid_grant")
+		}},
+		{name: "restart/a pending delivery survives and then arrives", opts: ctOpts{retry: []string{"1s"}}, run: func(t *testing.T, s *ctService) {
+			rc := newCTReceiver(t, func(n int) int {
+				if n == 1 {
+					return http.StatusInternalServerError
+				}
+				return http.StatusOK
+			})
+			ep, _ := s.createEndpoint(t, rc.URL)
+			s.publish(t, "order-11")
+			ctEventually(t, 20*time.Second, func() bool {
+				d := s.deliveries(t, ep)
+				return len(d) == 1 && d[0]["status"] == "pending" && d[0]["attempt_count"] == float64(1)
+			}, "the first attempt failed and the delivery is pending")
+			s.stop()
+			require.Len(t, rc.got(), 1, "the retry was not made before the stop")
+			s.start()
+			ctEventually(t, 20*time.Second, func() bool {
+				d := s.deliveries(t, ep)
+				return len(d) == 1 && d[0]["status"] == "succeeded"
+			}, "the retry after the restart succeeds")
+			got := rc.got()
+			require.Len(t, got, 2)
+			assert.Equal(t, got[0].body, got[1].body, "the same event")
+		}},
+
+		// The edge module's faults (wasm only; the routes exist only in a
+		// module built with -tags edgefault).
+		{name: "fault/a handler panic answers 500 and keeps state", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
+			ctFault(t, s, "/__fault/panic")
+		}},
+		{name: "fault/a crashed instance is restored from data_dir", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
+			ctFault(t, s, "/__fault/crash")
+		}},
+		{name: "fault/a trapped instance is restored from data_dir", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
+			ctFault(t, s, "/__fault/trap")
+		}},
+		{name: "fault/a runaway call is cut off at the call deadline", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
+			start := time.Now()
+			ctFault(t, s, "/__fault/spin")
+			assert.Less(t, time.Since(start), ctCallTimeout+10*time.Second, "bounded by -call-timeout %v", ctCallTimeout)
+		}},
+	}
+}
+
+// ctFault registers a code, creates an endpoint and redeems another code,
+// makes the module fail on a request, and checks that the request got a
+// 500 JSON error, that the service still answers, and that what was
+// acknowledged before the fault is still there: the live code redeems, the
+// endpoint exists, the redeemed code stays consumed.
+func ctFault(t *testing.T, s *ctService, path string) {
+	t.Helper()
+	c := s.mustRegister(t)
+	ep, _ := s.createEndpoint(t, "https://merchant.example.com/hooks")
+	used := s.mustRegister(t)
+	ctToken(t, s.redeem(t, ctStoreA, used))
+
+	ctError(t, s.do(t, http.MethodGet, path, nil), http.StatusInternalServerError, "internal")
+
+	ctStatus(t, s.do(t, http.MethodGet, "/healthz", nil), http.StatusOK)
+	ctStatus(t, s.do(t, http.MethodGet, ctHooks("/"+ep), nil, "X-API-Key", ctKeyA), http.StatusOK)
+	ctToken(t, s.redeem(t, ctStoreA, c))
+	// A redemption is acknowledged state too: the code stays consumed.
+	ctTokenError(t, s.redeem(t, ctStoreA, used), "invalid_grant")
+	// And the recovered instance takes new work.
+	ctToken(t, s.redeem(t, ctStoreA, s.mustRegister(t)))
+}
