@@ -284,9 +284,12 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt, retryAfter ti
 	switch {
 	case a.Status == http.StatusOK:
 		e.finishedLocked(d, statusSucceeded)
+		hk.outcomes.succeeded.Add(1)
 	case n > len(sched):
 		e.finishedLocked(d, statusFailed)
+		hk.outcomes.failed.Add(1)
 	default:
+		hk.outcomes.retried.Add(1)
 		wait := sched[n-1].D()
 		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))
 		if retryAfter > 0 {

@@ -88,7 +88,17 @@ func (m *metrics) serve(s *server) http.HandlerFunc {
 			fmt.Fprintf(&b, "http_request_duration_seconds_count{route=%q} %d\n", route, n)
 		}
 		if s.live != nil {
-			fmt.Fprintf(&b, "# HELP auth_store_entries Live auth codes and sessions held in memory.\n# TYPE auth_store_entries gauge\nauth_store_entries %d\n", s.live())
+			fmt.Fprintf(&b, "# HELP auth_store_entries Auth codes, redeemed-code markers and sessions held in memory.\n# TYPE auth_store_entries gauge\nauth_store_entries %d\n", s.live())
+		}
+		if s.liveCodes != nil {
+			fmt.Fprintf(&b, "# HELP auth_codes_live Registered auth codes not yet redeemed or expired.\n# TYPE auth_codes_live gauge\nauth_codes_live %d\n", s.liveCodes())
+		}
+		if hk := s.hooks; hk != nil {
+			b.WriteString("# HELP webhook_attempts_total Delivery attempts by outcome: succeeded, failed (the last attempt of a delivery that failed), retried.\n# TYPE webhook_attempts_total counter\n")
+			fmt.Fprintf(&b, "webhook_attempts_total{outcome=\"succeeded\"} %d\n", hk.outcomes.succeeded.Load())
+			fmt.Fprintf(&b, "webhook_attempts_total{outcome=\"failed\"} %d\n", hk.outcomes.failed.Load())
+			fmt.Fprintf(&b, "webhook_attempts_total{outcome=\"retried\"} %d\n", hk.outcomes.retried.Load())
+			fmt.Fprintf(&b, "# HELP webhook_queue_depth Deliveries waiting to be sent or under way.\n# TYPE webhook_queue_depth gauge\nwebhook_queue_depth %d\n", hk.queueDepth())
 		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.Write([]byte(b.String()))

@@ -16,6 +16,7 @@ type server struct {
 	cfg       *Config
 	store     Store
 	live      func() int // live entries of the store, for /metrics
+	liveCodes func() int // live, unredeemed auth codes, for /metrics
 	cookieKey []byte     // signs the link cookie; persisted in data_dir
 	log       *slog.Logger
 	metrics   *metrics

@@ -254,6 +254,24 @@ func (s *memStore) Delete(k Key) {
 	}
 }
 
+// Count returns the live entries whose value satisfies keep. It visits
+// every entry, so it is for scrapes, not for requests.
+func (s *memStore) Count(keep func(val []byte) bool) int {
+	now := time.Now().UnixNano()
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, e := range sh.m {
+			if e.exp > now && keep(e.val) {
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
 // Len reports the entries held, including expired ones not yet swept.
 func (s *memStore) Len() int { return int(s.live.Load()) }
 

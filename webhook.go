@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -128,8 +129,10 @@ type idem struct {
 
 // hooks is the webhook state of all stores and the dispatcher's queues.
 type hooks struct {
-	cfg    *Config
-	d      *dispatcher
+	cfg      *Config
+	d        *dispatcher
+	outcomes struct{ succeeded, failed, retried atomic.Int64 } // attempts by outcome, for /metrics
+
 	saveMu sync.Mutex // one save at a time, so an older state never overwrites a newer
 
 	nextSave time.Time // tick saves no earlier; used by tick's caller only
@@ -160,6 +163,18 @@ func newHooks(cfg *Config) *hooks {
 }
 
 func newID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }
+
+// queueDepth returns the deliveries waiting to be sent: scheduled, due,
+// parked on a busy endpoint, and under way.
+func (hk *hooks) queueDepth() int {
+	hk.mu.Lock()
+	defer hk.mu.Unlock()
+	n := len(hk.sched) + len(hk.ready)
+	for _, e := range hk.endpoints {
+		n += len(e.waiting) + e.inflight
+	}
+	return n
+}
 
 // webhookRoutes adds the routes of API.md §5.
 func (s *server) webhookRoutes(mux *http.ServeMux) {

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// metricValue returns the value of the sample line that starts with
+// series in the /metrics answer, or -1 when there is none.
+func metricValue(t *testing.T, body, series string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(body)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	return v
+}
+
+func TestMetrics(t *testing.T) {
+	_, ts := startService(t, cfgOpts{})
+	scrape := func() string {
+		t.Helper()
+		resp, err := http.Get(ts.URL + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, resp.Header.Get("Content-Type"), "text/plain")
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	before := scrape()
+	r1 := mustRegister(t, ts, storeA, keyA)
+	mustRegister(t, ts, storeA, keyA)
+	requireToken(t, postForm(t, tokenURL(ts, storeA), r1.form()))
+	after := scrape()
+
+	tests := []struct {
+		series      string
+		before, now float64
+	}{
+		{`http_requests_total{route="POST /stores/{store_id}/auth/auth-code",status="200"}`, -1, 2},
+		{`http_requests_total{route="POST /stores/{store_id}/auth/token",status="200"}`, -1, 1},
+		{`http_request_duration_seconds_count{route="POST /stores/{store_id}/auth/auth-code"}`, -1, 2},
+		{`auth_codes_live`, 0, 1}, // one registered code is left; the other was redeemed
+		{`webhook_queue_depth`, 0, 0},
+		{`webhook_attempts_total{outcome="succeeded"}`, 0, 0},
+	}
+	for _, tt := range tests {
+		if got := metricValue(t, before, tt.series); got != tt.before {
+			t.Errorf("before: %s = %v; want %v", tt.series, got, tt.before)
+		}
+		if got := metricValue(t, after, tt.series); got != tt.now {
+			t.Errorf("after: %s = %v; want %v", tt.series, got, tt.now)
+		}
+	}
+}
