@@ -155,18 +155,11 @@ func authorized(st *StoreConfig, r *http.Request) bool {
 	return ok == 1
 }
 
-// handleRegister is POST /stores/{store_id}/auth/auth-code (API.md §4.1).
-// Checks run in the order of API.md §3: store, key, media type, size, JSON,
+// handleRegister is POST /stores/{store_id}/auth/auth-code (API.md §4.1),
+// behind withStore. Checks run in the order of API.md §3: store, key
+// (withStore), media type, size, JSON,
 // fields (every bad one at once), redirect host, conflict, capacity.
-func (s *server) handleRegister(w http.ResponseWriter, r *http.Request) {
-	st := s.storeFor(w, r)
-	if st == nil {
-		return
-	}
-	if !authorized(st, r) {
-		writeError(w, errUnauthorized)
-		return
-	}
+func (s *server) handleRegister(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		writeError(w, errMediaType)
 		return

@@ -54,13 +54,6 @@ func wasmBuffer(n uint32) uint32 {
 	return uint32(uintptr(unsafe.Pointer(&edge.in[:cap(edge.in)][0])))
 }
 
-// startArgs is what the host passes to start.
-type startArgs struct {
-	Config  []byte `json:"config"`   // the configuration file's bytes; empty for the demo
-	DataDir string `json:"data_dir"` // where the host mounted data_dir
-	BaseURL string `json:"base_url"` // the demo's own address
-}
-
 // wasmStart loads the configuration and restores the state. It returns
 // "" or the error, one line naming the bad field.
 //
@@ -71,7 +64,7 @@ func wasmStart(n uint32) (res uint64) {
 			res = result(fmt.Appendf(nil, "panic: %v", p))
 		}
 	}()
-	var args startArgs
+	var args wire.StartArgs
 	if err := json.Unmarshal(edge.in[:n], &args); err != nil {
 		return result([]byte("start: " + err.Error()))
 	}
@@ -180,23 +173,9 @@ func (r *recorder) code() int {
 	return r.status
 }
 
-// edgeJob is a webhook request the host makes for the module.
-type edgeJob struct {
-	ID     uint64      `json:"id"`
-	URL    string      `json:"url"`
-	Header http.Header `json:"header"`
-	Body   []byte      `json:"body"`
-}
-
-// edgeTick is what tick returns.
-type edgeTick struct {
-	Jobs    []edgeJob `json:"jobs"`
-	NextDue int64     `json:"next_due"` // unix nanoseconds of the next scheduled delivery, 0 for none
-}
-
 // wasmTick does the timed work due at now (unix nanoseconds): sweeps and
 // snapshots at most once a second, and hands out the webhook requests that
-// are due, as JSON (edgeTick).
+// are due, as JSON (wire.Tick).
 //
 //go:wasmexport tick
 func wasmTick(nowNanos int64) uint64 {
@@ -206,36 +185,24 @@ func wasmTick(nowNanos int64) uint64 {
 		a.tick(now)
 	}
 	hk := a.srv.hooks
-	var t edgeTick
+	var t wire.Tick
 	hk.mu.Lock()
 	t.NextDue = hk.advanceLocked(now)
 	for j := hk.takeLocked(now); j != nil; j = hk.takeLocked(now) {
 		edge.nextJob++
 		edge.jobs[edge.nextJob] = j
-		t.Jobs = append(t.Jobs, edgeJob{ID: edge.nextJob, URL: j.url, Header: j.header, Body: j.d.ev.Body})
+		t.Jobs = append(t.Jobs, wire.Job{ID: edge.nextJob, URL: j.url, Header: j.header, Body: j.d.ev.Body})
 	}
 	hk.mu.Unlock()
 	b, _ := json.Marshal(&t)
 	return result(b)
 }
 
-// edgeResult is the outcome of an edgeJob, as the host reports it.
-type edgeResult struct {
-	ID         uint64 `json:"id"`
-	Status     int    `json:"status"`
-	Body       []byte `json:"body"`
-	DurationNS int64  `json:"duration_ns"`
-	Err        string `json:"err"`
-	Timeout    bool   `json:"timeout"`
-	Canceled   bool   `json:"canceled"` // the host is stopping: not an attempt
-	RetryAfter int64  `json:"retry_after_ns"`
-}
-
-// wasmFinish records the outcomes of jobs, a JSON list of edgeResult.
+// wasmFinish records the outcomes of jobs, a JSON list of wire.Result.
 //
 //go:wasmexport finish
 func wasmFinish(n uint32) {
-	var rs []edgeResult
+	var rs []wire.Result
 	if json.Unmarshal(edge.in[:n], &rs) != nil {
 		return
 	}

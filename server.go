@@ -45,7 +45,7 @@ var extraRoutes []func(*http.ServeMux)
 // routes are the service's endpoints in the Go 1.22 pattern syntax.
 func (s *server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /stores/{store_id}/auth/auth-code", s.handleRegister)
+	mux.HandleFunc("POST /stores/{store_id}/auth/auth-code", s.withStore(s.handleRegister))
 	mux.HandleFunc("POST /stores/{store_id}/auth/token", s.handleToken)
 	mux.HandleFunc("OPTIONS /stores/{store_id}/auth/token", s.handleTokenPreflight)
 	mux.HandleFunc("GET /stores/{store_id}/auth/me", s.handleMe)

@@ -126,7 +126,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	h, err := newHost(context.Background(), wasmBytes, hc.DataDir, startArgs{Config: cfgBytes, DataDir: "/data", BaseURL: "http://" + ln.Addr().String()})
+	h, err := newHost(context.Background(), wasmBytes, hc.DataDir, wire.StartArgs{Config: cfgBytes, DataDir: "/data", BaseURL: "http://" + ln.Addr().String()})
 	if err != nil {
 		return err
 	}
@@ -167,20 +167,13 @@ func run() error {
 	return nil
 }
 
-// startArgs is the argument of the module's start export.
-type startArgs struct {
-	Config  []byte `json:"config"`
-	DataDir string `json:"data_dir"`
-	BaseURL string `json:"base_url"`
-}
-
 // host runs one instance of the module at a time and serialises the calls
 // into it: a wasm instance runs one call at a time.
 type host struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	dataDir  string
-	args     startArgs
+	args     wire.StartArgs
 	client   *http.Client
 	kick     chan struct{} // asks the loop to tick now
 
@@ -193,7 +186,7 @@ var exports = []string{"buffer", "start", "handle", "tick", "finish", "wake", "s
 
 // newHost compiles the module once (through the compilation cache) and
 // starts an instance of it.
-func newHost(ctx context.Context, wasmBytes []byte, dataDir string, args startArgs) (*host, error) {
+func newHost(ctx context.Context, wasmBytes []byte, dataDir string, args wire.StartArgs) (*host, error) {
 	dir := *cacheFlag
 	if dir == "" {
 		base, err := os.UserCacheDir()
@@ -386,25 +379,6 @@ func (h *host) pokeIfDue() {
 	}
 }
 
-// edgeJob and edgeResult mirror the module's JSON (main_wasip1.go).
-type edgeJob struct {
-	ID     uint64      `json:"id"`
-	URL    string      `json:"url"`
-	Header http.Header `json:"header"`
-	Body   []byte      `json:"body"`
-}
-
-type edgeResult struct {
-	ID         uint64 `json:"id"`
-	Status     int    `json:"status"`
-	Body       []byte `json:"body"`
-	DurationNS int64  `json:"duration_ns"`
-	Err        string `json:"err"`
-	Timeout    bool   `json:"timeout"`
-	Canceled   bool   `json:"canceled"`
-	RetryAfter int64  `json:"retry_after_ns"`
-}
-
 // loop drives the module's timed work: a tick at least every second (its
 // sweeps and snapshots), at the next delivery's due time, and when a
 // request made one due. It makes the webhook requests the ticks hand out,
@@ -412,7 +386,7 @@ type edgeResult struct {
 // the requests under way, reports them, and returns.
 func (h *host) loop(ctx context.Context) {
 	jobCtx, cancelJobs := context.WithCancel(context.Background())
-	results := make(chan edgeResult)
+	results := make(chan wire.Result)
 	sem := make(chan struct{}, 32)
 	var inflight sync.WaitGroup
 	timer := time.NewTimer(0)
@@ -422,14 +396,14 @@ func (h *host) loop(ctx context.Context) {
 		case <-ctx.Done():
 			cancelJobs()
 			go func() { inflight.Wait(); close(results) }()
-			var rs []edgeResult
+			var rs []wire.Result
 			for r := range results {
 				rs = append(rs, r)
 			}
 			h.finish(rs)
 			return
 		case r := <-results:
-			rs := []edgeResult{r}
+			rs := []wire.Result{r}
 			for more := true; more; { // report every outcome already waiting in one call
 				select {
 				case r := <-results:
@@ -445,10 +419,7 @@ func (h *host) loop(ctx context.Context) {
 		case <-timer.C:
 		}
 		out, err := h.call("tick", nil, uint64(time.Now().UnixNano()))
-		var t struct {
-			Jobs    []edgeJob `json:"jobs"`
-			NextDue int64     `json:"next_due"`
-		}
+		var t wire.Tick
 		if err == nil {
 			json.Unmarshal(out, &t)
 		}
@@ -459,7 +430,7 @@ func (h *host) loop(ctx context.Context) {
 				sem <- struct{}{}
 				r := egress.Post(jobCtx, h.client, j.URL, j.Header, j.Body)
 				<-sem
-				er := edgeResult{ID: j.ID, Status: r.Status, Body: r.Body, DurationNS: int64(r.Duration), Timeout: r.Timeout, RetryAfter: int64(r.RetryAfter)}
+				er := wire.Result{ID: j.ID, Status: r.Status, Body: r.Body, DurationNS: int64(r.Duration), Timeout: r.Timeout, RetryAfter: int64(r.RetryAfter)}
 				if r.Err != nil {
 					er.Err = r.Err.Error()
 					er.Canceled = errors.Is(r.Err, context.Canceled)
@@ -475,7 +446,7 @@ func (h *host) loop(ctx context.Context) {
 	}
 }
 
-func (h *host) finish(rs []edgeResult) {
+func (h *host) finish(rs []wire.Result) {
 	if len(rs) == 0 {
 		return
 	}

@@ -1,0 +1,40 @@
+package wire
+
+import "net/http"
+
+// The arguments and results of the module's start, tick and finish
+// exports, passed as JSON (they are rare next to handle).
+
+// StartArgs is the argument of start.
+type StartArgs struct {
+	Config  []byte `json:"config"`   // the configuration file's bytes; empty for the demo
+	DataDir string `json:"data_dir"` // where the host mounted data_dir
+	BaseURL string `json:"base_url"` // the demo's own address
+}
+
+// Job is a webhook request the host makes for the module.
+type Job struct {
+	ID     uint64      `json:"id"`
+	URL    string      `json:"url"`
+	Header http.Header `json:"header"`
+	Body   []byte      `json:"body"`
+}
+
+// Tick is the result of tick: the requests now due, and when the next
+// delivery falls due.
+type Tick struct {
+	Jobs    []Job `json:"jobs"`
+	NextDue int64 `json:"next_due"` // unix nanoseconds; 0 when none is scheduled
+}
+
+// Result is the outcome of a Job, reported to finish.
+type Result struct {
+	ID         uint64 `json:"id"`
+	Status     int    `json:"status"` // 0 when no answer came
+	Body       []byte `json:"body"`   // the first 4 KiB of the answer
+	DurationNS int64  `json:"duration_ns"`
+	Err        string `json:"err"`
+	Timeout    bool   `json:"timeout"`
+	Canceled   bool   `json:"canceled"` // the host is stopping: not an attempt
+	RetryAfter int64  `json:"retry_after_ns"`
+}
