@@ -526,7 +526,7 @@ func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 	body, buf, err := readBody(r)
 	if err != nil {
 		e := asAPIError(err)
-		return p, &tokenError{e.Status, "invalid_request", e.Message}
+		return p, invalidRequest(e.Message) // the token endpoint's errors are all 400 (API.md §4.2)
 	}
 	defer bodyPool.Put(buf)
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -628,6 +628,9 @@ func (s *server) allowCORS(w http.ResponseWriter, r *http.Request) bool {
 
 // handleTokenPreflight answers the CORS preflight of the token endpoint.
 func (s *server) handleTokenPreflight(w http.ResponseWriter, r *http.Request) {
+	if s.storeFor(w, r) == nil {
+		return
+	}
 	if !s.allowCORS(w, r) {
 		writeError(w, &apiError{Status: http.StatusForbidden, Code: "cors_origin_not_allowed", Message: "the Origin is not on a redirect domain of this store"})
 		return
@@ -644,7 +647,9 @@ func (s *server) handleMe(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	// The scheme is case-insensitive (RFC 7235 §2.1).
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	ok = ok && strings.EqualFold(scheme, "Bearer")
 	if !ok {
 		if c, err := r.Cookie(sessionCookie); err == nil {
 			token, ok = c.Value, true

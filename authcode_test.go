@@ -1620,3 +1620,33 @@ func TestOAuth2Client(t *testing.T) {
 		assert.NotEmpty(t, tok.AccessToken)
 	})
 }
+
+// TestReviewedEdges covers answers a review against API.md corrected.
+func TestReviewedEdges(t *testing.T) {
+	_, ts := startService(t, cfgOpts{})
+	r := mustRegister(t, ts, storeA, keyA)
+	tok := requireToken(t, postForm(t, tokenURL(ts, storeA), r.form()))
+
+	t.Run("bearer scheme is case-insensitive", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+"/stores/"+storeA+"/auth/me", nil)
+		req.Header.Set("Authorization", "bearer "+tok.AccessToken)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+	})
+	t.Run("token body over 64 KiB is a 400 invalid_request", func(t *testing.T) {
+		v := r.form()
+		v.Set("pad", strings.Repeat("x", 70<<10))
+		requireTokenError(t, postForm(t, tokenURL(ts, storeA), v), "invalid_request")
+	})
+	t.Run("preflight for an unknown store is 404", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodOptions, ts.URL+"/stores/00000000-0000-4000-8000-000000000000/auth/token", nil)
+		req.Header.Set("Origin", "https://shop.example.com")
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	})
+}

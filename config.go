@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/x509"
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"reflect"
@@ -170,8 +172,8 @@ func ParseConfig(b []byte) (*Config, error) {
 }
 
 func (c *Config) validate() error {
-	if c.Listen == "" {
-		return errors.New("listen: must not be empty")
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
+		return fmt.Errorf("listen: %q is not HOST:PORT", c.Listen)
 	}
 	if c.DataDir == "" {
 		return errors.New("data_dir: must not be empty")
@@ -208,8 +210,12 @@ func (c *Config) validate() error {
 		return errors.New("webhooks.secret_rotation_grace: must not be negative")
 	}
 	if f := c.Webhooks.TrustedCAFile; f != "" {
-		if _, err := os.Stat(f); err != nil {
+		pem, err := os.ReadFile(f)
+		if err != nil {
 			return fmt.Errorf("webhooks.trusted_ca_file: %v", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			return fmt.Errorf("webhooks.trusted_ca_file: %s holds no PEM certificate", f)
 		}
 	}
 	if len(c.Stores) == 0 {

@@ -206,7 +206,7 @@ func ctWarmCache(a ctArtifacts, module string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.waitHealthy("http://"+addr, 3*time.Minute); err != nil {
+	if err := p.waitReady("http://"+addr, 3*time.Minute); err != nil {
 		p.cmd.Process.Kill()
 		<-p.exited
 		return err
@@ -245,16 +245,16 @@ func ctLaunch(argv []string, logPath string) (*proc, error) {
 	return p, nil
 }
 
-// waitHealthy polls base/healthz until it answers 200, the process exits
+// waitReady polls base/readyz until it answers 200, the process exits
 // or within passes.
-func (p *proc) waitHealthy(base string, within time.Duration) error {
+func (p *proc) waitReady(base string, within time.Duration) error {
 	c := &http.Client{Timeout: time.Second}
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		resp, err := c.Get(base + "/healthz")
+		resp, err := c.Get(base + "/readyz")
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -420,13 +420,13 @@ func startContractService(t *testing.T, target string, o ctOpts) *ctService {
 	return s
 }
 
-// start runs the service on its data directory and waits for /healthz.
+// start runs the service on its data directory and waits for /readyz.
 func (s *ctService) start() {
 	s.t.Helper()
 	p, err := ctLaunch(s.argv, s.log)
 	require.NoError(s.t, err)
 	s.p = p
-	require.NoError(s.t, p.waitHealthy(s.URL, time.Minute))
+	require.NoError(s.t, p.waitReady(s.URL, time.Minute))
 }
 
 // stop ends the service as an operator does: SIGTERM, then exit code 0.

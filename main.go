@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,7 +47,11 @@ func main() {
 	}
 	flag.Parse()
 	if err := run(); err != nil {
-		log.Fatal(err)
+		// The default logger writes to the log buffer: flush it, and print
+		// the error itself where it cannot be lost.
+		logOut.Flush()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 }
 
@@ -89,17 +94,17 @@ func run() error {
 		cfg.PublicBaseURL = base
 		cfg.Stores[0].GameAuthorizeURL = base + "/demo/game/authorize"
 	}
-	a, err := newApp(cfg, logger, demo)
-	if err != nil {
-		ln.Close()
-		return err
-	}
 	if cfg.Webhooks.AllowInsecureURLs {
 		logger.Warn("allow_insecure_urls is on: http:// and private addresses are accepted; for development only")
 	}
 
+	// Until the state is restored, which takes a while for a large store,
+	// /healthz answers 200 and everything else 503: probes see "starting".
+	var handler atomic.Pointer[http.Handler]
+	var starting http.Handler = http.HandlerFunc(serveStarting)
+	handler.Store(&starting)
 	srv := &http.Server{
-		Handler: a.srv.handler(),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }),
 		// A slow client may hold a connection only so long: headers within
 		// 5 s, a whole (≤64 KiB) request within 15 s. Handlers answer from
 		// memory, so 30 s to write is generous. Idle keep-alives go after 2 min.
@@ -110,10 +115,18 @@ func run() error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+
+	a, err := newApp(cfg, logger, demo)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	serving := a.srv.handler()
+	handler.Store(&serving)
 	a.srv.ready.Store(true)
 	logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion())
 	if demo {
@@ -140,6 +153,15 @@ func run() error {
 	}
 	logger.Info("state written; bye")
 	return nil
+}
+
+// serveStarting answers while the state is being restored.
+func serveStarting(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" {
+		writeJSON(w, http.StatusOK, map[string]any{"data": map[string]string{"status": "ok"}})
+		return
+	}
+	writeError(w, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "starting: restoring state", retryAfter: 1})
 }
 
 // app is the service without its listener: what run serves and what tests

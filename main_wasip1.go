@@ -88,6 +88,9 @@ func wasmStart(n uint32) (res uint64) {
 		return result([]byte(err.Error()))
 	}
 	a.store.keepOpen = true // every request writes: spare the open and close
+	if cfg.Webhooks.AllowInsecureURLs {
+		logger.Warn("allow_insecure_urls is on: http:// and private addresses are accepted; for development only")
+	}
 	a.srv.ready.Store(true)
 	edge.app, edge.handler = a, a.srv.handler()
 	edge.jobs = map[uint64]*job{}
@@ -147,30 +150,6 @@ func serveEdge(rec *recorder, req *wire.Request) {
 func persistEdge() error {
 	a := edge.app
 	return errors.Join(a.store.WritePending(), a.srv.hooks.save(a.srv.cfg.DataDir))
-}
-
-// recorder is the http.ResponseWriter of the edge build.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-}
-func (r *recorder) Write(b []byte) (int, error) {
-	r.WriteHeader(http.StatusOK)
-	return r.body.Write(b)
-}
-func (r *recorder) code() int {
-	if r.status == 0 {
-		return http.StatusOK
-	}
-	return r.status
 }
 
 // wasmTick does the timed work due at now (unix nanoseconds): sweeps and

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -183,6 +184,45 @@ func associationFiles(apps AppsConfig) (apple, android []byte) {
 		android, _ = json.Marshal(list)
 	}
 	return apple, android
+}
+
+// recorder is an http.ResponseWriter that keeps the response in memory:
+// the edge build's writer, and the webhook handlers' while they hold the
+// hooks lock (a slow client must not hold it).
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(b)
+}
+
+func (r *recorder) code() int {
+	if r.status == 0 {
+		return http.StatusOK
+	}
+	return r.status
+}
+
+// copyTo sends the recorded response to w.
+func (r *recorder) copyTo(w http.ResponseWriter) {
+	h := w.Header()
+	for k, v := range r.header {
+		h[k] = v
+	}
+	w.WriteHeader(r.code())
+	w.Write(r.body.Bytes())
 }
 
 // statusWriter records the status and size of a response.

@@ -34,7 +34,7 @@ func verifyCommand(args []string, stdin io.Reader, stdout, stderr io.Writer, now
 	tolerance := fs.Duration("tolerance", defaultTolerance, "how far the signature time may be from now; 0 skips the check")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return 2 // 0 would read as "valid"
 		}
 		return 2 // the flag package has printed the error and the usage line
 	}

@@ -67,7 +67,7 @@ func TestVerifyCommand(t *testing.T) {
 		{"negative tolerance", []string{"-secret", secret, "-header", h.Signature, "-tolerance", "-1s"}, body, at, 2, "", "must not be negative"},
 		{"positional argument", []string{"-secret", secret, "-header", h.Signature, "body.json"}, body, at, 2, "", "unexpected argument"},
 		{"body over 1 MiB", []string{"-secret", secret, "-header", h.Signature}, strings.Repeat("x", maxVerifyBody+1), at, 2, "", "larger than 1048576 bytes (1 MiB)"},
-		{"help", []string{"-h"}, "", at, 0, "", verifyUsage},
+		{"help exits 2, not 0 (valid)", []string{"-h"}, "", at, 2, "", verifyUsage},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -209,18 +211,29 @@ func (s *server) withStore(h func(http.ResponseWriter, *http.Request, *StoreConf
 }
 
 // withEndpoint also finds the endpoint, which must belong to the store.
-// h runs with s.hooks.mu held.
+// h runs with s.hooks.mu held, so the body is read before the lock is
+// taken and h's answer is kept in memory and sent after it is released:
+// a slow client never holds up deliveries or other stores.
 func (s *server) withEndpoint(h func(http.ResponseWriter, *http.Request, *endpoint)) http.HandlerFunc {
 	return s.withStore(func(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+		if r.Body != nil && r.Body != http.NoBody {
+			b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1)) // one byte over tells 413
+			if err != nil {
+				writeError(w, &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "could not read the body"})
+				return
+			}
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		}
+		rec := &recorder{header: http.Header{}}
 		hk := s.hooks
 		hk.mu.Lock()
-		defer hk.mu.Unlock()
-		e := hk.endpoints[r.PathValue("endpoint_id")]
-		if e == nil || e.StoreID != st.ID {
-			writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no webhook endpoint with that id in this store"})
-			return
+		if e := hk.endpoints[r.PathValue("endpoint_id")]; e == nil || e.StoreID != st.ID {
+			writeError(rec, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no webhook endpoint with that id in this store"})
+		} else {
+			h(rec, r, e)
 		}
-		h(w, r, e)
+		hk.mu.Unlock()
+		rec.copyTo(w)
 	})
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -1017,4 +1019,40 @@ func TestDeliveryLogBadQuery(t *testing.T) {
 	}
 	whRequireError(t, w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries/dlv_unknown", key: whKeyA}), 404, "not_found")
 	whRequireError(t, w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/deliveries/dlv_unknown/retry", key: whKeyA}), 404, "not_found")
+}
+
+// TestSlowClientDoesNotHoldWebhooks sends a PATCH whose body never
+// finishes: its handler reads the body before taking the hooks lock, so the
+// rest of the webhook API keeps answering (API.md §5.1: one slow party
+// never delays another). Once the body is complete the PATCH applies.
+func TestSlowClientDoesNotHoldWebhooks(t *testing.T) {
+	w := whStart(t, whFast())
+	rc := whNewReceiver(t, false, nil)
+	ep, _ := w.whEndpoint(t, rc.URL)
+	conn, err := net.Dial("tcp", w.srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	body := `{"description":"slow"}`
+	_, err = fmt.Fprintf(conn, "PATCH %s HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		whEndpointPath(whStoreA, ep), whKeyA, len(body), body[:1])
+	require.NoError(t, err)
+
+	client := &http.Client{Timeout: 3 * time.Second}
+	for i := range 50 { // the PATCH handler is waiting on its body well before the last of these
+		req, _ := http.NewRequest(http.MethodGet, w.srv.URL+whHooksPath(whStoreA), nil)
+		req.Header.Set("X-API-Key", whKeyA)
+		resp, err := client.Do(req)
+		require.NoError(t, err, "GET %d while a PATCH body trickles in", i)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+
+	_, err = io.WriteString(conn, body[1:])
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep), key: whKeyA})
+	assert.Equal(t, "slow", r.data()["description"])
 }

@@ -23,13 +23,13 @@ GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-s -o "$
 go build -o "$work/edgehost" ./wasm
 size=$(stat -c %s "$work/service.wasm")
 
-launch() { # starts the host; sets pid, and elapsed to the seconds to the first /healthz 200
+launch() { # starts the host; sets pid, and elapsed to the seconds to the first /readyz 200
   local t0 t1
   t0=$(date +%s.%N)
   "$work/edgehost" ${EDGE_FLAGS:-} -module "$work/service.wasm" -cache "$work/cache" \
     -addr "127.0.0.1:$PORT" -data "$work/data" >"$work/out" 2>"$work/err" &
   pid=$!
-  until curl -sf -o /dev/null "http://127.0.0.1:$PORT/healthz"; do
+  until curl -sf -o /dev/null "http://127.0.0.1:$PORT/readyz"; do
     kill -0 "$pid" 2>/dev/null || { echo "host exited:" >&2; cat "$work/err" >&2; exit 2; }
     sleep 0.01
   done

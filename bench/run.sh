@@ -100,8 +100,8 @@ wait_ready() { # url name
   echo "$2 did not become ready at $1" >&2
   exit 2
 }
-wait_ready "http://127.0.0.1:$PORT/healthz" "$A"
-wait_ready "http://127.0.0.1:$YARD_PORT/healthz" "$B"
+wait_ready "http://127.0.0.1:$PORT/readyz" "$A"
+wait_ready "http://127.0.0.1:$YARD_PORT/readyz" "$B"
 
 path=/stores/$STORE_ID/auth/auth-code
 export BENCH_STORE_ID=$STORE_ID BENCH_API_KEY=$API_KEY BENCH_REDIRECT_PORT=$PORT

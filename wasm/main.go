@@ -57,6 +57,7 @@ const maxBody = 64<<10 + 1
 func main() {
 	log.SetFlags(0)
 	flag.Parse()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil))) // the module's lines are JSON too
 	if err := run(); err != nil {
 		log.Fatal(err)
 	}
