@@ -469,26 +469,12 @@ func appendFile(path string, data []byte, sync bool) error {
 	return err
 }
 
-// Tick does the store's timed work: a sweep and a snapshot of what changed.
-// The native server calls it every second from one goroutine (never a
-// goroutine or timer per entry); the wasm host drives it from outside.
+// Tick does the store's timed work: a sweep and a write of what changed.
+// The app's ticker calls it every second from one goroutine (never a
+// goroutine or timer per entry); in the edge build the host drives it.
 func (s *memStore) Tick(now time.Time) {
 	s.Sweep(now)
 	s.Flush()
-}
-
-// Run calls Tick every interval until ctx is done.
-func (s *memStore) Run(done <-chan struct{}, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case now := <-t.C:
-			s.Tick(now)
-		}
-	}
 }
 
 // Snapshot format, one file per shard:
