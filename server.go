@@ -89,15 +89,21 @@ func (s *server) handler() http.Handler {
 			route = "unmatched"
 		}
 		s.metrics.observe(route, rw.code(), d)
-		// The path alone: query strings carry codes and states.
-		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.String("route", route),
-			slog.Int("status", rw.code()),
-			slog.Int64("bytes", rw.n),
-			slog.Duration("duration", d),
-		)
+		// The path alone: query strings carry codes and states. The record
+		// is built here rather than by Logger.LogAttrs, which would look up
+		// the caller's PC for a source nobody logs.
+		if h := s.log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
+			rec := slog.NewRecord(start.Add(d), slog.LevelInfo, "request", 0)
+			rec.AddAttrs(
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.String("route", route),
+				slog.Int("status", rw.code()),
+				slog.Int64("bytes", rw.n),
+				slog.Duration("duration", d),
+			)
+			h.Handle(r.Context(), rec)
+		}
 	})
 }
 

@@ -81,6 +81,7 @@ type shard struct {
 	mu       sync.Mutex // guards the fields below
 	m        map[Key]entry
 	pending  []byte // log records of the changes not yet written
+	spare    []byte // the other buffer of pending, empty; see flushShard
 	epoch    uint64 // of the shard's snapshot, and of the log that continues it
 	logSize  int64  // bytes in the shard's log file
 	snapSize int64  // bytes in the shard's snapshot
@@ -399,15 +400,17 @@ func (s *memStore) flushShard(i int, compactAll, sync bool) error {
 		sh.mu.Unlock()
 		return nil
 	}
+	// Changes made while data is written go to the spare buffer; the two
+	// swap each time, so neither regrows from nothing every second.
 	data := sh.pending
-	sh.pending = nil
+	sh.pending, sh.spare = sh.spare[:0], nil
 	sh.mu.Unlock()
 
 	err := s.appendLog(i, logPath, data, sync)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if err == nil && len(sh.pending) == 0 {
-		sh.pending = data[:0] // keep the grown buffer for the next second
+	if err == nil {
+		sh.spare = data[:0]
 	}
 	if err != nil {
 		// The log may hold part of data, or be gone: the next Flush
