@@ -231,6 +231,7 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 func (a *app) tick(now time.Time) {
 	a.lastTick = now
 	defer logOut.Flush()
+	a.srv.keys.sweep(now)
 	a.store.Tick(now)
 	if err := a.srv.hooks.tick(now, a.srv.cfg.DataDir); err != nil {
 		a.srv.log.Error("webhooks: saving state failed", "err", err)

@@ -22,6 +22,7 @@ type server struct {
 	log       *slog.Logger
 	metrics   *metrics
 	hooks     *hooks
+	keys      *keyGuard // failed API key attempts by client address
 	demo      bool // serve the demo game app and home page
 
 	ready    atomic.Bool // serving; /readyz answers 200
@@ -33,7 +34,8 @@ type server struct {
 }
 
 func newServer(cfg *Config, st Store, live func() int, cookieKey []byte, log *slog.Logger) *server {
-	s := &server{cfg: cfg, store: st, live: live, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: newHooks(cfg)}
+	s := &server{cfg: cfg, store: st, live: live, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: newHooks(cfg),
+		keys: newKeyGuard(keyFailBurst, keyFailInterval)}
 	s.appleBody, s.androidBody = associationFiles(cfg.Apps)
 	return s
 }

@@ -195,14 +195,23 @@ func (s *server) webhookRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /stores/{store_id}/events", s.withStore(s.handlePublish))
 }
 
-// withStore checks the store and its API key before h.
+// withStore checks the store and its API key before h. A client that has
+// failed the key check too often gets 429 (keyGuard).
 func (s *server) withStore(h func(http.ResponseWriter, *http.Request, *StoreConfig)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		st := s.storeFor(w, r)
 		if st == nil {
 			return
 		}
+		client, now := clientAddr(r), time.Now()
+		if blocked, wait := s.keys.blocked(client, now); blocked {
+			writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
+				Message: "too many requests with a wrong or missing X-API-Key from this address; retry later",
+				retryAfter: max(1, int(wait.Seconds()+0.999))})
+			return
+		}
 		if !authorized(st, r) {
+			s.keys.failed(client, now)
 			writeError(w, errUnauthorized)
 			return
 		}
