@@ -23,7 +23,7 @@ type server struct {
 	metrics   *metrics
 	hooks     *hooks
 	keys      *keyGuard // failed API key attempts by client address
-	demo      bool // serve the demo game app and home page
+	demo      bool      // serve the demo game app and home page
 
 	ready    atomic.Bool // serving; /readyz answers 200
 	draining atomic.Bool // shutting down; writes answer 503

@@ -206,7 +206,7 @@ func (s *server) withStore(h func(http.ResponseWriter, *http.Request, *StoreConf
 		client, now := clientAddr(r), time.Now()
 		if blocked, wait := s.keys.blocked(client, now); blocked {
 			writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
-				Message: "too many requests with a wrong or missing X-API-Key from this address; retry later",
+				Message:    "too many requests with a wrong or missing X-API-Key from this address; retry later",
 				retryAfter: max(1, int(wait.Seconds()+0.999))})
 			return
 		}
