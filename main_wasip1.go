@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -93,6 +94,9 @@ func wasmStart(n uint32) (res uint64) {
 	}
 	a.srv.ready.Store(true)
 	edge.app, edge.handler = a, a.srv.handler()
+	if demo && args.BaseURL != "" {
+		printDemoBanner(cfg, strings.TrimPrefix(args.BaseURL, "http://"))
+	}
 	edge.jobs = map[uint64]*job{}
 	// Job ids start at random, so outcomes of jobs a failed instance
 	// handed out, reported after the host replaced it, match nothing here.
