@@ -183,11 +183,14 @@ func (c *Config) validate() error {
 		return fmt.Errorf("public_base_url: %q must be an absolute http(s) URL", c.PublicBaseURL)
 	}
 	c.PublicBaseURL = strings.TrimSuffix(c.PublicBaseURL, "/")
-	if c.AuthCodeTTL <= 0 {
-		return errors.New("auth_code_ttl: must be positive")
+	// Expiry times are unix nanoseconds, which end in 2262: a bound far
+	// below that keeps them from wrapping.
+	const maxTTL = 10 * 365 * 24 * time.Hour
+	if c.AuthCodeTTL <= 0 || c.AuthCodeTTL.D() > maxTTL {
+		return errors.New("auth_code_ttl: must be positive and at most 10 years")
 	}
-	if c.SessionTTL <= 0 {
-		return errors.New("session_ttl: must be positive")
+	if c.SessionTTL <= 0 || c.SessionTTL.D() > maxTTL {
+		return errors.New("session_ttl: must be positive and at most 10 years")
 	}
 	if c.MaxLiveEntries <= 0 {
 		return errors.New("max_live_entries: must be positive")

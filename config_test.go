@@ -132,6 +132,8 @@ func TestParseConfigErrors(t *testing.T) {
 
 		{"bad auth_code_ttl", `{"auth_code_ttl": "5 minutes", ` + store("") + `}`, "auth_code_ttl"},
 		{"auth_code_ttl a number", `{"auth_code_ttl": 300, ` + store("") + `}`, "auth_code_ttl"},
+		{"auth_code_ttl past year 2262", `{"auth_code_ttl": "2000000h", ` + store("") + `}`, "auth_code_ttl"},
+		{"session_ttl past year 2262", `{"session_ttl": "2000000h", ` + store("") + `}`, "session_ttl"},
 		{"auth_code_ttl zero", `{"auth_code_ttl": "0s", ` + store("") + `}`, "auth_code_ttl"},
 		{"auth_code_ttl negative", `{"auth_code_ttl": "-1m", ` + store("") + `}`, "auth_code_ttl"},
 		{"bad session_ttl", `{"session_ttl": "1 day", ` + store("") + `}`, "session_ttl"},

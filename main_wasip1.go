@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 	"unsafe"
@@ -28,6 +29,10 @@ import (
 	"deeplink/internal/egress"
 	"deeplink/internal/wire"
 )
+
+// exitCannotPersist is the exit code of an instance that cannot write a
+// change it made (EX_TEMPFAIL); the host knows it.
+const exitCannotPersist = 75
 
 var edge struct {
 	app     *app
@@ -121,10 +126,13 @@ func wasmHandle(n uint32) uint64 {
 	}
 	// An instance can die between calls (a trap, a runaway call), taking
 	// its memory: what a request changed reaches data_dir before the
-	// answer does, or the answer is 503.
-	if err := persistEdge(); err != nil && rec.code() < 300 {
-		*rec = recorder{header: http.Header{}}
-		writeError(rec, errPersist)
+	// answer does. If it cannot, this instance holds changes that disk
+	// does not: it exits, and the host answers 503 and starts a fresh
+	// instance from data_dir.
+	if err := persistEdge(); err != nil {
+		edge.app.srv.log.Error("edge: cannot write state; exiting for a fresh instance", "err", err)
+		logOut.Flush()
+		os.Exit(exitCannotPersist)
 	}
 	return result(wire.AppendResponse(edge.out[:0], &wire.Response{Status: rec.code(), Header: rec.header, Body: rec.body.Bytes()}))
 }

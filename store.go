@@ -340,6 +340,7 @@ func (s *memStore) flush(compactAll, sync bool) error {
 		}
 		if err := s.flushShard(i, compactAll, sync); err != nil {
 			errs = append(errs, err)
+			s.pendingMask.Or(1 << i) // its changes are still pending
 		}
 	}
 	err := errors.Join(errs...)
@@ -393,7 +394,7 @@ func (s *memStore) flushShard(i int, compactAll, sync bool) error {
 			sh.fresh = true
 			return err
 		}
-		sh.epoch, sh.snapSize, sh.logSize, sh.fresh = epoch, int64(len(snap)), logHeaderSize, false
+		sh.epoch, sh.snapSize, sh.logSize, sh.fresh, sh.unsynced = epoch, int64(len(snap)), logHeaderSize, false, false
 		return nil
 	}
 	if len(sh.pending) == 0 && !(sync && sh.unsynced) {
@@ -630,10 +631,12 @@ func replayLog(b []byte, fn func(put bool, k Key, exp int64, val []byte), want u
 	p := b[logHeaderSize:]
 	for len(p) > 0 {
 		l, n := binary.Uvarint(p)
-		if n == 0 || n > 0 && l+4 > uint64(len(p)-n) {
+		switch {
+		case n < 0:
+			return epoch, false, errBadLog
+		case n == 0 || len(p)-n < 4 || l > uint64(len(p)-n-4): // compared so that no sum can wrap
 			return epoch, true, nil // the last record was cut short
-		}
-		if n < 0 || l < 1+uint64(len(Key{})) {
+		case l < 1+uint64(len(Key{})):
 			return epoch, false, errBadLog
 		}
 		payload := p[n : n+int(l)]

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -737,5 +738,17 @@ func TestMemStoreWritePendingSurvivesProcess(t *testing.T) {
 			_, ok = r.Get(gone)
 			assert.False(t, ok, "a delete written by WritePending was lost")
 		})
+	}
+}
+
+// TestReplayLogHugeLength is a log whose record claims a length near 2^64:
+// a bad or torn log, never a panic.
+func TestReplayLogHugeLength(t *testing.T) {
+	b := appendLogHeader(nil, 1)
+	b = binary.AppendUvarint(b, 1<<64-1)
+	b = append(b, make([]byte, 40)...)
+	_, torn, err := replayLog(b, func(bool, Key, int64, []byte) { t.Fatal("a record passed on") }, 1)
+	if !torn && err == nil {
+		t.Errorf("replayLog(huge length) = torn %v, %v; want torn or an error", torn, err)
 	}
 }

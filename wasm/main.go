@@ -34,6 +34,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
 
 	"deeplink/internal/egress"
 	"deeplink/internal/wire"
@@ -49,6 +50,10 @@ var (
 	cacheFlag   = flag.String("cache", "", "compilation cache directory (default: the user cache directory)")
 	callTimeout = flag.Duration("call-timeout", 10*time.Second, "deadline of one call into the module; a call past it is aborted and the module restarted. 0 turns the deadline off: calls run about 4x faster, for platforms that bound CPU time themselves")
 )
+
+// exitCannotPersist is the module's exit code when it cannot write a
+// change it made (EX_TEMPFAIL): the host answers 503 and restarts it.
+const exitCannotPersist = 75
 
 // maxBody is what the host reads of a request body: one byte past the
 // service's 64 KiB limit, so the module itself answers 413.
@@ -179,7 +184,7 @@ type host struct {
 	kick     chan struct{} // asks the loop to tick now
 
 	mu  sync.Mutex // guards the fields below
-	mod api.Module // nil after a failed restart
+	mod api.Module // nil after a failed start or restart
 	fn  map[string]api.Function
 }
 
@@ -262,13 +267,14 @@ func (h *host) instantiateLocked() error {
 	h.mod, h.fn = mod, fn
 	args, _ := json.Marshal(h.args)
 	msg, err := h.callLocked("start", args)
-	if err != nil {
-		return err
+	if err == nil && len(msg) > 0 {
+		err = errors.New(string(msg))
 	}
-	if len(msg) > 0 {
-		return errors.New(string(msg))
+	if err != nil { // a half-started instance must not serve
+		mod.Close(ctx)
+		h.mod = nil
 	}
-	return nil
+	return err
 }
 
 // callLocked calls export name with in as its input buffer and returns its
@@ -346,6 +352,15 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		w.Header().Set("Content-Type", "application/json")
+		var exit *sys.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == exitCannotPersist {
+			// The module could not write what it was about to acknowledge,
+			// and exited so its replacement starts from what is on disk.
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":{"code":"unavailable","message":"the service cannot persist its state; retry later"}}`+"\n")
+			return
+		}
 		w.WriteHeader(http.StatusInternalServerError)
 		io.WriteString(w, `{"error":{"code":"internal","message":"internal error"}}`+"\n")
 		return

@@ -117,7 +117,10 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		return 0
 	}
 	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second
+		// The receiver writes this: clamp before multiplying, or a huge
+		// value wraps around to a short (or negative) wait.
+		const maxRetryAfter = 366 * 24 * time.Hour
+		return time.Duration(min(n, int(maxRetryAfter/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
 		return t.Sub(now)

@@ -70,6 +70,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"", 0},
 		{"0", 0},
 		{"120", 2 * time.Minute},
+		{"18446744074", 366 * 24 * time.Hour}, // would wrap to 290 ms
+		{"9223372037", 366 * 24 * time.Hour},  // would wrap negative
 		{"-1", 0},
 		{"soon", 0},
 		{now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second},
