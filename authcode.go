@@ -156,9 +156,10 @@ func authorized(st *StoreConfig, r *http.Request) bool {
 }
 
 // handleRegister is POST /stores/{store_id}/auth/auth-code (API.md §4.1),
-// behind withStore. Checks run in the order of API.md §3: store, key
-// (withStore), media type, size, JSON,
-// fields (every bad one at once), redirect host, conflict, capacity.
+// behind withStore. Checks run in the order of API.md §3: store, the
+// key-guessing guard (429) and the key (withStore), media type, shutting
+// down (503), size, JSON, fields (every bad one at once), redirect host,
+// conflict, capacity.
 func (s *server) handleRegister(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		writeError(w, errMediaType)

@@ -76,7 +76,7 @@ func (hk *hooks) start() error {
 		Timeout: w.Timeout.D(), AllowPrivate: w.AllowInsecureURLs,
 		// Endpoints of many stores may share a host; the pool bounds the
 		// connections in use, so keeping as many idle spares no redial.
-		TrustedCAFile: w.TrustedCAFile, MaxConnsPerHost: dispatchWorkers,
+		TrustedCAFile: w.TrustedCAFile, MaxIdleConnsPerHost: dispatchWorkers,
 	})
 	if err != nil {
 		return err

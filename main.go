@@ -226,7 +226,7 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	return &app{srv: srv, store: st}, nil
 }
 
-// tick does the timed work: sweeps, snapshots of what changed, webhook
+// tick does the timed work: sweeps, writing what changed, webhook
 // housekeeping. One caller at a time.
 func (a *app) tick(now time.Time) {
 	a.lastTick = now

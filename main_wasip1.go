@@ -165,7 +165,7 @@ func persistEdge() error {
 }
 
 // wasmTick does the timed work due at now (unix nanoseconds): sweeps and
-// snapshots at most once a second, and hands out the webhook requests that
+// syncs at most once a second, and hands out the webhook requests that
 // are due, as JSON (wire.Tick).
 //
 //go:wasmexport tick

@@ -20,7 +20,8 @@ const (
 // authentication a burst of times, then once per interval; past that its
 // requests to API-key endpoints answer 429 rate_limited with Retry-After,
 // whatever key they carry, until the budget refills. Clients that send a
-// right key never spend any of it, so legitimate traffic is never throttled.
+// right key never spend any of it; only one that shares its address (a
+// NAT, a proxy) with a guesser can be throttled.
 type keyGuard struct {
 	burst    float64
 	interval time.Duration

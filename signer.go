@@ -154,8 +154,7 @@ func signWebhook(secret, oldSecret, id string, t time.Time, body []byte) (webhoo
 }
 
 // signDelivery returns the X-Webhook-Signature and webhook-signature values
-// of one attempt at unix time t: what the dispatcher calls (it replaces the
-// temporary signdelivery.go on main, with the same signature). Signers are
+// of one attempt at unix time t: what the dispatcher calls. Signers are
 // cached per (cur, old) pair, so repeated attempts cost only the two strings.
 // A secret that is not whsec_+base64 (never made by newSecret) still gets an
 // X-Webhook-Signature; its Standard Webhooks key is then empty.

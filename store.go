@@ -20,7 +20,7 @@ type Key [32]byte
 
 // Store is the expiring key-value state of the sign-in flow. It is kept
 // narrow on purpose: a shared backend for several replicas implements the
-// same five calls. Values passed in and returned are owned by the store
+// same four calls. Values passed in and returned are owned by the store
 // and must not be modified.
 type Store interface {
 	// Insert stores val under k until exp. It fails with errKeyExists when a
@@ -58,7 +58,7 @@ const numShards = 64
 // a new snapshot. Both files carry the shard's epoch, so a log left over
 // from before a compaction is never replayed onto the newer snapshot.
 type memStore struct {
-	dir        string // where snapshots live; "" keeps nothing on disk
+	dir        string // where snapshots and logs live; "" keeps nothing on disk
 	maxLive    int64
 	live       atomic.Int64 // entries in the maps, expired or not until swept
 	persistBad atomic.Bool  // the last write failed; writes answer 503
@@ -315,8 +315,9 @@ func (s *memStore) Flush() error { return s.flush(false, true) }
 // build calls it before answering each request that changed state.
 func (s *memStore) WritePending() error { return s.flush(false, false) }
 
-// Compact writes a fresh snapshot of every shard that has a log, and
-// starts its log anew.
+// Compact writes a fresh snapshot, and starts a new log, for every shard
+// whose log holds any record, is due for compaction, or must be rewritten
+// whole (at start, after a failed write).
 func (s *memStore) Compact() error { return s.flush(true, true) }
 
 // compactDue reports when a log is folded into a new snapshot: once it is

@@ -137,7 +137,7 @@ type hooks struct {
 
 	saveMu sync.Mutex // one save at a time, so an older state never overwrites a newer
 
-	nextSave time.Time // tick saves no earlier; used by tick's caller only
+	nextSave time.Time // tick saves no earlier; read and written by tick only
 
 	mu        sync.Mutex // guards the fields below
 	endpoints map[string]*endpoint
@@ -149,7 +149,7 @@ type hooks struct {
 	ready     []*delivery     // due, endpoint under its in-flight limit
 	dirty     bool            // changed since the last save
 	closed    bool
-	wake      chan struct{} // poked when sched's head or ready changes
+	wake      chan struct{} // poked when sched's head changes (see scheduleLocked)
 }
 
 func newHooks(cfg *Config) *hooks {

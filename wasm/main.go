@@ -117,7 +117,7 @@ func run() error {
 	}
 	client, err := egress.NewClient(egress.Options{
 		Timeout: timeout, AllowPrivate: hc.Webhooks.AllowInsecureURLs,
-		TrustedCAFile: hc.Webhooks.TrustedCAFile, MaxConnsPerHost: 4,
+		TrustedCAFile: hc.Webhooks.TrustedCAFile, MaxIdleConnsPerHost: 32,
 	})
 	if err != nil {
 		return err
@@ -322,7 +322,8 @@ func callContext() (context.Context, context.CancelFunc) {
 }
 
 // call runs callLocked and, when the instance failed, replaces it with a
-// fresh one restored from the last snapshot.
+// fresh one restored from data_dir (which the module writes before it
+// answers each request).
 func (h *host) call(name string, in []byte, args ...uint64) ([]byte, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -396,7 +397,7 @@ func (h *host) pokeIfDue() {
 }
 
 // loop drives the module's timed work: a tick at least every second (its
-// sweeps and snapshots), at the next delivery's due time, and when a
+// sweeps and syncs), at the next delivery's due time, and when a
 // request made one due. It makes the webhook requests the ticks hand out,
 // at most 32 at once, and reports their outcomes. When ctx ends it cancels
 // the requests under way, reports them, and returns.

@@ -27,10 +27,10 @@ const MaxResponseBody = 4 << 10
 
 // Options configure NewClient.
 type Options struct {
-	Timeout         time.Duration // the whole exchange, body included
-	AllowPrivate    bool          // allow_insecure_urls: skip the address check
-	TrustedCAFile   string        // extra PEM roots, "" for none
-	MaxConnsPerHost int           // kept-alive connections per host
+	Timeout             time.Duration // the whole exchange, body included
+	AllowPrivate        bool          // allow_insecure_urls: skip the address check
+	TrustedCAFile       string        // extra PEM roots, "" for none
+	MaxIdleConnsPerHost int           // kept-alive connections per host
 }
 
 // NewClient returns the client deliveries use: the timeout for the whole
@@ -62,7 +62,7 @@ func NewClient(o Options) (*http.Client, error) {
 			TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 			TLSHandshakeTimeout:   o.Timeout,
 			ResponseHeaderTimeout: o.Timeout,
-			MaxIdleConnsPerHost:   max(o.MaxConnsPerHost, 1),
+			MaxIdleConnsPerHost:   max(o.MaxIdleConnsPerHost, 1),
 			IdleConnTimeout:       90 * time.Second,
 			ForceAttemptHTTP2:     true,
 		},
