@@ -212,12 +212,9 @@ func (hk *hooks) takeLocked(now time.Time) *job {
 			continue
 		}
 		cur, old := e.secrets(now)
-		h := signedHeaders{id: d.ev.ID, t: now.Unix()}
-		h.sig, h.stdSig = signDelivery(cur, old, d.ev.ID, h.t, d.ev.Body)
-		j := &job{d: d, url: e.URL, header: http.Header{}}
-		h.apply(j.header)
-		j.a = attempt{At: now.UnixNano(), Timestamp: h.t, Signature: h.sig, StdSignature: h.stdSig}
-		return j
+		sig := signDelivery(cur, old, d.ev.ID, now.Unix(), d.ev.Body)
+		return &job{d: d, url: e.URL, header: deliveryHeader(sig),
+			a: attempt{At: now.UnixNano(), Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}}
 	}
 	return nil
 }
@@ -300,36 +297,20 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt, retryAfter ti
 	}
 }
 
-// signedHeaders are the per-attempt headers of a delivery; the rest are
-// the same for every request.
-type signedHeaders struct {
-	id, sig, stdSig string
-	t               int64
-}
-
-func requestHeaders(eventID string, a attempt) signedHeaders {
-	return signedHeaders{id: eventID, sig: a.Signature, stdSig: a.StdSignature, t: a.Timestamp}
-}
-
 var userAgent = "deeplink-webhooks/" + productVersion()
 
-func (h signedHeaders) apply(hd http.Header) {
-	hd["Content-Type"] = []string{"application/json"}
-	hd["User-Agent"] = []string{userAgent}
-	hd["X-Webhook-Signature"] = []string{h.sig}
-	hd["Webhook-Id"] = []string{h.id}
-	hd["Webhook-Timestamp"] = []string{strconv.FormatInt(h.t, 10)}
-	hd["Webhook-Signature"] = []string{h.stdSig}
+// deliveryHeader is the whole header of an attempt: its signatures, and
+// the rest, which is the same for every request.
+func deliveryHeader(sig webhookHeaders) http.Header {
+	h := http.Header{"Content-Type": jsonContentType, "User-Agent": {userAgent}}
+	sig.apply(h)
+	return h
 }
 
-func (h signedHeaders) toMap() map[string]string {
-	hd := http.Header{}
-	h.apply(hd)
-	m := map[string]string{}
-	for k, v := range hd {
-		m[k] = v[0]
-	}
-	return m
+// signatures are the signature headers attempt a sent for event eventID,
+// rebuilt for the delivery log from what the attempt keeps.
+func (a attempt) signatures(eventID string) webhookHeaders {
+	return webhookHeaders{Signature: a.Signature, ID: eventID, Timestamp: strconv.FormatInt(a.Timestamp, 10), StdSignature: a.StdSignature}
 }
 
 // Persistence: the whole webhook state is one JSON file, written

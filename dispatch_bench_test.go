@@ -209,14 +209,13 @@ func (y *yardstick) run(b *testing.B, n int) int {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) {
 				now := time.Now()
-				h := signedHeaders{id: y.ev.ID, t: now.Unix()}
-				h.sig, h.stdSig = signDelivery(y.secret, "", y.ev.ID, h.t, y.ev.Body)
+				sig := signDelivery(y.secret, "", y.ev.ID, now.Unix(), y.ev.Body)
 				req, err := http.NewRequest(http.MethodPost, y.url, strings.NewReader(string(y.ev.Body)))
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				h.apply(req.Header)
+				req.Header = deliveryHeader(sig)
 				resp, err := y.client.Do(req)
 				if err != nil {
 					b.Error(err)

@@ -143,24 +143,13 @@ func newSignerKeys(cur, old *secretKeys) *signer {
 	return s
 }
 
-// signWebhook is newSigner(secret, oldSecret).sign(id, t, body) for one-off
-// use; a sender signing many attempts should keep a signer.
-func signWebhook(secret, oldSecret, id string, t time.Time, body []byte) (webhookHeaders, error) {
-	s, err := newSigner(secret, oldSecret)
-	if err != nil {
-		return webhookHeaders{}, err
-	}
-	return s.sign(id, t, body), nil
-}
-
-// signDelivery returns the X-Webhook-Signature and webhook-signature values
-// of one attempt at unix time t: what the dispatcher calls. Signers are
-// cached per (cur, old) pair, so repeated attempts cost only the two strings.
-// A secret that is not whsec_+base64 (never made by newSecret) still gets an
+// signDelivery returns the signature headers of one attempt at unix time
+// t: what the dispatcher calls. Signers are cached per (cur, old) pair, so
+// repeated attempts cost only the strings. A secret that is not
+// whsec_+base64 (never made by newSecret) still gets an
 // X-Webhook-Signature; its Standard Webhooks key is then empty.
-func signDelivery(cur, old, id string, t int64, body []byte) (sig, stdSig string) {
-	h := cachedSigner(cur, old).sign(id, time.Unix(t, 0), body)
-	return h.Signature, h.StdSignature
+func signDelivery(cur, old, id string, t int64, body []byte) webhookHeaders {
+	return cachedSigner(cur, old).sign(id, time.Unix(t, 0), body)
 }
 
 // signerCache maps a (cur, old) secret pair to its *signer. Entries hold
@@ -425,48 +414,4 @@ func secondsString(n int64) string {
 		return "more than 290 years"
 	}
 	return (time.Duration(n) * time.Second).String()
-}
-
-// verifyStandardWebhook checks the Standard Webhooks headers (webhook-id,
-// webhook-timestamp, webhook-signature) in h against secret and the raw body:
-// the HMAC key is the base64-decoded part after "whsec_", the signed content
-// "<id>.<timestamp>.<body>", and any "v1,<base64>" among the space-separated
-// signatures may match; other versions are ignored. Tolerance as in
-// verifySignature.
-func verifyStandardWebhook(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
-	keys, err := parseSecret(secret)
-	if err != nil {
-		return err
-	}
-	id, ts, sigs := h.Get(headerWebhookID), h.Get(headerWebhookTime), h.Get(headerWebhookSig)
-	if id == "" || ts == "" || sigs == "" {
-		return verifyErrorf(errMalformedHeader, "malformed Standard Webhooks headers: webhook-id, webhook-timestamp and webhook-signature are all required")
-	}
-	t, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || !allDigits(ts) {
-		return verifyErrorf(errMalformedHeader, "malformed Standard Webhooks headers: webhook-timestamp is not a unix time in seconds")
-	}
-	mac := hmac.New(sha256.New, keys.std)
-	mac.Write([]byte(id + "." + ts + "."))
-	mac.Write(body)
-	want := mac.Sum(nil)
-	found, matched := false, false
-	for _, s := range strings.Fields(sigs) {
-		v, b64, ok := strings.Cut(s, ",")
-		if !ok || v != "v1" {
-			continue
-		}
-		found = true
-		got, err := base64.StdEncoding.DecodeString(b64)
-		if err == nil && hmac.Equal(got, want) {
-			matched = true
-		}
-	}
-	if !found {
-		return verifyErrorf(errNoV1Signature, "no v1 signature in webhook-signature")
-	}
-	if !matched {
-		return verifyErrorf(errSignatureMismatch, "signature mismatch: no v1 signature in webhook-signature matches this secret and body")
-	}
-	return checkTolerance(t, now, tolerance)
 }

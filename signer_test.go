@@ -563,7 +563,8 @@ func TestSignDelivery(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 3 { // a miss, then hits
-				sig, std := signDelivery(v.Secret, tc.old, v.ID, v.Timestamp, []byte(v.Body))
+				h := signDelivery(v.Secret, tc.old, v.ID, v.Timestamp, []byte(v.Body))
+				sig, std := h.Signature, h.StdSignature
 				if sig != tc.wantSig || std != tc.wantStd {
 					t.Fatalf("signDelivery = %q, %q; want %q, %q", sig, std, tc.wantSig, tc.wantStd)
 				}
@@ -572,7 +573,8 @@ func TestSignDelivery(t *testing.T) {
 	}
 	t.Run("secrets that do not decode still sign", func(t *testing.T) {
 		for _, pair := range [][2]string{{"whsec_%%%", ""}, {"", ""}, {"", v.OldSecret}, {v.Secret, "not-a-secret"}} {
-			sig, std := signDelivery(pair[0], pair[1], "evt_1", 1, []byte("{}"))
+			h := signDelivery(pair[0], pair[1], "evt_1", 1, []byte("{}"))
+			sig, std := h.Signature, h.StdSignature
 			if !strings.HasPrefix(sig, "t=1,v1=") || !strings.HasPrefix(std, "v1,") {
 				t.Errorf("%q: signDelivery = %q, %q", pair, sig, std)
 			}

@@ -694,7 +694,7 @@ func (d *delivery) detail(e *endpoint) map[string]any {
 	for _, a := range d.Attempts {
 		x := map[string]any{
 			"at":              time.Unix(0, a.At).UTC().Format(time.RFC3339Nano),
-			"request_headers": requestHeaders(d.ev.ID, a).toMap(),
+			"request_headers": flatHeader(deliveryHeader(a.signatures(d.ev.ID))),
 			"request_body":    string(d.ev.Body),
 			"response_status": a.Status,
 			"response_body":   a.ResponseBody,
@@ -772,4 +772,13 @@ func (s *server) handleListDeliveries(w http.ResponseWriter, r *http.Request, e 
 		delete(m, "seq")
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": page, "next_cursor": next})
+}
+
+// flatHeader is h with one value per name, as the delivery log shows it.
+func flatHeader(h http.Header) map[string]string {
+	m := make(map[string]string, len(h))
+	for k, v := range h {
+		m[k] = v[0]
+	}
+	return m
 }
