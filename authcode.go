@@ -519,7 +519,7 @@ type tokenParams struct {
 	Code         string `json:"code"`
 	RedirectURI  string `json:"redirect_uri"`
 	CodeVerifier string `json:"code_verifier"`
-	ClientID     string `json:"client_id"`
+	// client_id is accepted and ignored: the webshop is a public client.
 }
 
 // readTokenParams reads a form-encoded body, or a JSON one.
@@ -537,12 +537,16 @@ func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 		if err != nil {
 			return p, invalidRequest("the body is not a valid form")
 		}
-		for name, dst := range map[string]*string{"grant_type": &p.GrantType, "code": &p.Code, "redirect_uri": &p.RedirectURI, "code_verifier": &p.CodeVerifier} {
-			if len(q[name]) > 1 {
-				return p, invalidRequest(name + " is repeated")
+		for _, f := range []struct {
+			name string
+			dst  *string
+		}{{"grant_type", &p.GrantType}, {"code", &p.Code}, {"redirect_uri", &p.RedirectURI}, {"code_verifier", &p.CodeVerifier}} {
+			if len(q[f.name]) > 1 {
+				return p, invalidRequest(f.name + " is repeated")
 			}
-			*dst = q.Get(name)
+			*f.dst = q.Get(f.name)
 		}
+
 	case "application/json":
 		if unmarshalObject(body, &p) != nil {
 			return p, invalidRequest("the body is not a JSON object of strings")

@@ -75,10 +75,10 @@ func wasmStart(n uint32) (res uint64) {
 		return result([]byte("start: " + err.Error()))
 	}
 	demo := len(args.Config) == 0
-	cfg, err := ParseConfig(args.Config)
 	if demo {
-		cfg, err = ParseConfig(demoConfig)
+		args.Config = demoConfig
 	}
+	cfg, err := ParseConfig(args.Config)
 	if err != nil {
 		return result([]byte(err.Error()))
 	}
@@ -225,10 +225,9 @@ func wasmFinish(n uint32) {
 //
 //go:wasmexport stop
 func wasmStop() uint64 {
-	a := edge.app
-	a.srv.draining.Store(true)
+	edge.app.srv.draining.Store(true)
 	defer logOut.Flush()
-	if err := errors.Join(a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir)); err != nil {
+	if err := edge.app.Close(); err != nil { // started nothing, so it only writes the state
 		return result([]byte(err.Error()))
 	}
 	return result(nil)

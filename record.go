@@ -33,6 +33,21 @@ func (p *Player) fields() [playerFields]*string {
 	return [...]*string{&p.ClientReferenceID, &p.FirstName, &p.LastName, &p.Language, &p.Currency, &p.Country, &p.Timezone}
 }
 
+// append appends p's fields, length-prefixed, to b.
+func (p *Player) append(b []byte) []byte {
+	for _, f := range p.fields() {
+		b = appendStr(b, *f)
+	}
+	return b
+}
+
+// read fills p from r, as written by append.
+func (p *Player) read(r *reader) {
+	for _, f := range p.fields() {
+		*f = r.str()
+	}
+}
+
 // codeRecord is a registered auth code: what its redemption must match and
 // the player it signs in.
 type codeRecord struct {
@@ -71,10 +86,7 @@ func (c *codeRecord) encode() []byte {
 	b = append(b, kindCode)
 	b = appendStr(b, c.RedirectURI)
 	b = appendStr(b, c.CodeChallenge)
-	for _, f := range c.Player.fields() {
-		b = appendStr(b, *f)
-	}
-	return b
+	return c.Player.append(b)
 }
 
 func decodeCode(b []byte) (c codeRecord, ok bool) {
@@ -84,9 +96,7 @@ func decodeCode(b []byte) (c codeRecord, ok bool) {
 	r := reader{b: b[1:]}
 	c.RedirectURI = r.str()
 	c.CodeChallenge = r.str()
-	for _, f := range c.Player.fields() {
-		*f = r.str()
-	}
+	c.Player.read(&r)
 	return c, r.ok()
 }
 
@@ -105,10 +115,7 @@ func decodeRedeemed(b []byte) (tok Key, ok bool) {
 func (s *sessionRecord) encode() []byte {
 	b := []byte{kindSession}
 	b = appendStr(b, s.StoreID)
-	for _, f := range s.Player.fields() {
-		b = appendStr(b, *f)
-	}
-	return b
+	return s.Player.append(b)
 }
 
 func decodeSession(b []byte) (s sessionRecord, ok bool) {
@@ -117,9 +124,7 @@ func decodeSession(b []byte) (s sessionRecord, ok bool) {
 	}
 	r := reader{b: b[1:]}
 	s.StoreID = r.str()
-	for _, f := range s.Player.fields() {
-		*f = r.str()
-	}
+	s.Player.read(&r)
 	return s, r.ok()
 }
 

@@ -72,7 +72,7 @@ type memStore struct {
 	// keepOpen keeps each log open between writes, for the edge build
 	// where every request writes and an open costs a host call.
 	keepOpen bool
-	files    [numShards]*os.File // open logs when keepOpen; flushMu guards
+	files    [numShards]*os.File // open logs; flushMu guards
 
 	shards [numShards]shard
 }
@@ -81,7 +81,7 @@ type shard struct {
 	mu       sync.Mutex // guards the fields below
 	m        map[Key]entry
 	pending  []byte // log records of the changes not yet written
-	spare    []byte // the other buffer of pending, empty; see flushShard
+	spare    []byte // the other buffer of pending, empty; see flushShardLocked
 	epoch    uint64 // of the shard's snapshot, and of the log that continues it
 	logSize  int64  // bytes in the shard's log file
 	snapSize int64  // bytes in the shard's snapshot
@@ -137,7 +137,7 @@ func newMemStore(dir string, maxLive int) (*memStore, error) {
 // continues that snapshot.
 func (s *memStore) restoreShard(i int, now int64) error {
 	sh := &s.shards[i]
-	snap, logf := s.paths(i)
+	snap, logf := s.snapPaths[i], s.logPaths[i]
 	b, err := os.ReadFile(snap)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -178,9 +178,6 @@ func (s *memStore) restoreShard(i int, now int64) error {
 	}
 	return nil
 }
-
-// paths returns shard i's snapshot and log file names.
-func (s *memStore) paths(i int) (snap, log string) { return s.snapPaths[i], s.logPaths[i] }
 
 func (s *memStore) shard(k Key) *shard { return &s.shards[k[0]%numShards] }
 
@@ -339,7 +336,7 @@ func (s *memStore) flush(compactAll, sync bool) error {
 		if !compactAll && !sync && mask&(1<<i) == 0 {
 			continue
 		}
-		if err := s.flushShard(i, compactAll, sync); err != nil {
+		if err := s.flushShardLocked(i, compactAll, sync); err != nil {
 			errs = append(errs, err)
 			s.pendingMask.Or(1 << i) // its changes are still pending
 		}
@@ -365,10 +362,10 @@ func (s *memStore) flush(compactAll, sync bool) error {
 	return err
 }
 
-// flushShard writes shard i's pending changes. s.flushMu must be held.
-func (s *memStore) flushShard(i int, compactAll, sync bool) error {
+// flushShardLocked writes shard i's pending changes. s.flushMu must be held.
+func (s *memStore) flushShardLocked(i int, compactAll, sync bool) error {
 	sh := &s.shards[i]
-	snapPath, logPath := s.paths(i)
+	snapPath, logPath := s.snapPaths[i], s.logPaths[i]
 	sh.mu.Lock()
 	grown := sh.logSize + int64(len(sh.pending))
 	if sh.fresh || compactAll && grown > logHeaderSize || compactDue(grown, sh.snapSize) {
@@ -382,7 +379,7 @@ func (s *memStore) flushShard(i int, compactAll, sync bool) error {
 		sh.mu.Unlock()
 
 		snap := encodeSnapshot(epoch, recs)
-		s.closeLog(i) // the log file is about to be replaced
+		s.closeLogLocked(i) // the log file is about to be replaced
 		err := writeFileAtomic(snapPath, snap)
 		if err == nil {
 			err = writeFileAtomic(logPath, appendLogHeader(nil, epoch))
@@ -408,7 +405,7 @@ func (s *memStore) flushShard(i int, compactAll, sync bool) error {
 	sh.pending, sh.spare = sh.spare[:0], nil
 	sh.mu.Unlock()
 
-	err := s.appendLog(i, logPath, data, sync)
+	err := s.appendLogLocked(i, data, sync)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if err == nil {
@@ -426,16 +423,14 @@ func (s *memStore) flushShard(i int, compactAll, sync bool) error {
 	return nil
 }
 
-// appendLog appends data to shard i's log, and syncs it when sync is set.
-// s.flushMu must be held.
-func (s *memStore) appendLog(i int, path string, data []byte, sync bool) error {
-	if !s.keepOpen {
-		return appendFile(path, data, sync)
-	}
+// appendLogLocked appends data to shard i's log, and syncs it when sync is
+// set. The file stays open for the next call when keepOpen is set, and is
+// closed otherwise. s.flushMu must be held.
+func (s *memStore) appendLogLocked(i int, data []byte, sync bool) error {
 	f := s.files[i]
 	if f == nil {
 		var err error
-		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+		if f, err = os.OpenFile(s.logPaths[i], os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 			return err
 		}
 		s.files[i] = f
@@ -444,34 +439,22 @@ func (s *memStore) appendLog(i int, path string, data []byte, sync bool) error {
 	if err == nil && sync {
 		err = f.Sync()
 	}
-	if err != nil {
-		s.closeLog(i)
+	if err != nil || !s.keepOpen {
+		if cerr := s.closeLogLocked(i); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }
 
-// closeLog closes shard i's open log, if any. s.flushMu must be held.
-func (s *memStore) closeLog(i int) {
-	if f := s.files[i]; f != nil {
-		f.Close()
-		s.files[i] = nil
+// closeLogLocked closes shard i's open log, if any. s.flushMu must be held.
+func (s *memStore) closeLogLocked(i int) error {
+	f := s.files[i]
+	if f == nil {
+		return nil
 	}
-}
-
-// appendFile appends data to path, and syncs the file when sync is set.
-func appendFile(path string, data []byte, sync bool) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil && sync {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	s.files[i] = nil
+	return f.Close()
 }
 
 // Tick does the store's timed work: a sweep and a write of what changed.

@@ -33,10 +33,9 @@ func verifyCommand(args []string, stdin io.Reader, stdout, stderr io.Writer, now
 	header := fs.String("header", "", "the X-Webhook-Signature header value, t=…,v1=…")
 	tolerance := fs.Duration("tolerance", defaultTolerance, "how far the signature time may be from now; 0 skips the check")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 2 // 0 would read as "valid"
-		}
-		return 2 // the flag package has printed the error and the usage line
+		// The flag package has printed the error and the usage line; -h
+		// exits 2 as well, since 0 would read as "valid".
+		return 2
 	}
 	usage := func(why string) int {
 		fmt.Fprintln(stderr, "verify: "+why)

@@ -372,8 +372,8 @@ func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st
 	}
 	hk := s.hooks
 	hk.mu.Lock()
-	defer hk.mu.Unlock()
 	if len(hk.byStore[st.ID]) >= maxEndpointsPerStore {
+		hk.mu.Unlock()
 		writeError(w, validationError([]fieldError{{"url", "this store already has 5 webhook endpoints, the most allowed; delete one first"}}))
 		return
 	}
@@ -393,6 +393,7 @@ func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st
 	hk.dirty = true
 	v := e.view()
 	v["secret"] = e.Secret
+	hk.mu.Unlock()
 	writeJSON(w, http.StatusCreated, map[string]any{"data": v})
 }
 
@@ -468,9 +469,9 @@ func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *e
 
 func (s *server) handleRetryDelivery(w http.ResponseWriter, r *http.Request, e *endpoint) {
 	hk := s.hooks
-	old := hk.deliv[r.PathValue("delivery_id")]
-	if old == nil || old.EndpointID != e.ID {
-		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no delivery with that id for this endpoint"})
+	old := hk.deliveryOfLocked(e, r)
+	if old == nil {
+		writeError(w, errNoDelivery)
 		return
 	}
 	d := hk.enqueueLocked(e, old.ev)
@@ -498,27 +499,33 @@ func (s *server) handlePublish(w http.ResponseWriter, r *http.Request, st *Store
 		writeError(w, validationError([]fieldError{{"Idempotency-Key", "is longer than 255 characters"}}))
 		return
 	}
-	hk := s.hooks
+	id := s.hooks.publish(st.ID, typ, object, key)
+	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": id}})
+}
+
+// publish makes an event of typ for the store and enqueues it for every
+// enabled endpoint subscribed to typ. A key seen in the last 24 hours
+// returns that event's id and sends nothing.
+func (hk *hooks) publish(storeID, typ string, object json.RawMessage, key string) (eventID string) {
 	hk.mu.Lock()
 	defer hk.mu.Unlock()
 	now := time.Now()
 	if key != "" {
-		if prev, ok := hk.idem[st.ID+"\x00"+key]; ok && now.Unix() < prev.Expires {
-			writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": prev.EventID}})
-			return
+		if prev, ok := hk.idem[storeID+"\x00"+key]; ok && now.Unix() < prev.Expires {
+			return prev.EventID
 		}
 	}
 	ev := hk.newEventLocked(typ, object)
-	for _, e := range hk.byStore[st.ID] {
+	for _, e := range hk.byStore[storeID] {
 		if e.Enabled && e.subscribed(typ) {
 			hk.enqueueLocked(e, ev)
 		}
 	}
 	if key != "" {
-		hk.idem[st.ID+"\x00"+key] = idem{EventID: ev.ID, Expires: now.Add(idempotencyTTL).Unix()}
+		hk.idem[storeID+"\x00"+key] = idem{EventID: ev.ID, Expires: now.Add(idempotencyTTL).Unix()}
 		hk.dirty = true
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": ev.ID}})
+	return ev.ID
 }
 
 // validateEvent checks a publish body: a known, publishable type and, for
@@ -710,10 +717,21 @@ func (d *delivery) detail(e *endpoint) map[string]any {
 	return m
 }
 
+var errNoDelivery = &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no delivery with that id for this endpoint"}
+
+// deliveryOfLocked returns e's delivery named by the request path, or nil.
+// hk.mu must be held.
+func (hk *hooks) deliveryOfLocked(e *endpoint, r *http.Request) *delivery {
+	if d := hk.deliv[r.PathValue("delivery_id")]; d != nil && d.EndpointID == e.ID {
+		return d
+	}
+	return nil
+}
+
 func (s *server) handleGetDelivery(w http.ResponseWriter, r *http.Request, e *endpoint) {
-	d := s.hooks.deliv[r.PathValue("delivery_id")]
-	if d == nil || d.EndpointID != e.ID {
-		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no delivery with that id for this endpoint"})
+	d := s.hooks.deliveryOfLocked(e, r)
+	if d == nil {
+		writeError(w, errNoDelivery)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": d.detail(e)})
@@ -755,21 +773,18 @@ func (s *server) handleListDeliveries(w http.ResponseWriter, r *http.Request, e 
 	}
 	page := []map[string]any{}
 	next := ""
+	var lastSeq uint64 // of the last delivery on the page
 	for i := len(e.log) - 1; i >= 0; i-- {
 		d := e.log[i]
 		if d.Seq >= before || typ != "" && d.ev.Type != typ || status != "" && d.Status != status {
 			continue
 		}
 		if len(page) == limit {
-			next = base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, page[limit-1]["seq"].(uint64)))
+			next = base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, lastSeq))
 			break
 		}
-		m := d.summary()
-		m["seq"] = d.Seq
-		page = append(page, m)
-	}
-	for _, m := range page {
-		delete(m, "seq")
+		page = append(page, d.summary())
+		lastSeq = d.Seq
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": page, "next_cursor": next})
 }
