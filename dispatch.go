@@ -62,10 +62,17 @@ type dispatcher struct {
 func (hk *hooks) scheduleLocked(d *delivery) {
 	heap.Push(&hk.sched, d)
 	if d.index == 0 {
-		select {
-		case hk.wake <- struct{}{}:
-		default:
-		}
+		hk.pokeLocked()
+	}
+}
+
+// pokeLocked tells whoever drives the dispatcher to look again now: the
+// scheduler goroutine, or the edge host through the wake export. hk.mu
+// must be held.
+func (hk *hooks) pokeLocked() {
+	select {
+	case hk.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -237,6 +244,8 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 		hk.ready = append(hk.ready, next)
 		if hk.d != nil {
 			hk.d.cond.Signal()
+		} else {
+			hk.pokeLocked() // the edge host takes ready jobs when it ticks
 		}
 	}
 	if errors.Is(r.Err, context.Canceled) {

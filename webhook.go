@@ -149,7 +149,7 @@ type hooks struct {
 	ready     []*delivery     // due, endpoint under its in-flight limit
 	dirty     bool            // changed since the last save
 	closed    bool
-	wake      chan struct{} // poked when sched's head changes (see scheduleLocked)
+	wake      chan struct{} // poked by pokeLocked: sched's head changed, or (edge build) a job became ready
 }
 
 func newHooks(cfg *Config) *hooks {
