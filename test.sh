@@ -11,6 +11,7 @@ cd "$(dirname "$0")"
 need() { # need CMD DEBIAN-PACKAGE
   command -v "$1" >/dev/null && return
   echo "installing $2 for the tests"
+  export DEBIAN_FRONTEND=noninteractive # CI has no terminal to answer prompts
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "$2" >/dev/null
   else sudo apt-get update -qq && sudo apt-get install -y -qq "$2" >/dev/null; fi
 }
