@@ -282,6 +282,23 @@ type endpointChange struct {
 	enabled          *bool
 }
 
+// apply sets the fields c gives on e, updated at now (unix seconds).
+func (c *endpointChange) apply(e *endpoint, now int64) {
+	if c.url != nil {
+		e.URL = *c.url
+	}
+	if c.description != nil {
+		e.Description = *c.description
+	}
+	if c.events != nil {
+		e.Events = c.events
+	}
+	if c.enabled != nil {
+		e.Enabled = *c.enabled
+	}
+	e.UpdatedAt = now
+}
+
 // validate checks the fields given; create requires url and events.
 func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpointChange, fields []fieldError) {
 	bad := func(f, m string) { fields = append(fields, fieldError{f, m}) }
@@ -378,16 +395,8 @@ func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st
 		return
 	}
 	now := time.Now().Unix()
-	e := &endpoint{
-		ID: newID("we_"), StoreID: st.ID, URL: *c.url, Events: c.events, Enabled: true,
-		CreatedAt: now, UpdatedAt: now, Secret: newSecret(),
-	}
-	if c.description != nil {
-		e.Description = *c.description
-	}
-	if c.enabled != nil {
-		e.Enabled = *c.enabled
-	}
+	e := &endpoint{ID: newID("we_"), StoreID: st.ID, Enabled: true, CreatedAt: now, Secret: newSecret()}
+	c.apply(e, now)
 	hk.endpoints[e.ID] = e
 	hk.byStore[st.ID] = append(hk.byStore[st.ID], e)
 	hk.dirty = true
@@ -427,19 +436,7 @@ func (s *server) handlePatchEndpoint(w http.ResponseWriter, r *http.Request, e *
 		writeError(w, validationError(fields))
 		return
 	}
-	if c.url != nil {
-		e.URL = *c.url
-	}
-	if c.description != nil {
-		e.Description = *c.description
-	}
-	if c.events != nil {
-		e.Events = c.events
-	}
-	if c.enabled != nil {
-		e.Enabled = *c.enabled
-	}
-	e.UpdatedAt = time.Now().Unix()
+	c.apply(e, time.Now().Unix())
 	s.hooks.dirty = true
 	writeJSON(w, http.StatusOK, map[string]any{"data": e.view()})
 }
