@@ -158,8 +158,19 @@ func serveEdge(rec *recorder, req *wire.Request) {
 	edge.handler.ServeHTTP(rec, r)
 }
 
+// persistFault, when set, runs before each persistEdge writes anything;
+// an error it returns is persistEdge's, as if the write had failed, and
+// nothing is written. Only the edgefault build (faults_edgefault.go) sets
+// it, to test what a failed write does; in wasm/service.wasm it is nil.
+var persistFault func() error
+
 // persistEdge writes what changed since the last call to data_dir.
 func persistEdge() error {
+	if persistFault != nil {
+		if err := persistFault(); err != nil {
+			return err
+		}
+	}
 	a := edge.app
 	return errors.Join(a.store.WritePending(), a.srv.hooks.save(a.srv.cfg.DataDir))
 }
