@@ -1303,6 +1303,29 @@ func contractCases() []contractCase {
 			ctFault(t, s, "/__fault/spin")
 			assert.Less(t, time.Since(start), ctCallTimeout+10*time.Second, "bounded by -call-timeout %v", ctCallTimeout)
 		}},
+		// API.md §3 503 "unable to persist": an instance that cannot write
+		// a change exits instead of answering; the host answers 503 and
+		// starts a fresh instance from data_dir, so what was not
+		// acknowledged is not kept and what was is.
+		{name: "fault/a change that cannot be written answers 503 and is not kept", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
+			acked := s.mustRegister(t)
+			ctStatus(t, s.do(t, http.MethodPost, "/__fault/persist", nil), http.StatusNoContent)
+
+			lost := newCTCode(ctStoreA, ctKeyA)
+			r := s.register(t, lost)
+			ctError(t, r, http.StatusServiceUnavailable, "unavailable")
+			retry, err := strconv.Atoi(r.header.Get("Retry-After"))
+			require.NoError(t, err, "Retry-After %q is in seconds", r.header.Get("Retry-After"))
+			assert.Positive(t, retry)
+
+			ctStatus(t, s.do(t, http.MethodGet, "/healthz", nil), http.StatusOK)
+			ctToken(t, s.redeem(t, ctStoreA, acked))
+			// Not acknowledged, so not kept: the client's retry registers
+			// it afresh (a kept code would be 409 auth_code_conflict), and
+			// it redeems.
+			ctStatus(t, s.register(t, lost), http.StatusOK)
+			ctToken(t, s.redeem(t, ctStoreA, lost))
+		}},
 	}
 }
 
