@@ -236,23 +236,31 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 	if e == nil {
 		return
 	}
-	e.inflight--
-	if len(e.waiting) > 0 {
-		next := e.waiting[0]
-		e.waiting = e.waiting[1:]
-		e.inflight++
-		hk.ready = append(hk.ready, next)
-		if hk.d != nil {
-			hk.d.cond.Signal()
-		} else {
-			hk.pokeLocked() // the edge host takes ready jobs when it ticks
-		}
-	}
+	hk.releaseLocked(e)
 	if errors.Is(r.Err, context.Canceled) {
 		d.NextAt = time.Now().UnixNano()
 		return
 	}
 	hk.recordLocked(e, d, j.a.complete(r), r.RetryAfter)
+}
+
+// releaseLocked frees one of e's places for attempts under way: the next
+// delivery waiting on e, if any, takes it and becomes ready. hk.mu must
+// be held.
+func (hk *hooks) releaseLocked(e *endpoint) {
+	e.inflight--
+	if len(e.waiting) == 0 {
+		return
+	}
+	next := e.waiting[0]
+	e.waiting = e.waiting[1:]
+	e.inflight++
+	hk.ready = append(hk.ready, next)
+	if hk.d != nil {
+		hk.d.cond.Signal()
+	} else {
+		hk.pokeLocked() // the edge host takes ready jobs when it ticks
+	}
 }
 
 // complete fills in a from the outcome of its request.
