@@ -169,8 +169,9 @@ func (hk *hooks) worker() {
 
 // advanceLocked moves the deliveries due at now from the timer heap to the
 // ready list, or parks them on their endpoint when it is at its in-flight
-// limit. It returns when the next delivery falls due, in unix
-// nanoseconds, or 0 when none is scheduled. hk.mu must be held.
+// limit; those their endpoint refuses (refusesRetry) are failed. It
+// returns when the next delivery falls due, in unix nanoseconds, or 0
+// when none is scheduled. hk.mu must be held.
 func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 	n := now.UnixNano()
 	for len(hk.sched) > 0 && hk.sched[0].NextAt <= n {
@@ -178,11 +179,7 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 		e := hk.endpoints[d.EndpointID]
 		switch {
 		case e == nil:
-		case !e.Enabled && len(d.Attempts) > 0:
-			// Disabled since the last attempt: only enabled endpoints
-			// receive (API.md §5.1), so the retries end here. First
-			// attempts still go: the test call and a manual retry name
-			// the endpoint explicitly.
+		case e.refusesRetry(d):
 			e.finishedLocked(d, statusFailed)
 			hk.dirty = true
 		case e.inflight >= perEndpointInFlight:
@@ -198,6 +195,19 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 	return 0
 }
 
+// refusesRetry reports whether e takes no further attempt of its delivery
+// d. Only enabled endpoints receive (API.md §5.1), so once e is disabled
+// the retries of a delivery attempted before end: the delivery is failed
+// (it stays in the log, and a manual retry sends its event again). A
+// first attempt still goes: the test call and a manual retry name the
+// endpoint explicitly. Both places that hand out an attempt ask, under
+// hk.mu, at the moment they would: advanceLocked when a delivery falls
+// due, and takeLocked when a worker (or the edge host) takes it, since a
+// delivery can queue on its endpoint for as long as the attempts under
+// way there last. So no retry starts after the PATCH that disabled e was
+// answered; one already under way then is not cut short.
+func (e *endpoint) refusesRetry(d *delivery) bool { return !e.Enabled && len(d.Attempts) > 0 }
+
 // job is one attempt of a delivery, signed and ready to send.
 type job struct {
 	d      *delivery
@@ -207,8 +217,10 @@ type job struct {
 }
 
 // takeLocked removes the first ready delivery and signs its attempt at
-// now. It returns nil when none is ready. The caller owes a finishLocked
-// for every job. hk.mu must be held.
+// now. A delivery whose endpoint refuses it now (refusesRetry: disabled
+// while it was queued) is failed instead, and its place on the endpoint
+// goes to the next one waiting. It returns nil when none is ready. The
+// caller owes a finishLocked for every job. hk.mu must be held.
 func (hk *hooks) takeLocked(now time.Time) *job {
 	for len(hk.ready) > 0 {
 		d := hk.ready[0]
@@ -216,6 +228,12 @@ func (hk *hooks) takeLocked(now time.Time) *job {
 		hk.ready = hk.ready[1:]
 		e := hk.endpoints[d.EndpointID]
 		if e == nil { // deleted while queued
+			continue
+		}
+		if e.refusesRetry(d) {
+			e.finishedLocked(d, statusFailed)
+			hk.dirty = true
+			hk.releaseLocked(e)
 			continue
 		}
 		cur, old := e.secrets(now)
@@ -236,23 +254,31 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 	if e == nil {
 		return
 	}
-	e.inflight--
-	if len(e.waiting) > 0 {
-		next := e.waiting[0]
-		e.waiting = e.waiting[1:]
-		e.inflight++
-		hk.ready = append(hk.ready, next)
-		if hk.d != nil {
-			hk.d.cond.Signal()
-		} else {
-			hk.pokeLocked() // the edge host takes ready jobs when it ticks
-		}
-	}
+	hk.releaseLocked(e)
 	if errors.Is(r.Err, context.Canceled) {
 		d.NextAt = time.Now().UnixNano()
 		return
 	}
 	hk.recordLocked(e, d, j.a.complete(r), r.RetryAfter)
+}
+
+// releaseLocked frees one of e's places for attempts under way: the next
+// delivery waiting on e, if any, takes it and becomes ready. hk.mu must
+// be held.
+func (hk *hooks) releaseLocked(e *endpoint) {
+	e.inflight--
+	if len(e.waiting) == 0 {
+		return
+	}
+	next := e.waiting[0]
+	e.waiting = e.waiting[1:]
+	e.inflight++
+	hk.ready = append(hk.ready, next)
+	if hk.d != nil {
+		hk.d.cond.Signal()
+	} else {
+		hk.pokeLocked() // the edge host takes ready jobs when it ticks
+	}
 }
 
 // complete fills in a from the outcome of its request.

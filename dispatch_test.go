@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -263,6 +264,74 @@ func TestNoRetryAfterDisabling(t *testing.T) {
 	r = w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test", key: whKeyA})
 	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.raw)
 	assert.Equal(t, r.data()["id"], rc.next(t, whWait).header.Get("Webhook-Id"))
+}
+
+// TestNoRetryOfQueuedDeliveryAfterDisabling: a retry that fell due while
+// its endpoint was at its in-flight limit, and so waits on the endpoint
+// rather than in the timer heap, is not sent either once the endpoint is
+// disabled: it is failed when a worker would take it, and no request
+// reaches the endpoint after the PATCH was answered.
+func TestNoRetryOfQueuedDeliveryAfterDisabling(t *testing.T) {
+	conf := whFast()
+	conf.Timeout = "10s" // the blocked attempts end only when released
+	w := whStart(t, conf)
+	releaseFirst, release := make(chan struct{}), make(chan struct{})
+	// Request 1 is the first attempt of the delivery that will retry: it
+	// fails once released. Requests 2 to 5 fill the endpoint's places
+	// until released. Any later one succeeds.
+	rc := whNewReceiver(t, false, func(h whHit, w http.ResponseWriter, r *http.Request) {
+		switch {
+		case h.n == 1:
+			whBlock(releaseFirst)(h, w, r)
+			w.WriteHeader(http.StatusInternalServerError)
+		case h.n <= 1+perEndpointInFlight:
+			whBlock(release)(h, w, r)
+		}
+	})
+	// Released by the test, or at cleanup if it stops early (before the
+	// receiver closes, which waits for its requests).
+	unblockFirst, unblock := sync.OnceFunc(func() { close(releaseFirst) }), sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock)
+	t.Cleanup(unblockFirst)
+	ep, _ := w.whEndpoint(t, rc.URL)
+
+	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o0", "pending"), "")
+	dlv := w.whDeliveryOf(t, ep, evt)
+	require.Equal(t, evt, rc.next(t, whWait).header.Get("Webhook-Id"))
+	var blockers []string
+	for i := range perEndpointInFlight {
+		e := w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i+1), "pending"), "")
+		blockers = append(blockers, w.whDeliveryOf(t, ep, e))
+	}
+	for range perEndpointInFlight - 1 {
+		rc.next(t, whWait)
+	}
+	// The failed first attempt frees a place for the last blocker, so its
+	// retry falls due with the endpoint at its limit and waits on it.
+	unblockFirst()
+	rc.next(t, whWait)
+	w.whAwaitWaiting(t, ep, dlv)
+
+	r := w.do(t, whReq{method: "PATCH", path: whEndpointPath(whStoreA, ep), key: whKeyA, body: map[string]any{"enabled": false}})
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
+	sent := rc.count.Load()
+	require.EqualValues(t, 1+perEndpointInFlight, sent)
+	unblock()
+
+	d := w.whAwait(t, ep, dlv, func(d map[string]any) bool { return d["status"] != statusPending })
+	assert.Equal(t, statusFailed, d["status"], "the retry ended when the endpoint was disabled")
+	assert.Len(t, whAttempts(t, d), 1, "no attempt after disabling")
+	for _, b := range blockers {
+		w.whAwaitStatus(t, ep, b, statusSucceeded) // the attempts under way at the PATCH end normally
+	}
+	assert.Equal(t, sent, rc.count.Load(), "no request reached the endpoint after the PATCH")
+	assert.Zero(t, w.app.srv.hooks.queueDepth(), "the failed retry gave its place back")
+
+	// Nothing is lost: a manual retry names the endpoint and still goes.
+	r = w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + dlv + "/retry", key: whKeyA})
+	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.raw)
+	assert.Equal(t, evt, rc.next(t, whWait).header.Get("Webhook-Id"))
+	w.whAwaitStatus(t, ep, r.data()["id"].(string), statusSucceeded)
 }
 
 func TestDeliveryLogSize(t *testing.T) {

@@ -198,3 +198,41 @@ func TestTickSpacesSaves(t *testing.T) {
 	require.NoError(t, hk.save(dir))
 	require.FileExists(t, path, "save itself (app.Close) never waits")
 }
+
+// TestTakeRefusesRetryOfDisabledEndpoint: when a worker takes deliveries
+// from the ready list of an endpoint disabled since they got there, the
+// retry is failed, without an attempt, and gives its place on the endpoint
+// back; the first attempt still goes (refusesRetry). The failure is saved.
+func TestTakeRefusesRetryOfDisabledEndpoint(t *testing.T) {
+	hk, eps := whHooks(t, whFast(), 1)
+	e := eps[0]
+	hk.mu.Lock()
+	retry := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
+	whAttemptDue(hk, 500) // one attempt; the retry is due 20ms later
+	first := hk.enqueueLocked(e, hk.newEventLocked(eventTest, []byte(`{}`)))
+	hk.advanceLocked(time.Now().Add(time.Second))
+	require.Len(t, hk.ready, 2, "both are due and under the endpoint's limit")
+	require.Equal(t, 2, e.inflight)
+	e.Enabled = false
+	hk.dirty = false
+
+	j := hk.takeLocked(time.Now())
+	require.NotNil(t, j)
+	assert.Same(t, first, j.d, "the first attempt goes")
+	assert.Nil(t, hk.takeLocked(time.Now()), "nothing else is ready")
+	assert.Equal(t, statusFailed, retry.Status)
+	assert.Len(t, retry.Attempts, 1, "no attempt was made")
+	assert.Equal(t, 1, e.inflight, "only the first attempt holds a place")
+	assert.True(t, hk.dirty)
+	hk.finishLocked(j, egress.Result{Status: 200})
+	whCheckRefs(t, hk)
+	hk.mu.Unlock()
+
+	require.NoError(t, hk.save(hk.cfg.DataDir))
+	hk2 := newHooks(hk.cfg)
+	require.NoError(t, hk2.load(hk.cfg.DataDir))
+	hk2.mu.Lock()
+	defer hk2.mu.Unlock()
+	assert.Equal(t, statusFailed, hk2.deliv[retry.ID].Status)
+	assert.Empty(t, hk2.sched, "nothing is scheduled again after a restart")
+}

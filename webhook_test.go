@@ -320,6 +320,21 @@ func (w *whApp) whAwaitStatus(t *testing.T, ep, dlv, status string) map[string]a
 	return w.whAwait(t, ep, dlv, func(d map[string]any) bool { return d["status"] == status })
 }
 
+// whAwaitWaiting waits until store A's endpoint ep's delivery dlv is due
+// but waits on the endpoint, which is at its in-flight limit. Nothing in
+// the API tells that apart from waiting in the timer heap, so it looks at
+// the dispatcher's queues.
+func (w *whApp) whAwaitWaiting(t *testing.T, ep, dlv string) {
+	t.Helper()
+	hk := w.app.srv.hooks
+	require.Eventually(t, func() bool {
+		hk.mu.Lock()
+		defer hk.mu.Unlock()
+		e := hk.endpoints[ep]
+		return e != nil && slices.ContainsFunc(e.waiting, func(d *delivery) bool { return d.ID == dlv })
+	}, whWait, time.Millisecond, "delivery %s never waited on endpoint %s", dlv, ep)
+}
+
 // whAttempts returns the attempts of a delivery detail.
 func whAttempts(t *testing.T, d map[string]any) []map[string]any {
 	t.Helper()
