@@ -60,3 +60,37 @@ func TestLineHandlerLevel(t *testing.T) {
 		t.Errorf("Enabled: want debug off, error on")
 	}
 }
+
+// TestRequestLineMatchesRecord checks that the direct request line is byte
+// for byte the line lineHandler writes for the record server.logRequest
+// builds for any other handler.
+func TestRequestLineMatchesRecord(t *testing.T) {
+	at := time.Date(2026, 11, 21, 14, 4, 0, 584308393, time.UTC)
+	tests := []struct {
+		method, path, route string
+		status              int
+		n                   int64
+		d                   time.Duration
+	}{
+		{"POST", "/stores/7c9e6679-7425-40de-944b-e07fc1f90ae7/auth/auth-code", "POST /stores/{store_id}/auth/auth-code", 200, 25, 52478},
+		{"GET", "/a\"b\\c/\u2028/é/\xff/<x>&", "unmatched", 404, 0, 0},
+		{"PATCH", "/", "unmatched", 405, -1, -time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			var direct, viaRecord bytes.Buffer
+			if err := newLineHandler(&direct, slog.LevelInfo).request(at, tt.method, tt.path, tt.route, tt.status, tt.n, tt.d); err != nil {
+				t.Fatal(err)
+			}
+			r := slog.NewRecord(at, slog.LevelInfo, "request", 0)
+			r.AddAttrs(slog.String("method", tt.method), slog.String("path", tt.path), slog.String("route", tt.route),
+				slog.Int("status", tt.status), slog.Int64("bytes", tt.n), slog.Duration("duration", tt.d))
+			if err := newLineHandler(&viaRecord, slog.LevelInfo).Handle(t.Context(), r); err != nil {
+				t.Fatal(err)
+			}
+			if direct.String() != viaRecord.String() {
+				t.Errorf("request(%q) =\n%s\nwant (via a record)\n%s", tt.path, direct.String(), viaRecord.String())
+			}
+		})
+	}
+}

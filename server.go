@@ -91,22 +91,34 @@ func (s *server) handler() http.Handler {
 			route = "unmatched"
 		}
 		s.metrics.observe(route, rw.code(), d)
-		// The path alone: query strings carry codes and states. The record
-		// is built here rather than by Logger.LogAttrs, which would look up
-		// the caller's PC for a source nobody logs.
-		if h := s.log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
-			rec := slog.NewRecord(start.Add(d), slog.LevelInfo, "request", 0)
-			rec.AddAttrs(
-				slog.String("method", r.Method),
-				slog.String("path", r.URL.Path),
-				slog.String("route", route),
-				slog.Int("status", rw.code()),
-				slog.Int64("bytes", rw.n),
-				slog.Duration("duration", d),
-			)
-			h.Handle(r.Context(), rec)
-		}
+		// The path alone: query strings carry codes and states.
+		s.logRequest(r, route, rw.code(), rw.n, start.Add(d), d)
 	})
+}
+
+// logRequest writes the request's log line: lineHandler formats it
+// directly; any other handler gets the same line as a slog record, built
+// here rather than by Logger.LogAttrs, which would look up the caller's PC
+// for a source nobody logs.
+func (s *server) logRequest(r *http.Request, route string, status int, n int64, end time.Time, d time.Duration) {
+	h := s.log.Handler()
+	if !h.Enabled(r.Context(), slog.LevelInfo) {
+		return
+	}
+	if lh, ok := h.(*lineHandler); ok {
+		lh.request(end, r.Method, r.URL.Path, route, status, n, d)
+		return
+	}
+	rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
+	rec.AddAttrs(
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.String("route", route),
+		slog.Int("status", status),
+		slog.Int64("bytes", n),
+		slog.Duration("duration", d),
+	)
+	h.Handle(r.Context(), rec)
 }
 
 // notFound answers requests no route matched: 405 with Allow when the path
