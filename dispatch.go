@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -196,16 +197,10 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 }
 
 // refusesRetry reports whether e takes no further attempt of its delivery
-// d. Only enabled endpoints receive (API.md §5.1), so once e is disabled
-// the retries of a delivery attempted before end: the delivery is failed
-// (it stays in the log, and a manual retry sends its event again). A
-// first attempt still goes: the test call and a manual retry name the
-// endpoint explicitly. Both places that hand out an attempt ask, under
-// hk.mu, at the moment they would: advanceLocked when a delivery falls
-// due, and takeLocked when a worker (or the edge host) takes it, since a
-// delivery can queue on its endpoint for as long as the attempts under
-// way there last. So no retry starts after the PATCH that disabled e was
-// answered; one already under way then is not cut short.
+// d: e is disabled and d was attempted before. Disabling an endpoint fails
+// its queued deliveries at once (disableLocked), and an attempt that fails
+// on a disabled endpoint is not retried (recordLocked), so this catches
+// only retries of a disabled endpoint restored from an older state file.
 func (e *endpoint) refusesRetry(d *delivery) bool { return !e.Enabled && len(d.Attempts) > 0 }
 
 // job is one attempt of a delivery, signed and ready to send.
@@ -217,10 +212,8 @@ type job struct {
 }
 
 // takeLocked removes the first ready delivery and signs its attempt at
-// now. A delivery whose endpoint refuses it now (refusesRetry: disabled
-// while it was queued) is failed instead, and its place on the endpoint
-// goes to the next one waiting. It returns nil when none is ready. The
-// caller owes a finishLocked for every job. hk.mu must be held.
+// now. It returns nil when none is ready. The caller owes a finishLocked
+// for every job. hk.mu must be held.
 func (hk *hooks) takeLocked(now time.Time) *job {
 	for len(hk.ready) > 0 {
 		d := hk.ready[0]
@@ -228,12 +221,6 @@ func (hk *hooks) takeLocked(now time.Time) *job {
 		hk.ready = hk.ready[1:]
 		e := hk.endpoints[d.EndpointID]
 		if e == nil { // deleted while queued
-			continue
-		}
-		if e.refusesRetry(d) {
-			e.finishedLocked(d, statusFailed)
-			hk.dirty = true
-			hk.releaseLocked(e)
 			continue
 		}
 		cur, old := e.secrets(now)
@@ -260,6 +247,38 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 		return
 	}
 	hk.recordLocked(e, d, j.a.complete(r), r.RetryAfter)
+}
+
+// disableLocked ends what e, just disabled, still had queued: only enabled
+// endpoints receive deliveries (API.md §5), so every delivery of e that is
+// not under way (scheduled, waiting on e, or ready for a worker) is failed
+// at once, without an attempt. It stays in the log, and a manual retry
+// sends its event again. Attempts under way finish and are recorded, and
+// take no retry (recordLocked). Run in the step that disables e, so no
+// request starts for e after that answer. hk.mu must be held.
+func (hk *hooks) disableLocked(e *endpoint) {
+	fail := func(d *delivery) {
+		e.finishedLocked(d, statusFailed)
+		hk.dirty = true
+	}
+	for _, d := range e.log {
+		if d.index >= 0 {
+			hk.sched.remove(d)
+			fail(d)
+		}
+	}
+	for _, d := range e.waiting {
+		fail(d)
+	}
+	e.waiting = nil
+	hk.ready = slices.DeleteFunc(hk.ready, func(d *delivery) bool {
+		if d.EndpointID != e.ID {
+			return false
+		}
+		fail(d)
+		e.inflight-- // a ready delivery holds one of e's places
+		return true
+	})
 }
 
 // releaseLocked frees one of e's places for attempts under way: the next
@@ -317,7 +336,7 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt, retryAfter ti
 	case a.Status == http.StatusOK:
 		e.finishedLocked(d, statusSucceeded)
 		hk.outcomes.succeeded.Add(1)
-	case n > len(sched):
+	case n > len(sched), !e.Enabled: // a disabled endpoint takes no retry
 		e.finishedLocked(d, statusFailed)
 		hk.outcomes.failed.Add(1)
 	default:

@@ -266,12 +266,11 @@ func TestNoRetryAfterDisabling(t *testing.T) {
 	assert.Equal(t, r.data()["id"], rc.next(t, whWait).header.Get("Webhook-Id"))
 }
 
-// TestNoRetryOfQueuedDeliveryAfterDisabling: a retry that fell due while
-// its endpoint was at its in-flight limit, and so waits on the endpoint
-// rather than in the timer heap, is not sent either once the endpoint is
-// disabled: it is failed when a worker would take it, and no request
-// reaches the endpoint after the PATCH was answered.
-func TestNoRetryOfQueuedDeliveryAfterDisabling(t *testing.T) {
+// TestNoAttemptOfQueuedDeliveriesAfterDisabling: deliveries waiting on
+// their endpoint (at its in-flight limit) when it is disabled, a retry and
+// a first attempt alike, are failed by the PATCH, and no request reaches
+// the endpoint after it was answered; attempts under way finish.
+func TestNoAttemptOfQueuedDeliveriesAfterDisabling(t *testing.T) {
 	conf := whFast()
 	conf.Timeout = "10s" // the blocked attempts end only when released
 	w := whStart(t, conf)
@@ -311,6 +310,10 @@ func TestNoRetryOfQueuedDeliveryAfterDisabling(t *testing.T) {
 	unblockFirst()
 	rc.next(t, whWait)
 	w.whAwaitWaiting(t, ep, dlv)
+	// A delivery published now waits on the endpoint for its first attempt.
+	evtFirst := w.whPublish(t, whStoreA, whKeyA, whOrder("o-first", "pending"), "")
+	dlvFirst := w.whDeliveryOf(t, ep, evtFirst)
+	w.whAwaitWaiting(t, ep, dlvFirst)
 
 	r := w.do(t, whReq{method: "PATCH", path: whEndpointPath(whStoreA, ep), key: whKeyA, body: map[string]any{"enabled": false}})
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
@@ -321,6 +324,8 @@ func TestNoRetryOfQueuedDeliveryAfterDisabling(t *testing.T) {
 	d := w.whAwait(t, ep, dlv, func(d map[string]any) bool { return d["status"] != statusPending })
 	assert.Equal(t, statusFailed, d["status"], "the retry ended when the endpoint was disabled")
 	assert.Len(t, whAttempts(t, d), 1, "no attempt after disabling")
+	d = w.whAwaitStatus(t, ep, dlvFirst, statusFailed)
+	assert.Empty(t, whAttempts(t, d), "a first attempt still queued is not made either")
 	for _, b := range blockers {
 		w.whAwaitStatus(t, ep, b, statusSucceeded) // the attempts under way at the PATCH end normally
 	}

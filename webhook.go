@@ -436,7 +436,11 @@ func (s *server) handlePatchEndpoint(w http.ResponseWriter, r *http.Request, e *
 		writeError(w, validationError(fields))
 		return
 	}
+	wasEnabled := e.Enabled
 	c.apply(e, time.Now().Unix())
+	if wasEnabled && !e.Enabled {
+		s.hooks.disableLocked(e)
+	}
 	s.hooks.dirty = true
 	writeJSON(w, http.StatusOK, map[string]any{"data": e.view()})
 }

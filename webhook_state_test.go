@@ -1,6 +1,7 @@
 package main
 
 import (
+	"container/heap"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -199,32 +200,50 @@ func TestTickSpacesSaves(t *testing.T) {
 	require.FileExists(t, path, "save itself (app.Close) never waits")
 }
 
-// TestTakeRefusesRetryOfDisabledEndpoint: when a worker takes deliveries
-// from the ready list of an endpoint disabled since they got there, the
-// retry is failed, without an attempt, and gives its place on the endpoint
-// back; the first attempt still goes (refusesRetry). The failure is saved.
-func TestTakeRefusesRetryOfDisabledEndpoint(t *testing.T) {
+// TestDisableFailsQueuedDeliveries checks that disabling an endpoint fails
+// every delivery it had queued, first attempts and retries alike, wherever
+// each waited (ready, waiting on the endpoint, scheduled), and gives their
+// places back; that a test call made while it is disabled goes once,
+// without a retry; and that all of it survives a save and a reload.
+func TestDisableFailsQueuedDeliveries(t *testing.T) {
 	hk, eps := whHooks(t, whFast(), 1)
 	e := eps[0]
 	hk.mu.Lock()
 	retry := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
-	whAttemptDue(hk, 500) // one attempt; the retry is due 20ms later
-	first := hk.enqueueLocked(e, hk.newEventLocked(eventTest, []byte(`{}`)))
-	hk.advanceLocked(time.Now().Add(time.Second))
-	require.Len(t, hk.ready, 2, "both are due and under the endpoint's limit")
-	require.Equal(t, 2, e.inflight)
-	e.Enabled = false
+	whAttemptDue(hk, 500) // one failed attempt; the retry is scheduled
+	retry.NextAt = time.Now().Add(time.Hour).UnixNano()
+	heap.Fix(&hk.sched, retry.index) // and stays scheduled while the test runs
+	var queued []*delivery
+	for range perEndpointInFlight + 1 { // fill e's places, and one more waits
+		queued = append(queued, hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`))))
+	}
+	hk.advanceLocked(time.Now())
+	require.Len(t, hk.ready, perEndpointInFlight)
+	require.Len(t, e.waiting, 1)
+	require.Len(t, hk.sched, 1)
 	hk.dirty = false
 
-	j := hk.takeLocked(time.Now())
-	require.NotNil(t, j)
-	assert.Same(t, first, j.d, "the first attempt goes")
-	assert.Nil(t, hk.takeLocked(time.Now()), "nothing else is ready")
-	assert.Equal(t, statusFailed, retry.Status)
-	assert.Len(t, retry.Attempts, 1, "no attempt was made")
-	assert.Equal(t, 1, e.inflight, "only the first attempt holds a place")
+	e.Enabled = false
+	hk.disableLocked(e)
+	for i, d := range append(queued, retry) {
+		assert.Equal(t, statusFailed, d.Status, "delivery %d", i)
+	}
+	assert.Empty(t, queued[0].Attempts, "failed without an attempt")
+	assert.Len(t, retry.Attempts, 1)
+	assert.Empty(t, hk.ready)
+	assert.Empty(t, e.waiting)
+	assert.Empty(t, hk.sched)
+	assert.Zero(t, e.inflight, "every place is given back")
 	assert.True(t, hk.dirty)
-	hk.finishLocked(j, egress.Result{Status: 200})
+
+	test := hk.enqueueLocked(e, hk.newEventLocked(eventTest, []byte(`{}`)))
+	hk.advanceLocked(time.Now())
+	j := hk.takeLocked(time.Now())
+	require.NotNil(t, j, "an explicit test call still goes")
+	assert.Same(t, test, j.d)
+	hk.finishLocked(j, egress.Result{Status: 500})
+	assert.Equal(t, statusFailed, test.Status, "and is not retried")
+	assert.Empty(t, hk.sched)
 	whCheckRefs(t, hk)
 	hk.mu.Unlock()
 
@@ -233,6 +252,8 @@ func TestTakeRefusesRetryOfDisabledEndpoint(t *testing.T) {
 	require.NoError(t, hk2.load(hk.cfg.DataDir))
 	hk2.mu.Lock()
 	defer hk2.mu.Unlock()
-	assert.Equal(t, statusFailed, hk2.deliv[retry.ID].Status)
+	for _, d := range append(queued, retry, test) {
+		assert.Equal(t, statusFailed, hk2.deliv[d.ID].Status)
+	}
 	assert.Empty(t, hk2.sched, "nothing is scheduled again after a restart")
 }
