@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -279,6 +280,7 @@ func (s *memStore) Sweep(now time.Time) {
 	n := now.UnixNano()
 	for i := range s.shards {
 		sh := &s.shards[i]
+		runtime.Gosched() // as in flush: let waiting requests run between shards
 		sh.mu.Lock()
 		for k, e := range sh.m {
 			if e.exp <= n {
@@ -322,6 +324,16 @@ func (s *memStore) Compact() error { return s.flush(true, true) }
 // 1.25 times on average, and a restore reads at most five times the state.
 func compactDue(logSize, snapSize int64) bool { return logSize > 1<<20 && logSize > 4*snapSize }
 
+// compactionsPerFlush bounds the compactions that fall due which one Flush
+// makes; the others wait for the next ones, their logs growing a little
+// meanwhile. Under an even load every shard's log passes the threshold in
+// the same second, and writing all 64 snapshots in one tick stalled
+// requests for tens of milliseconds: with the server on one core, p99
+// 15-19 ms before the bound, 13 ms with it (and 8 ms once flush also
+// yields between shards). Shards that must be written whole (fresh) and
+// Compact are not bounded.
+const compactionsPerFlush = 2
+
 func (s *memStore) flush(compactAll, sync bool) error {
 	if s.dir == "" {
 		return nil
@@ -330,13 +342,22 @@ func (s *memStore) flush(compactAll, sync bool) error {
 	defer s.flushMu.Unlock()
 	var errs []error
 	mask := s.pendingMask.Swap(0)
+	budget := compactionsPerFlush
 	for i := range s.shards {
 		// WritePending visits only the shards with changes; Flush visits
 		// all, for their syncs and compactions.
 		if !compactAll && !sync && mask&(1<<i) == 0 {
 			continue
 		}
-		if err := s.flushShardLocked(i, compactAll, sync); err != nil {
+		// A Flush can take tens of milliseconds of system time: between
+		// shards, let waiting requests run. Where the service has one core,
+		// this took the p99 from 13-14 ms to 8 ms (README, Figures).
+		runtime.Gosched()
+		compacted, err := s.flushShardLocked(i, compactAll, sync, budget > 0)
+		if compacted {
+			budget--
+		}
+		if err != nil {
 			errs = append(errs, err)
 			s.pendingMask.Or(1 << i) // its changes are still pending
 		}
@@ -362,13 +383,16 @@ func (s *memStore) flush(compactAll, sync bool) error {
 	return err
 }
 
-// flushShardLocked writes shard i's pending changes. s.flushMu must be held.
-func (s *memStore) flushShardLocked(i int, compactAll, sync bool) error {
+// flushShardLocked writes shard i's pending changes, folding its log into
+// a new snapshot when it must (fresh, compactAll) or, if mayCompact, when
+// that is due. It reports whether it wrote a snapshot. s.flushMu must be
+// held.
+func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool) (compacted bool, err error) {
 	sh := &s.shards[i]
 	snapPath, logPath := s.snapPaths[i], s.logPaths[i]
 	sh.mu.Lock()
 	grown := sh.logSize + int64(len(sh.pending))
-	if sh.fresh || compactAll && grown > logHeaderSize || compactDue(grown, sh.snapSize) {
+	if sh.fresh || compactAll && grown > logHeaderSize || mayCompact && compactDue(grown, sh.snapSize) {
 		recs := make([]snapRecord, 0, len(sh.m))
 		for k, e := range sh.m {
 			recs = append(recs, snapRecord{k, e.exp, e.val}) // values are never mutated, so sharing them is safe
@@ -380,7 +404,7 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync bool) error {
 
 		snap := encodeSnapshot(epoch, recs)
 		s.closeLogLocked(i) // the log file is about to be replaced
-		err := writeFileAtomic(snapPath, snap)
+		err = writeFileAtomic(snapPath, snap)
 		if err == nil {
 			err = writeFileAtomic(logPath, appendLogHeader(nil, epoch))
 		}
@@ -390,14 +414,14 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync bool) error {
 			// Whatever stands on disk, the next Flush writes the shard whole.
 			sh.pending = append(pending, sh.pending...)
 			sh.fresh = true
-			return err
+			return true, err
 		}
 		sh.epoch, sh.snapSize, sh.logSize, sh.fresh, sh.unsynced = epoch, int64(len(snap)), logHeaderSize, false, false
-		return nil
+		return true, nil
 	}
 	if len(sh.pending) == 0 && !(sync && sh.unsynced) {
 		sh.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	// Changes made while data is written go to the spare buffer; the two
 	// swap each time, so neither regrows from nothing every second.
@@ -405,7 +429,7 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync bool) error {
 	sh.pending, sh.spare = sh.spare[:0], nil
 	sh.mu.Unlock()
 
-	err := s.appendLogLocked(i, data, sync)
+	err = s.appendLogLocked(i, data, sync)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if err == nil {
@@ -416,11 +440,11 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync bool) error {
 		// writes the shard whole rather than append after a torn record.
 		sh.pending = append(data, sh.pending...)
 		sh.fresh = true
-		return err
+		return false, err
 	}
 	sh.logSize += int64(len(data))
 	sh.unsynced = !sync
-	return nil
+	return false, nil
 }
 
 // appendLogLocked appends data to shard i's log, and syncs it when sync is

@@ -453,6 +453,45 @@ func TestMemStoreCompacts(t *testing.T) {
 	assert.Equal(t, "19", string(got[:2]))
 }
 
+// TestMemStoreCompactionsAreSpread checks that one Flush makes at most
+// compactionsPerFlush of the compactions that fall due, the next Flush the
+// rest, and that nothing is lost either way.
+func TestMemStoreCompactionsAreSpread(t *testing.T) {
+	dir := t.TempDir()
+	s := newTestStore(t, dir, 1000)
+	val := bytes.Repeat([]byte("v"), 64<<10)
+	due := compactionsPerFlush + 1
+	for sh := range due {
+		k := keyInShard("big", sh)
+		require.NoError(t, s.Insert(k, val, future()))
+		for i := range 20 { // 20 swaps of 64 KiB: the log passes 1 MiB
+			_, ok := s.Swap(k, append([]byte(fmt.Sprint(i)), val...))
+			require.True(t, ok)
+		}
+	}
+	compacted := func() (n int) {
+		for sh := range due {
+			fi, err := os.Stat(filepath.Join(dir, fmt.Sprintf("store-%02x.log", sh)))
+			require.NoError(t, err)
+			if fi.Size() == logHeaderSize {
+				n++
+			}
+		}
+		return n
+	}
+	require.NoError(t, s.Flush())
+	assert.Equal(t, compactionsPerFlush, compacted(), "compacted by the first Flush")
+	require.NoError(t, s.Flush())
+	assert.Equal(t, due, compacted(), "compacted after the second")
+
+	r := newTestStore(t, dir, 1000)
+	for sh := range due {
+		got, ok := r.Get(keyInShard("big", sh))
+		require.True(t, ok)
+		assert.Equal(t, "19", string(got[:2]))
+	}
+}
+
 // TestMemStoreLogRecovery covers what a crash can leave: a log cut off in
 // its last record (dropped), a log from before a compaction (ignored), and
 // a log damaged in the middle (an error naming it).

@@ -22,6 +22,9 @@
 #   KEEP         directory for binaries and wrk logs (a temporary one, removed)
 #   MODE         yardstick (default) or edge
 #   EDGE_FLAGS   extra flags of the edge host (MODE=edge), e.g. -call-timeout 0
+#   PIN          1: both servers on CPU 0 and wrk (one thread) on CPU 1, so
+#                the load generator never takes the servers' core; latency
+#                then shows the servers' own tail, not the scheduler's
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +34,11 @@ THREADS=${THREADS:-2}
 PORT=${PORT:-18080}
 YARD_PORT=${YARD_PORT:-18081}
 MODE=${MODE:-yardstick}
+PIN=${PIN:-}
+srv_pin=() wrk_pin=()
+if [ "$PIN" = 1 ]; then
+  srv_pin=(taskset -c 0) wrk_pin=(taskset -c 1) THREADS=1
+fi
 case $MODE in
   yardstick) A=service B=yardstick TARGET=0.8 P99_TARGET=5 ;;
   edge) A=edge B=native TARGET=0.5 P99_TARGET= ;;
@@ -81,14 +89,14 @@ done
 if [ "$MODE" = edge ]; then
   # A is the edge host on PORT, B the native build on YARD_PORT: both
   # serve the demo store, each with its own data.
-  "$work/edgehost" ${EDGE_FLAGS:-} -module "$work/service.wasm" -cache "$work/cache" -addr "127.0.0.1:$PORT" -data "$work/data-edge" >"$work/service.out" 2>"$work/service.err" &
+  "${srv_pin[@]}" "$work/edgehost" ${EDGE_FLAGS:-} -module "$work/service.wasm" -cache "$work/cache" -addr "127.0.0.1:$PORT" -data "$work/data-edge" >"$work/service.out" 2>"$work/service.err" &
   svc_pid=$!
-  "$work/deeplink" -addr "127.0.0.1:$YARD_PORT" -data "$work/data" >"$work/yardstick.out" 2>"$work/yardstick.err" &
+  "${srv_pin[@]}" "$work/deeplink" -addr "127.0.0.1:$YARD_PORT" -data "$work/data" >"$work/yardstick.out" 2>"$work/yardstick.err" &
   yard_pid=$!
 else
-  "$work/deeplink" -addr "127.0.0.1:$PORT" -data "$work/data" >"$work/service.out" 2>"$work/service.err" &
+  "${srv_pin[@]}" "$work/deeplink" -addr "127.0.0.1:$PORT" -data "$work/data" >"$work/service.out" 2>"$work/service.err" &
   svc_pid=$!
-  "$work/yardstick" -addr "127.0.0.1:$YARD_PORT" 2>"$work/yardstick.err" &
+  "${srv_pin[@]}" "$work/yardstick" -addr "127.0.0.1:$YARD_PORT" 2>"$work/yardstick.err" &
   yard_pid=$!
 fi
 
@@ -117,7 +125,7 @@ fi
 
 run_wrk() { # name port duration -> log file
   local log="$work/wrk-$1.txt"
-  BENCH_RUN="$1-$$-$RANDOM" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$3s" --latency \
+  BENCH_RUN="$1-$$-$RANDOM" "${wrk_pin[@]}" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$3s" --latency \
     -s bench/register.lua "http://127.0.0.1:$2$path" >"$log" 2>&1
   echo "$log"
 }
@@ -175,11 +183,11 @@ awk -v s1="${svc_rps[0]}" -v s2="${svc_rps[1]}" -v y1="${yard_rps[0]}" -v y2="${
     -v sp1="${svc_p99[0]}" -v sp2="${svc_p99[1]}" -v yp1="${yard_p99[0]}" -v yp2="${yard_p99[1]}" \
     -v sc1="${svc_cpu[0]}" -v sc2="${svc_cpu[1]}" -v yc1="${yard_cpu[0]}" -v yc2="${yard_cpu[1]}" \
     -v sbad="$svc_bad" -v ybad="$yard_bad" -v serr="$sock_err" -v c="$CONNECTIONS" -v d="$DURATION" \
-    -v an="$A" -v bn="$B" -v target="$TARGET" -v p99t="$P99_TARGET" '
+    -v pin="$PIN" -v an="$A" -v bn="$B" -v target="$TARGET" -v p99t="$P99_TARGET" '
 BEGIN {
   s = (s1 + s2) / 2; y = (y1 + y2) / 2; r = s / y
   sp = sp1 > sp2 ? sp1 : sp2; yp = yp1 > yp2 ? yp1 : yp2
-  printf "\nsummary (%d connections, %d s per run, A/B/A/B)\n", c, d
+  printf "\nsummary (%d connections, %d s per run, A/B/A/B%s)\n", c, d, pin == 1 ? ", servers on CPU 0, wrk on CPU 1" : ""
   printf "  %-9s req/s: %.1f, %.1f  mean %.1f\n", an, s1, s2, s
   printf "  %-9s req/s: %.1f, %.1f  mean %.1f\n", bn, y1, y2, y
   printf "  ratio %s/%s: %.3f  (target >= %s)\n", an, bn, r, target
