@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -489,6 +490,90 @@ func TestMemStoreCompactionsAreSpread(t *testing.T) {
 		got, ok := r.Get(keyInShard("big", sh))
 		require.True(t, ok)
 		assert.Equal(t, "19", string(got[:2]))
+	}
+}
+
+// TestMemStoreValuesSurviveCompaction drives one shard through rounds of
+// inserts, swaps, deletes and expiries, sweeping after each so that its
+// values are compacted whenever garbage outweighs them. Every live value
+// must read back as written, every slice handed out earlier must still
+// hold its bytes, and the garbage must stay bounded.
+func TestMemStoreValuesSurviveCompaction(t *testing.T) {
+	for _, dir := range []string{"", t.TempDir()} {
+		t.Run(fmt.Sprintf("dir=%q", dir), func(t *testing.T) {
+			s := newTestStore(t, dir, 1<<20)
+			const shard = 5
+			rng := rand.New(rand.NewPCG(1, 2))
+			model := map[Key][]byte{}
+			type handedOut struct{ got, want []byte }
+			var held []handedOut
+			written := 0
+			value := func(tag string) []byte {
+				v := bytes.Repeat([]byte{byte(rng.IntN(256))}, 1000+rng.IntN(3000))
+				copy(v, tag)
+				written += len(v)
+				return v
+			}
+			for round := range 30 {
+				soon := time.Now().Add(time.Millisecond)
+				for i := range 60 {
+					name := fmt.Sprint(round, "/", i)
+					k := keyInShard(name, shard)
+					if i%6 == 0 { // expires before this round's sweep
+						require.NoError(t, s.Insert(k, value(name), soon))
+						continue
+					}
+					v := value(name)
+					require.NoError(t, s.Insert(k, v, future()))
+					model[k] = v
+				}
+				for k := range model {
+					switch rng.IntN(4) {
+					case 0:
+						v := value("swapped")
+						_, ok := s.Swap(k, v)
+						require.True(t, ok)
+						model[k] = v
+					case 1:
+						s.Delete(k)
+						delete(model, k)
+					case 2:
+						got, ok := s.Get(k)
+						require.True(t, ok)
+						held = append(held, handedOut{got, bytes.Clone(got)})
+					}
+				}
+				s.Sweep(soon.Add(time.Millisecond))
+			}
+
+			live := 0
+			for k, want := range model {
+				got, ok := s.Get(k)
+				require.True(t, ok)
+				require.Equal(t, want, got, "value of %x", k[:4])
+				live += len(want)
+			}
+			for _, h := range held {
+				require.Equal(t, h.want, h.got, "a slice handed out before a compaction")
+			}
+			sh := s.shard(keyInShard("", shard))
+			sh.mu.Lock()
+			used, garbage := sh.used, sh.garbage
+			sh.mu.Unlock()
+			assert.EqualValues(t, live, used-garbage, "bytes of live values")
+			assert.LessOrEqual(t, garbage, max(int64(valChunkSize), int64(live)), "garbage is bounded")
+			assert.Less(t, used, int64(written)/2, "space was reclaimed (%d bytes written)", written)
+			if dir != "" {
+				require.NoError(t, s.Flush())
+				r := newTestStore(t, dir, 1<<20)
+				for k, want := range model {
+					got, ok := r.Get(k)
+					require.True(t, ok)
+					require.Equal(t, want, got)
+				}
+				assert.Equal(t, len(model), r.Len())
+			}
+		})
 	}
 }
 
