@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 )
 
 // decodeAll returns the records of snapshot b, checking that decodeSnapshot
@@ -153,6 +155,88 @@ func FuzzReplayLog(f *testing.F) {
 		}
 		if _, _, err := replayLog(log, func(bool, Key, int64, []byte) {}, 8); !errors.Is(err, errStaleLog) {
 			t.Fatalf("replayLog with another epoch = %v; want errStaleLog", err)
+		}
+	})
+}
+
+// FuzzStoreOps runs operations decoded from the input, three bytes each
+// (operation, key, value), on one shard of a store whose value chunks are
+// tiny, so that values fill chunks exactly, overflow them and get chunks of
+// their own, and compactions happen often. Every answer is checked against
+// a map of the live entries, and the value accounting after every sweep.
+// The store keeps nothing on disk, so that each run takes microseconds;
+// TestMemStoreValuesSurviveCompaction restores compacted values from disk.
+func FuzzStoreOps(f *testing.F) {
+	f.Add([]byte{0, 1, 40, 0, 2, 70, 1, 1, 90, 2, 2, 0, 4, 0, 0, 3, 1, 0})
+	f.Add([]byte{0, 1, 255, 1, 1, 200, 1, 1, 10, 5, 2, 30, 0, 2, 64, 4, 0, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		defer func(size int) { valChunkSize = size }(valChunkSize)
+		valChunkSize = 64
+		s := newTestStore(t, "", 1000)
+		live := map[Key][]byte{}
+		now := time.Now()
+		checkAccounting := func() {
+			t.Helper()
+			want := 0
+			for _, v := range live {
+				want += len(v)
+			}
+			sh := s.shard(keyInShard("", 3))
+			sh.mu.Lock()
+			used, garbage := sh.used, sh.garbage
+			sh.mu.Unlock()
+			if used-garbage != int64(want) {
+				t.Fatalf("used %d - garbage %d = %d bytes of values; live entries hold %d", used, garbage, used-garbage, want)
+			}
+		}
+		for i := 0; i+2 < len(ops); i += 3 {
+			k := keyInShard(fmt.Sprint(ops[i+1]%8), 3)
+			v := bytes.Repeat([]byte{ops[i+2]}, int(ops[i+2])%150)
+			_, had := live[k]
+			switch ops[i] % 6 {
+			case 0: // insert, live for an hour
+				err := s.Insert(k, v, now.Add(time.Hour))
+				if had != errors.Is(err, errKeyExists) || !had && err != nil {
+					t.Fatalf("op %d: Insert of a key live=%v: %v", i/3, had, err)
+				}
+				if !had {
+					live[k] = v
+				}
+			case 1: // swap
+				old, ok := s.Swap(k, v)
+				if ok != had || had && !bytes.Equal(old, live[k]) {
+					t.Fatalf("op %d: Swap = %q, %v; want %q, %v", i/3, old, ok, live[k], had)
+				}
+				if had {
+					live[k] = v
+				}
+			case 2:
+				s.Delete(k)
+				delete(live, k)
+			case 3:
+				got, ok := s.Get(k)
+				if ok != had || !bytes.Equal(got, live[k]) {
+					t.Fatalf("op %d: Get = %q, %v; want %q, %v", i/3, got, ok, live[k], had)
+				}
+			case 4:
+				s.Sweep(now)
+				checkAccounting()
+			case 5: // insert, already expired: invisible, and gone at the next sweep
+				err := s.Insert(k, v, now.Add(-time.Second))
+				if had != errors.Is(err, errKeyExists) || !had && err != nil {
+					t.Fatalf("op %d: Insert (expired) of a key live=%v: %v", i/3, had, err)
+				}
+			}
+		}
+		s.Sweep(now)
+		checkAccounting()
+		for k, want := range live {
+			if got, ok := s.Get(k); !ok || !bytes.Equal(got, want) {
+				t.Fatalf("Get(%x) = %q, %v; want %q", k[:4], got, ok, want)
+			}
+		}
+		if s.Len() != len(live) {
+			t.Fatalf("Len() = %d after a sweep; want %d", s.Len(), len(live))
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -455,41 +456,91 @@ func TestMemStoreCompacts(t *testing.T) {
 }
 
 // TestMemStoreCompactionsAreSpread checks that one Flush makes at most
-// compactionsPerFlush of the compactions that fall due, the next Flush the
-// rest, and that nothing is lost either way.
+// compactionsPerFlush of the compactions that fall due, that shards take
+// turns (those compacted first, due again at once, do not keep the last
+// one waiting), and that nothing is lost either way.
 func TestMemStoreCompactionsAreSpread(t *testing.T) {
 	dir := t.TempDir()
 	s := newTestStore(t, dir, 1000)
 	val := bytes.Repeat([]byte("v"), 64<<10)
 	due := compactionsPerFlush + 1
-	for sh := range due {
+	fill := func(sh int) { // 20 swaps of 64 KiB: the shard's log passes 1 MiB
 		k := keyInShard("big", sh)
-		require.NoError(t, s.Insert(k, val, future()))
-		for i := range 20 { // 20 swaps of 64 KiB: the log passes 1 MiB
+		if _, ok := s.Get(k); !ok {
+			require.NoError(t, s.Insert(k, val, future()))
+		}
+		for i := range 20 {
 			_, ok := s.Swap(k, append([]byte(fmt.Sprint(i)), val...))
 			require.True(t, ok)
 		}
 	}
-	compacted := func() (n int) {
+	compacted := func() (shards []int) {
 		for sh := range due {
 			fi, err := os.Stat(filepath.Join(dir, fmt.Sprintf("store-%02x.log", sh)))
 			require.NoError(t, err)
 			if fi.Size() == logHeaderSize {
-				n++
+				shards = append(shards, sh)
 			}
 		}
-		return n
+		return shards
+	}
+	for sh := range due {
+		fill(sh)
 	}
 	require.NoError(t, s.Flush())
-	assert.Equal(t, compactionsPerFlush, compacted(), "compacted by the first Flush")
+	first := compacted()
+	require.Len(t, first, compactionsPerFlush, "compacted by the first Flush")
+	for _, sh := range first { // due again, before the one left over
+		fill(sh)
+	}
 	require.NoError(t, s.Flush())
-	assert.Equal(t, due, compacted(), "compacted after the second")
+	for sh := range due {
+		if !slices.Contains(first, sh) {
+			assert.Contains(t, compacted(), sh, "the shard left over is compacted by the second Flush")
+		}
+	}
 
 	r := newTestStore(t, dir, 1000)
 	for sh := range due {
 		got, ok := r.Get(keyInShard("big", sh))
 		require.True(t, ok)
 		assert.Equal(t, "19", string(got[:2]))
+	}
+}
+
+// TestMemStoreValueCompactionsAreSpread checks that one Sweep compacts the
+// values of at most valCompactionsPerSweep shards, and the next the rest.
+func TestMemStoreValueCompactionsAreSpread(t *testing.T) {
+	s := newTestStore(t, "", 1000)
+	due := valCompactionsPerSweep + 2
+	val := bytes.Repeat([]byte("v"), valChunkSize/4)
+	for sh := range due { // each shard: one live value, and garbage of 8 replaced ones
+		k := keyInShard("k", sh)
+		require.NoError(t, s.Insert(k, val, future()))
+		for range 8 {
+			_, ok := s.Swap(k, val)
+			require.True(t, ok)
+		}
+	}
+	compacted := func() (n int) {
+		for sh := range due {
+			shard := s.shard(keyInShard("k", sh))
+			shard.mu.Lock()
+			if shard.garbage == 0 {
+				n++
+			}
+			shard.mu.Unlock()
+		}
+		return n
+	}
+	s.Sweep(time.Now())
+	assert.Equal(t, valCompactionsPerSweep, compacted(), "after the first Sweep")
+	s.Sweep(time.Now())
+	assert.Equal(t, due, compacted(), "after the second")
+	for sh := range due {
+		got, ok := s.Get(keyInShard("k", sh))
+		require.True(t, ok)
+		assert.Equal(t, val, got)
 	}
 }
 
