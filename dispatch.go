@@ -170,7 +170,7 @@ func (hk *hooks) worker() {
 
 // advanceLocked moves the deliveries due at now from the timer heap to the
 // ready list, or parks them on their endpoint when it is at its in-flight
-// limit; those their endpoint refuses (refusesRetry) are failed. It
+// limit; those their endpoint refuses (refusesLocked) are failed. It
 // returns when the next delivery falls due, in unix nanoseconds, or 0
 // when none is scheduled. hk.mu must be held.
 func (hk *hooks) advanceLocked(now time.Time) (next int64) {
@@ -180,7 +180,7 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 		e := hk.endpoints[d.EndpointID]
 		switch {
 		case e == nil:
-		case e.refusesRetry(d):
+		case e.refusesLocked(d):
 			e.finishedLocked(d, statusFailed)
 			hk.dirty = true
 		case e.inflight >= perEndpointInFlight:
@@ -196,12 +196,16 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 	return 0
 }
 
-// refusesRetry reports whether e takes no further attempt of its delivery
-// d: e is disabled and d was attempted before. Disabling an endpoint fails
-// its queued deliveries at once (disableLocked), and an attempt that fails
-// on a disabled endpoint is not retried (recordLocked), so this catches
-// only retries of a disabled endpoint restored from an older state file.
-func (e *endpoint) refusesRetry(d *delivery) bool { return !e.Enabled && len(d.Attempts) > 0 }
+// refusesLocked reports whether e takes no attempt of its delivery d: e is
+// disabled, and d is a retry or was not asked for explicitly (by the test
+// call or a manual retry). Disabling an endpoint fails its queued
+// deliveries at once (disableLocked), and an attempt that fails on a
+// disabled endpoint is not retried (recordLocked); this catches what a
+// restart brings back: an attempt under way when e was disabled, which the
+// shutdown or a crash left pending. hk.mu must be held.
+func (e *endpoint) refusesLocked(d *delivery) bool {
+	return !e.Enabled && (len(d.Attempts) > 0 || !d.Explicit)
+}
 
 // job is one attempt of a delivery, signed and ready to send.
 type job struct {

@@ -105,6 +105,7 @@ type delivery struct {
 	CreatedAt  int64     `json:"created_at"`
 	NextAt     int64     `json:"next_at,omitempty"` // unix nanoseconds of the next attempt, while pending
 	Attempts   []attempt `json:"attempts"`
+	Explicit   bool      `json:"explicit,omitempty"` // made by the test call or a manual retry
 
 	ev    *event
 	index int // in the hooks' timer heap; -1 when not in it
@@ -171,7 +172,7 @@ func newID(prefix string) string { return prefix + strings.ToLower(rand.Text()) 
 func (hk *hooks) queueDepth() int {
 	hk.mu.Lock()
 	defer hk.mu.Unlock()
-	n := len(hk.sched) + len(hk.ready)
+	n := len(hk.sched) // ready deliveries hold a place of their endpoint's inflight
 	for _, e := range hk.endpoints {
 		n += len(e.waiting) + e.inflight
 	}
@@ -465,6 +466,7 @@ func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *e
 	hk := s.hooks
 	ev := hk.newEventLocked(eventTest, json.RawMessage(`{"id":"test","message":"This is a test event from the webhook settings."}`))
 	d := hk.enqueueLocked(e, ev)
+	d.Explicit = true // goes even to a disabled endpoint, once
 	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": ev.ID, "delivery_id": d.ID}})
 }
 
@@ -476,6 +478,7 @@ func (s *server) handleRetryDelivery(w http.ResponseWriter, r *http.Request, e *
 		return
 	}
 	d := hk.enqueueLocked(e, old.ev)
+	d.Explicit = true // goes even to a disabled endpoint, once
 	writeJSON(w, http.StatusAccepted, map[string]any{"data": d.summary()})
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"container/heap"
+	"context"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -237,6 +238,7 @@ func TestDisableFailsQueuedDeliveries(t *testing.T) {
 	assert.True(t, hk.dirty)
 
 	test := hk.enqueueLocked(e, hk.newEventLocked(eventTest, []byte(`{}`)))
+	test.Explicit = true // as the test call makes it
 	hk.advanceLocked(time.Now())
 	j := hk.takeLocked(time.Now())
 	require.NotNil(t, j, "an explicit test call still goes")
@@ -256,4 +258,41 @@ func TestDisableFailsQueuedDeliveries(t *testing.T) {
 		assert.Equal(t, statusFailed, hk2.deliv[d.ID].Status)
 	}
 	assert.Empty(t, hk2.sched, "nothing is scheduled again after a restart")
+}
+
+// TestDisabledEndpointAfterRestart: an attempt under way when its endpoint
+// was disabled is left pending by the shutdown (or a crash) and comes back
+// with the state. After the restart it is failed, not sent, unless it was
+// asked for explicitly (the test call, a manual retry).
+func TestDisabledEndpointAfterRestart(t *testing.T) {
+	hk, eps := whHooks(t, whFast(), 1)
+	e := eps[0]
+	hk.mu.Lock()
+	published := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
+	explicit := hk.enqueueLocked(e, hk.newEventLocked(eventTest, []byte(`{}`)))
+	explicit.Explicit = true
+	hk.advanceLocked(time.Now())
+	require.Len(t, hk.ready, 2)
+	// Both are taken by workers; the endpoint is disabled meanwhile; the
+	// shutdown cancels both attempts, which leaves them pending.
+	j1, j2 := hk.takeLocked(time.Now()), hk.takeLocked(time.Now())
+	e.Enabled = false
+	hk.disableLocked(e)
+	hk.finishLocked(j1, egress.Result{Err: context.Canceled})
+	hk.finishLocked(j2, egress.Result{Err: context.Canceled})
+	require.Equal(t, statusPending, published.Status)
+	require.Equal(t, statusPending, explicit.Status)
+	hk.mu.Unlock()
+	require.NoError(t, hk.save(hk.cfg.DataDir))
+
+	hk2 := newHooks(hk.cfg)
+	require.NoError(t, hk2.load(hk.cfg.DataDir))
+	hk2.mu.Lock()
+	defer hk2.mu.Unlock()
+	hk2.advanceLocked(time.Now())
+	assert.Equal(t, statusFailed, hk2.deliv[published.ID].Status, "a published delivery is not sent to a disabled endpoint")
+	j := hk2.takeLocked(time.Now())
+	require.NotNil(t, j, "the explicit one goes")
+	assert.Equal(t, explicit.ID, j.d.ID)
+	assert.Nil(t, hk2.takeLocked(time.Now()))
 }
