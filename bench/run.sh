@@ -37,6 +37,7 @@ MODE=${MODE:-yardstick}
 PIN=${PIN:-}
 srv_pin=() wrk_pin=()
 if [ "$PIN" = 1 ]; then
+  command -v taskset >/dev/null || { echo "PIN=1 needs taskset (util-linux)" >&2; exit 2; }
   srv_pin=(taskset -c 0) wrk_pin=(taskset -c 1) THREADS=1
 fi
 case $MODE in

@@ -10,7 +10,7 @@
 # Why it matters (issue 4, README "Edge build"): the edge build's register
 # throughput can be at most the native build's CPU per request divided by
 # the module's CPU per request. The module's handler alone, at this factor,
-# already costs more than twice a whole native request.
+# already costs about three times a whole native request.
 #
 # Environment: N (iterations per benchmark, 20000).
 set -euo pipefail
@@ -24,9 +24,14 @@ trap 'rm -rf "$work"' EXIT
 go build -o "$work/bin/wazero" github.com/tetratelabs/wazero/cmd/wazero
 benches='BenchmarkRegister$|BenchmarkSign$'
 
-go test -run '^$' -bench "$benches" -cpu 1 -benchtime "${N}x" . | grep '^Benchmark' >"$work/native.txt"
+# The whole output is kept, so that a failing run shows why.
+go test -run '^$' -bench "$benches" -cpu 1 -benchtime "${N}x" . >"$work/native.out" ||
+  { cat "$work/native.out" >&2; exit 1; }
 PATH="$work/bin:$(go env GOROOT)/lib/wasm:$PATH" GOWASIRUNTIME=wazero TMPDIR="$work" \
-  GOOS=wasip1 GOARCH=wasm go test -run '^$' -bench "$benches" -benchtime "${N}x" . | grep '^Benchmark' >"$work/wasm.txt"
+  GOOS=wasip1 GOARCH=wasm go test -run '^$' -bench "$benches" -benchtime "${N}x" . >"$work/wasm.out" ||
+  { cat "$work/wasm.out" >&2; exit 1; }
+grep '^Benchmark' "$work/native.out" >"$work/native.txt"
+grep '^Benchmark' "$work/wasm.out" >"$work/wasm.txt"
 
 # Benchmark names carry a -N suffix natively with -cpu 1 on some versions:
 # match on the name before it.
