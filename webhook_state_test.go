@@ -52,6 +52,18 @@ func whAttemptDue(hk *hooks, status int) {
 	}
 }
 
+// whReloaded saves hk's state and loads it into new hooks, returned with
+// their lock held until the test ends: what a restart would bring back.
+func whReloaded(t *testing.T, hk *hooks) *hooks {
+	t.Helper()
+	require.NoError(t, hk.save(hk.cfg.DataDir))
+	hk2 := newHooks(hk.cfg)
+	require.NoError(t, hk2.load(hk.cfg.DataDir))
+	hk2.mu.Lock()
+	t.Cleanup(hk2.mu.Unlock)
+	return hk2
+}
+
 // whCheckRefs checks that hk.events holds exactly the events deliveries
 // refer to, each with the right reference count.
 func whCheckRefs(t *testing.T, hk *hooks) {
@@ -124,11 +136,7 @@ func TestEventReferenceCounts(t *testing.T) {
 	hk.mu.Unlock()
 
 	// The counts are rebuilt on load.
-	require.NoError(t, hk.save(hk.cfg.DataDir))
-	hk2 := newHooks(hk.cfg)
-	require.NoError(t, hk2.load(hk.cfg.DataDir))
-	hk2.mu.Lock()
-	defer hk2.mu.Unlock()
+	hk2 := whReloaded(t, hk)
 	assert.Len(t, hk2.deliv, 3)
 	whCheckRefs(t, hk2)
 }
@@ -249,11 +257,7 @@ func TestDisableFailsQueuedDeliveries(t *testing.T) {
 	whCheckRefs(t, hk)
 	hk.mu.Unlock()
 
-	require.NoError(t, hk.save(hk.cfg.DataDir))
-	hk2 := newHooks(hk.cfg)
-	require.NoError(t, hk2.load(hk.cfg.DataDir))
-	hk2.mu.Lock()
-	defer hk2.mu.Unlock()
+	hk2 := whReloaded(t, hk)
 	for _, d := range append(queued, retry, test) {
 		assert.Equal(t, statusFailed, hk2.deliv[d.ID].Status)
 	}
@@ -283,12 +287,8 @@ func TestDisabledEndpointAfterRestart(t *testing.T) {
 	require.Equal(t, statusPending, published.Status)
 	require.Equal(t, statusPending, explicit.Status)
 	hk.mu.Unlock()
-	require.NoError(t, hk.save(hk.cfg.DataDir))
 
-	hk2 := newHooks(hk.cfg)
-	require.NoError(t, hk2.load(hk.cfg.DataDir))
-	hk2.mu.Lock()
-	defer hk2.mu.Unlock()
+	hk2 := whReloaded(t, hk)
 	hk2.advanceLocked(time.Now())
 	assert.Equal(t, statusFailed, hk2.deliv[published.ID].Status, "a published delivery is not sent to a disabled endpoint")
 	j := hk2.takeLocked(time.Now())
