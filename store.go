@@ -282,7 +282,10 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 	if !had && !s.reserve() {
 		return errStoreFull
 	}
-	sh.setLocked(k, exp.UnixNano(), val)
+	if had { // expired, not yet swept
+		sh.dropValLocked(old.val)
+	}
+	sh.m[k] = entry{exp: exp.UnixNano(), val: sh.putValLocked(val)}
 	s.logLocked(sh, k, true, exp.UnixNano(), val)
 	return nil
 }
