@@ -105,9 +105,9 @@ type entry struct {
 // whole instead of visiting every value, which under load with most of a
 // million codes live took about 9 % of the CPU. Values are never changed
 // in place. One that is replaced, deleted or swept becomes garbage,
-// reclaimed by copying the live values into new chunks once garbage
-// outweighs them (compactValsLocked); slices handed out before stay valid,
-// as they keep their old chunk alive.
+// reclaimed by copying the live values into new chunks once garbage is
+// half their size (compactValsLocked); slices handed out before stay
+// valid, as they keep their old chunk alive.
 
 // valRef is the position of a value in its shard's chunks.
 type valRef struct{ chunk, off, n uint32 }
@@ -143,12 +143,13 @@ func (sh *shard) valLocked(r valRef) []byte {
 func (sh *shard) dropValLocked(r valRef) { sh.garbage += int64(r.n) }
 
 // compactValsLocked copies the live values into new chunks, and lets the
-// old ones go, once garbage is over a chunk and more than the live values;
-// it reports whether it did. Each byte written is then copied about once
-// more on average (a long-lived value, at each compaction). sh.mu must be
-// held.
+// old ones go, once garbage is over a chunk and over half the live values
+// (so garbage adds at most half to the values' memory: about 100 B per
+// code); it reports whether it did. Each byte written is then copied about
+// twice more on average (a long-lived value, at each compaction). sh.mu
+// must be held.
 func (sh *shard) compactValsLocked() bool {
-	if sh.garbage <= int64(valChunkSize) || sh.garbage <= sh.used-sh.garbage {
+	if sh.garbage <= int64(valChunkSize) || 2*sh.garbage <= sh.used-sh.garbage {
 		return false
 	}
 	old := sh.chunks
@@ -373,7 +374,7 @@ func (s *memStore) Len() int { return int(s.live.Load()) }
 const valCompactionsPerSweep = 4
 
 // Sweep removes the entries expired at now, and compacts the values of a
-// few shards where garbage outweighs them. Restores skip expired entries,
+// few shards where garbage is due to be reclaimed. Restores skip expired entries,
 // so sweeps are not logged.
 func (s *memStore) Sweep(now time.Time) {
 	n := now.UnixNano()
