@@ -490,9 +490,17 @@ func (hk *hooks) load(dir string) error {
 	return nil
 }
 
+// markDirty makes the next save write the state, whatever is on disk.
+func (hk *hooks) markDirty() {
+	hk.mu.Lock()
+	hk.dirty = true
+	hk.mu.Unlock()
+}
+
 // tick does the timed housekeeping: expired idempotency keys and rotation
 // secrets go, and the state is saved if it changed (see saveDutyFactor).
 // One caller at a time.
+
 func (hk *hooks) tick(now time.Time, dir string) error {
 	hk.mu.Lock()
 	for k, v := range hk.idem {

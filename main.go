@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log"
 	"log/slog"
 	"net"
@@ -231,6 +232,7 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 func (a *app) tick(now time.Time) {
 	a.lastTick = now
 	defer logOut.Flush()
+	a.ensureDataDir()
 	a.srv.keys.sweep(now)
 	a.store.Tick(now)
 	if err := a.srv.hooks.tick(now, a.srv.cfg.DataDir); err != nil {
@@ -246,7 +248,30 @@ func (a *app) Close() error {
 		<-a.idle
 	}
 	a.srv.hooks.stop()
+	a.ensureDataDir()
 	return errors.Join(a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir))
+}
+
+// ensureDataDir puts data_dir back when it has disappeared under the
+// running service (removed by hand or by a cleanup job): it recreates it
+// with the cookie key, and marks the whole state to be written, so that
+// the writes that follow restore it. Otherwise every write would fail
+// until a restart, and the restart would find nothing.
+func (a *app) ensureDataDir() {
+	dir := a.srv.cfg.DataDir
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	a.srv.log.Warn("data_dir has disappeared; recreating it and writing the whole state", "data_dir", dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		a.srv.log.Error("data_dir: cannot recreate it", "err", err)
+		return
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "cookie.key"), a.srv.cookieKey); err != nil {
+		a.srv.log.Error("data_dir: cannot rewrite the cookie key", "err", err)
+	}
+	a.store.rewriteAll()
+	a.srv.hooks.markDirty()
 }
 
 // loadOrCreateKey returns the 32-byte key in path, creating it on first use.

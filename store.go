@@ -408,6 +408,17 @@ func (s *memStore) logLocked(sh *shard, k Key, put bool, exp int64, val []byte) 
 	s.pendingMask.Or(1 << (k[0] % numShards))
 }
 
+// rewriteAll makes the next Flush write every shard whole: a new snapshot
+// and a new log, whatever is on disk (or is no longer there).
+func (s *memStore) rewriteAll() {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.fresh = true
+		sh.mu.Unlock()
+	}
+}
+
 // Flush appends every shard's changes since the last Flush to its log and
 // syncs it, compacting a shard whose log has outgrown its snapshot. A
 // failure marks the store unable to persist (writes answer 503) until a
@@ -475,12 +486,7 @@ func (s *memStore) flush(compactAll, sync bool) error {
 	if err != nil {
 		// The directory itself may have gone, taking the files of shards
 		// that had nothing to write: the next Flush rewrites them all.
-		for i := range s.shards {
-			sh := &s.shards[i]
-			sh.mu.Lock()
-			sh.fresh = true
-			sh.mu.Unlock()
-		}
+		s.rewriteAll()
 	}
 	if s.persistBad.Swap(err != nil) != (err != nil) {
 		if err != nil {
