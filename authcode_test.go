@@ -1228,6 +1228,28 @@ type fakeGame struct {
 	lastCode string
 }
 
+// postRegistration registers a code with the service at baseURL as a game
+// app's backend does, and returns an error unless it answers 200.
+func postRegistration(client *http.Client, baseURL, storeID, apiKey string, fields map[string]string) error {
+	body, _ := json.Marshal(fields)
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/stores/"+storeID+"/auth/auth-code", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-API-Key", apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("registration failed: %w", err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("registration failed: %d %s", resp.StatusCode, msg)
+	}
+	return nil
+}
+
 func (g *fakeGame) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	store := q.Get("store_id")
@@ -1237,7 +1259,7 @@ func (g *fakeGame) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var b [32]byte
 	rand.Read(b[:])
 	code := base64.RawURLEncoding.EncodeToString(b[:])
-	body, _ := json.Marshal(map[string]string{
+	err := postRegistration(g.client, g.svcURL, store, g.key, map[string]string{
 		"auth_code":           code,
 		"redirect_uri":        q.Get("redirect_uri"),
 		"client_reference_id": "player-42",
@@ -1245,19 +1267,9 @@ func (g *fakeGame) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"state":               q.Get("state"),
 		"first_name":          "Ada",
 	})
-	req, _ := http.NewRequest(http.MethodPost, g.svcURL+"/stores/"+store+"/auth/auth-code", bytes.NewReader(body))
-	req.Header.Set("X-API-Key", g.key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := g.client.Do(req)
 	if err != nil {
-		http.Error(w, "registration failed: "+err.Error(), http.StatusBadGateway)
-		return
-	}
-	msg, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
 		// The game app must not redirect back when registration fails.
-		http.Error(w, fmt.Sprintf("registration failed: %d %s", resp.StatusCode, msg), http.StatusBadGateway)
+		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
 	g.mu.Lock()

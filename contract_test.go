@@ -661,25 +661,15 @@ type ctGame struct{ svc *ctService }
 func (g *ctGame) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	code := ctRandom()
-	body, _ := json.Marshal(map[string]string{
+	err := postRegistration(g.svc.client, g.svc.URL, q.Get("store_id"), ctKeyA, map[string]string{
 		"auth_code":           code,
 		"redirect_uri":        q.Get("redirect_uri"),
 		"client_reference_id": "player-42",
 		"code_challenge":      q.Get("code_challenge"),
 		"state":               q.Get("state"),
 	})
-	req, _ := http.NewRequest(http.MethodPost, g.svc.URL+"/stores/"+q.Get("store_id")+"/auth/auth-code", bytes.NewReader(body))
-	req.Header.Set("X-API-Key", ctKeyA)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := g.svc.client.Do(req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	msg, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		http.Error(w, fmt.Sprintf("registration: %d %s", resp.StatusCode, msg), http.StatusBadGateway)
 		return
 	}
 	back, err := url.Parse(q.Get("redirect_uri"))

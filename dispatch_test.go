@@ -166,10 +166,7 @@ func TestDeliveryTimeout(t *testing.T) {
 	release := make(chan struct{})
 	rc := whNewReceiver(t, false, whBlock(release))
 	whReleaseAtEnd(t, release)
-	ep, _ := w.whEndpoint(t, rc.URL)
-	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
-	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusFailed)
-	atts := whAttempts(t, d)
+	atts := w.whFailedAttempts(t, rc.URL)
 	require.Len(t, atts, 2)
 	for i, a := range atts {
 		assert.Contains(t, strings.ToLower(a["error"].(string)), "timed out", "attempt %d", i+1)
@@ -186,12 +183,9 @@ func TestDeliveryRedirectNotFollowed(t *testing.T) {
 	rc := whNewReceiver(t, false, func(_ whHit, w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, target.URL+"/elsewhere", http.StatusFound)
 	})
-	ep, _ := w.whEndpoint(t, rc.URL)
-	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
 	// A followed redirect would happen inside the attempt, so once every
 	// attempt is logged the target would have been reached.
-	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusFailed)
-	atts := whAttempts(t, d)
+	atts := w.whFailedAttempts(t, rc.URL)
 	require.Len(t, atts, 4)
 	for i, a := range atts {
 		assert.Equal(t, float64(http.StatusFound), a["response_status"], "attempt %d", i+1)
@@ -410,10 +404,7 @@ func TestDeliveryToLoopbackRefused(t *testing.T) {
 	w := whStart(t, conf)
 	// API.md §5.1: the address is refused at send time, so creating the
 	// endpoint succeeds.
-	ep, _ := w.whEndpoint(t, rc.URL)
-	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
-	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusFailed)
-	atts := whAttempts(t, d)
+	atts := w.whFailedAttempts(t, rc.URL)
 	require.Len(t, atts, 4)
 	for i, a := range atts {
 		assert.Contains(t, a["error"], "not a public address", "attempt %d", i+1)

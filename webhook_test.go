@@ -335,6 +335,16 @@ func (w *whApp) whAwaitWaiting(t *testing.T, ep, dlv string) {
 	}, whWait, time.Millisecond, "delivery %s never waited on endpoint %s", dlv, ep)
 }
 
+// whFailedAttempts creates an endpoint at url, publishes one order event,
+// waits until its delivery to the endpoint has failed for good, and
+// returns the attempts it logged.
+func (w *whApp) whFailedAttempts(t *testing.T, url string) []map[string]any {
+	t.Helper()
+	ep, _ := w.whEndpoint(t, url)
+	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+	return whAttempts(t, w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusFailed))
+}
+
 // whAttempts returns the attempts of a delivery detail.
 func whAttempts(t *testing.T, d map[string]any) []map[string]any {
 	t.Helper()
