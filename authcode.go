@@ -28,9 +28,10 @@ const maxBody = 64 << 10
 // was present and whether it was a string at all, so that validation can
 // report every bad field rather than the first type error.
 type jsonString struct {
-	s   string
-	set bool   // present and not null
-	bad string // why the raw value is unacceptable, if it is
+	s     string
+	set   bool   // present and not null
+	bad   string // why the raw value is unacceptable, if it is
+	plain bool   // s is printable ASCII: no control characters, one byte a character
 }
 
 // registerRequest is the body of POST /stores/{store_id}/auth/auth-code.
@@ -56,13 +57,13 @@ type registerRequest struct {
 func (r *registerRequest) decode(b []byte) error {
 	*r = registerRequest{}
 	var body string // b as a string, made once: the fields are slices of it
-	return scanObject(b, func(name, value []byte) {
+	return scanObject(b, func(name, value []byte, plain bool) {
 		if f := r.field(name); f != nil {
 			if body == "" {
 				body = string(b)
 			}
 			off := cap(b) - cap(value) // value is a slice of b
-			f.assign(value, body[off:off+len(value)])
+			f.assign(value, body[off:off+len(value)], plain)
 		}
 	})
 }
@@ -257,7 +258,7 @@ func (s *server) validateRegister(st *StoreConfig, req *registerRequest) (fields
 			if required { // "" is as absent: every required field has a minimum of 1 character
 				msg = "is required"
 			}
-		case hasControl(f.s):
+		case !f.plain && hasControl(f.s):
 			msg = "must not contain control characters"
 		default:
 			msg = rule(f.s)

@@ -319,7 +319,9 @@ func isHostname(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false
 	}
-	for _, label := range strings.Split(s, ".") {
+	for more := true; more; { // label by label, without allocating a slice of them
+		var label string
+		label, s, more = strings.Cut(s, ".")
 		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
 			return false
 		}

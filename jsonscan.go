@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -16,11 +17,12 @@ import (
 const maxJSONDepth = 10000
 
 // scanObject calls member for each member of the JSON object b, in order,
-// with the member's name (raw bytes between the quotes, escapes included)
-// and its raw value. It returns errInvalidJSON, possibly after some calls,
+// with the member's name (raw bytes between the quotes, escapes included),
+// its raw value, and whether that value is a plain string: printable ASCII
+// without escapes, quotes included in value. It returns errInvalidJSON, possibly after some calls,
 // unless b is exactly one valid JSON object with optional white space
 // around it.
-func scanObject(b []byte, member func(name, value []byte)) error {
+func scanObject(b []byte, member func(name, value []byte, plain bool)) error {
 	s := scanner{b: b}
 	s.space()
 	if s.peek() != '{' {
@@ -37,8 +39,9 @@ func scanObject(b []byte, member func(name, value []byte)) error {
 }
 
 type scanner struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	plain bool // the last string scanned is printable ASCII without escapes
 }
 
 func (s *scanner) peek() byte {
@@ -61,7 +64,7 @@ func (s *scanner) space() {
 
 // object scans an object at s.i (which holds '{'), calling member, when
 // not nil, for each of its members.
-func (s *scanner) object(depth int, member func(name, value []byte)) bool {
+func (s *scanner) object(depth int, member func(name, value []byte, plain bool)) bool {
 	if depth > maxJSONDepth {
 		return false
 	}
@@ -84,11 +87,12 @@ func (s *scanner) object(depth int, member func(name, value []byte)) bool {
 		s.i++
 		s.space()
 		vstart := s.i
+		s.plain = false
 		if !s.value(depth) {
 			return false
 		}
 		if member != nil {
-			member(name, s.b[vstart:s.i])
+			member(name, s.b[vstart:s.i], s.plain && s.b[vstart] == '"')
 		}
 		s.space()
 		switch s.peek() {
@@ -162,13 +166,24 @@ func (s *scanner) literal(lit string) bool {
 
 // str scans a string at s.i (which must hold '"'). Like encoding/json it
 // accepts any bytes but control characters; invalid UTF-8 is the
-// caller's to judge.
+// caller's to judge. It sets s.plain when the string holds only printable
+// ASCII and no escape, which spares its reader a second look.
 func (s *scanner) str() bool {
 	if s.peek() != '"' {
 		return false
 	}
 	s.i++
+	s.plain = true
 	for s.i < len(s.b) {
+		// Eight bytes at a time past the ordinary ones: most of a body.
+		b, i := s.b, s.i // locals, which stay in registers
+		for i+8 <= len(b) && !special8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		s.i = i
+		if s.i == len(s.b) {
+			break
+		}
 		c := s.b[s.i]
 		switch {
 		case c == '"':
@@ -177,6 +192,7 @@ func (s *scanner) str() bool {
 		case c < 0x20:
 			return false
 		case c == '\\':
+			s.plain = false
 			s.i++
 			switch s.peek() {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -194,11 +210,30 @@ func (s *scanner) str() bool {
 			default:
 				return false
 			}
+		case c >= 0x7f:
+			s.plain = false
+			s.i++
 		default:
 			s.i++
 		}
 	}
 	return false
+}
+
+// special8 reports whether any of the eight bytes of w is one str must
+// look at: a quote, a backslash, a control character, DEL or a byte of a
+// multi-byte UTF-8 sequence. (The bit tricks are the "haszero", "hasless"
+// and "hasmore" of Sean Anderson's Bit Twiddling Hacks; each is exact as a
+// whole-word test.)
+func special8(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote := w ^ (ones * '"')
+	bslash := w ^ (ones * '\\')
+	zeroQuote := (quote - ones) &^ quote
+	zeroBslash := (bslash - ones) &^ bslash
+	below20 := (w - ones*0x20) &^ w
+	above7e := w + ones*(0x7f-0x7e) | w
+	return (zeroQuote|zeroBslash|below20|above7e)&highs != 0
 }
 
 func (s *scanner) digits() int {
@@ -250,10 +285,14 @@ func jsonName(raw []byte) string {
 
 // assign sets j from a raw JSON value: a string, null (absent), or
 // anything else (present, but not a string). rawStr is raw as a string,
-// so an unescaped value is a slice of it rather than a copy.
-func (j *jsonString) assign(raw []byte, rawStr string) {
+// so an unescaped value is a slice of it rather than a copy. plain says
+// raw is a string of printable ASCII without escapes, as scanObject tells.
+func (j *jsonString) assign(raw []byte, rawStr string, plain bool) {
 	*j = jsonString{}
 	switch {
+	case plain:
+		j.set, j.plain = true, true
+		j.s = rawStr[1 : len(rawStr)-1]
 	case string(raw) == "null":
 	case raw[0] != '"':
 		j.set, j.bad = true, "must be a string"
@@ -263,7 +302,12 @@ func (j *jsonString) assign(raw []byte, rawStr string) {
 		j.set = true
 		for _, c := range raw[1 : len(raw)-1] {
 			if c == '\\' {
-				json.Unmarshal(raw, &j.s)
+				// Into a local, not &j.s: a pointer into j handed to
+				// encoding/json would move every request's body struct
+				// to the heap.
+				var s string
+				json.Unmarshal(raw, &s)
+				j.s = s
 				return
 			}
 		}

@@ -34,7 +34,7 @@ func TestScanObject(t *testing.T) {
 		{`{}x`, false},
 	}
 	for _, tt := range tests {
-		err := scanObject([]byte(tt.in), func(_, _ []byte) {})
+		err := scanObject([]byte(tt.in), func(_, _ []byte, _ bool) {})
 		if got := err == nil; got != tt.want {
 			t.Errorf("scanObject(%q) = %v; want valid %v", tt.in, err, tt.want)
 		}
@@ -53,7 +53,10 @@ func FuzzScanObject(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		last := map[string][]byte{}
-		err := scanObject(b, func(name, value []byte) {
+		err := scanObject(b, func(name, value []byte, plain bool) {
+			if want := isPlainString(value); plain != want {
+				t.Fatalf("scanObject(%q): value %q plain = %v; want %v", b, value, plain, want)
+			}
 			n := string(name)
 			if bytes.IndexByte(name, '\\') >= 0 || !utf8.Valid(name) {
 				n = jsonName(name) // as encoding/json: unescaped, bad UTF-8 replaced
@@ -81,6 +84,20 @@ func FuzzScanObject(f *testing.F) {
 			}
 		}
 	})
+}
+
+// isPlainString is what scanObject's plain means, the slow way: a string
+// of printable ASCII without escapes.
+func isPlainString(v []byte) bool {
+	if len(v) < 2 || v[0] != '"' {
+		return false
+	}
+	for _, c := range v[1 : len(v)-1] {
+		if c < 0x20 || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func keys[V any](m map[string]V) []string {
