@@ -81,53 +81,53 @@ type memStore struct {
 }
 
 type shard struct {
-	mu       sync.Mutex    // guards the fields below
-	m        map[Key]entry // holds no pointers, so the GC never scans it
-	chunks   [][]byte      // the values, back to back; see putValLocked
-	used     int64         // bytes of values in chunks
-	garbage  int64         // of which no entry refers to
-	pending  []byte        // log records of the changes not yet written
-	spare    []byte        // the other buffer of pending, empty; see flushShardLocked
-	epoch    uint64        // of the shard's snapshot, and of the log that continues it
-	logSize  int64         // bytes in the shard's log file
-	snapSize int64         // bytes in the shard's snapshot
-	fresh    bool          // the next Flush writes a whole snapshot and a new log (at start, after a failed write)
-	unsynced bool          // the log was written by WritePending and not synced since
+	mu       sync.Mutex // guards the fields below
+	t        table      // the entries; holds no pointers, so the GC never scans it
+	chunks   [][]byte   // the keys and values, back to back; see putValLocked
+	used     int64      // bytes of keys and values in chunks
+	garbage  int64      // of which no entry refers to
+	pending  []byte     // log records of the changes not yet written
+	spare    []byte     // the other buffer of pending, empty; see flushShardLocked
+	epoch    uint64     // of the shard's snapshot, and of the log that continues it
+	logSize  int64      // bytes in the shard's log file
+	snapSize int64      // bytes in the shard's snapshot
+	fresh    bool       // the next Flush writes a whole snapshot and a new log (at start, after a failed write)
+	unsynced bool       // the log was written by WritePending and not synced since
 }
 
-type entry struct {
-	exp int64 // unix nanoseconds; the entry is gone from this instant
-	val valRef
-}
+// Keys and values live in each shard's chunks, and the table's slots
+// refer to them by position, so that no slot holds a pointer: the GC then
+// skips the table whole instead of visiting every value, which under load
+// with most of a million codes live took about 9 % of the CPU. Values are
+// never changed in place. One that is replaced, deleted or swept becomes
+// garbage, reclaimed by copying the live ones into new chunks once
+// garbage is half their size (compactValsLocked); slices handed out before
+// stay valid, as they keep their old chunk alive.
 
-// Values live in each shard's chunks, and entries refer to them by
-// position, so that no entry holds a pointer: the GC then skips the maps
-// whole instead of visiting every value, which under load with most of a
-// million codes live took about 9 % of the CPU. Values are never changed
-// in place. One that is replaced, deleted or swept becomes garbage,
-// reclaimed by copying the live values into new chunks once garbage is
-// half their size (compactValsLocked); slices handed out before stay
-// valid, as they keep their old chunk alive.
-
-// valRef is the position of a value in its shard's chunks.
+// valRef is the position of an entry's key in its shard's chunks; its
+// value of n bytes follows the key.
 type valRef struct{ chunk, off, n uint32 }
+
+// keySize is the bytes a key takes in the chunks.
+const keySize = uint32(len(Key{}))
 
 // valChunkSize is the size of a chunk of values (a larger value gets a
 // chunk of its own). A variable only so that tests can make chunks tiny.
 var valChunkSize = 256 << 10
 
-// putValLocked copies v into sh's chunks and returns where it is. Values
-// are records of a few hundred bytes (bodies are limited to 64 KiB), so
-// positions fit in 32 bits. sh.mu must be held.
-func (sh *shard) putValLocked(v []byte) valRef {
+// putValLocked copies k and v into sh's chunks and returns where they
+// are. Values are records of a few hundred bytes (bodies are limited to
+// 64 KiB), so positions fit in 32 bits. sh.mu must be held.
+func (sh *shard) putValLocked(k *Key, v []byte) valRef {
+	n := int(keySize) + len(v)
 	last := len(sh.chunks) - 1
-	if last < 0 || cap(sh.chunks[last])-len(sh.chunks[last]) < len(v) {
-		sh.chunks = append(sh.chunks, make([]byte, 0, max(valChunkSize, len(v))))
+	if last < 0 || cap(sh.chunks[last])-len(sh.chunks[last]) < n {
+		sh.chunks = append(sh.chunks, make([]byte, 0, max(valChunkSize, n)))
 		last++
 	}
 	c := sh.chunks[last]
-	sh.chunks[last] = append(c, v...)
-	sh.used += int64(len(v))
+	sh.chunks[last] = append(append(c, k[:]...), v...)
+	sh.used += int64(n)
 	return valRef{chunk: uint32(last), off: uint32(len(c)), n: uint32(len(v))}
 }
 
@@ -135,12 +135,17 @@ func (sh *shard) putValLocked(v []byte) valRef {
 // reach its neighbours. sh.mu must be held to call it, not to use the
 // value, which never changes.
 func (sh *shard) valLocked(r valRef) []byte {
-	end := r.off + r.n
-	return sh.chunks[r.chunk][r.off:end:end]
+	start := r.off + keySize
+	end := start + r.n
+	return sh.chunks[r.chunk][start:end:end]
 }
 
-// dropValLocked counts the value at r as garbage. sh.mu must be held.
-func (sh *shard) dropValLocked(r valRef) { sh.garbage += int64(r.n) }
+// keyLocked returns the key at r. sh.mu must be held.
+func (sh *shard) keyLocked(r valRef) *Key { return (*Key)(sh.chunks[r.chunk][r.off:]) }
+
+// dropValLocked counts the key and value at r as garbage. sh.mu must be
+// held.
+func (sh *shard) dropValLocked(r valRef) { sh.garbage += int64(keySize + r.n) }
 
 // compactValsLocked copies the live values into new chunks, and lets the
 // old ones go, once garbage is over a chunk and over half the live values
@@ -154,30 +159,49 @@ func (sh *shard) compactValsLocked() bool {
 	}
 	old := sh.chunks
 	sh.chunks, sh.used, sh.garbage = nil, 0, 0
-	for k, e := range sh.m {
-		end := e.val.off + e.val.n
-		e.val = sh.putValLocked(old[e.val.chunk][e.val.off:end])
-		sh.m[k] = e
+	for i := range sh.t.slots {
+		if s := &sh.t.slots[i]; s.hash != 0 {
+			c := old[s.ref.chunk][s.ref.off:]
+			s.ref = sh.putValLocked((*Key)(c), c[keySize:keySize+s.ref.n])
+		}
 	}
 	return true
+}
+
+// findLocked returns the slot of k and true, or false when k is not in
+// the table (expired or not). sh.mu must be held.
+func (sh *shard) findLocked(k Key) (*slot, bool) {
+	if sh.t.n == 0 {
+		return nil, false
+	}
+	i, ok := sh.t.find(k, sh.t.hashOf(k), sh.keyLocked)
+	return &sh.t.slots[i], ok
 }
 
 // setLocked makes k's value val until exp, replacing any value k had.
 // sh.mu must be held.
 func (sh *shard) setLocked(k Key, exp int64, val []byte) {
-	if old, ok := sh.m[k]; ok {
-		sh.dropValLocked(old.val)
+	sh.t.ensure()
+	h := sh.t.hashOf(k)
+	i, ok := sh.t.find(k, h, sh.keyLocked)
+	if ok {
+		sh.dropValLocked(sh.t.slots[i].ref)
+		sh.t.slots[i] = slot{hash: h, exp: exp, ref: sh.putValLocked(&k, val)}
+		return
 	}
-	sh.m[k] = entry{exp: exp, val: sh.putValLocked(val)}
+	sh.t.put(i, slot{hash: h, exp: exp, ref: sh.putValLocked(&k, val)})
 }
 
 // deleteLocked removes k, reporting whether it was there. sh.mu must be
 // held.
 func (sh *shard) deleteLocked(k Key) bool {
-	e, ok := sh.m[k]
+	if sh.t.n == 0 {
+		return false
+	}
+	i, ok := sh.t.find(k, sh.t.hashOf(k), sh.keyLocked)
 	if ok {
-		sh.dropValLocked(e.val)
-		delete(sh.m, k)
+		sh.dropValLocked(sh.t.slots[i].ref)
+		sh.t.remove(i)
 	}
 	return ok
 }
@@ -191,7 +215,7 @@ func (sh *shard) deleteLocked(k Key) bool {
 func newMemStore(dir string, maxLive int) (*memStore, error) {
 	s := &memStore{dir: dir, maxLive: int64(maxLive)}
 	for i := range s.shards {
-		s.shards[i].m = make(map[Key]entry)
+		s.shards[i].t = newTable()
 		s.shards[i].fresh = true
 		base := filepath.Join(dir, fmt.Sprintf("store-%02x", i))
 		s.snapPaths[i], s.logPaths[i] = base+".snap", base+".log"
@@ -209,7 +233,7 @@ func newMemStore(dir string, maxLive int) (*memStore, error) {
 		}
 	}
 	for i := range s.shards {
-		s.live.Add(int64(len(s.shards[i].m)))
+		s.live.Add(int64(s.shards[i].t.n))
 	}
 	// Fold the logs into snapshots now, so appends never follow a torn
 	// record and the next start reads little.
@@ -276,18 +300,23 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	old, had := sh.m[k]
-	if had && old.exp > now {
+	sh.t.ensure()
+	h := sh.t.hashOf(k)
+	i, had := sh.t.find(k, h, sh.keyLocked)
+	if had && sh.t.slots[i].exp > now {
 		return errKeyExists
 	}
 	if !had && !s.reserve() {
 		return errStoreFull
 	}
+	e := slot{hash: h, exp: exp.UnixNano(), ref: sh.putValLocked(&k, val)}
 	if had { // expired, not yet swept
-		sh.dropValLocked(old.val)
+		sh.dropValLocked(sh.t.slots[i].ref)
+		sh.t.slots[i] = e
+	} else {
+		sh.t.put(i, e)
 	}
-	sh.m[k] = entry{exp: exp.UnixNano(), val: sh.putValLocked(val)}
-	s.logLocked(sh, k, true, exp.UnixNano(), val)
+	s.logLocked(sh, k, true, e.exp, val)
 	return nil
 }
 
@@ -309,13 +338,14 @@ func (s *memStore) reserve() bool {
 func (s *memStore) Get(k Key) ([]byte, bool) {
 	sh := s.shard(k)
 	sh.mu.Lock()
-	e, ok := sh.m[k]
+	e, ok := sh.findLocked(k)
 	var val []byte
+	var exp int64
 	if ok {
-		val = sh.valLocked(e.val)
+		val, exp = sh.valLocked(e.ref), e.exp
 	}
 	sh.mu.Unlock()
-	if !ok || e.exp <= time.Now().UnixNano() {
+	if !ok || exp <= time.Now().UnixNano() {
 		return nil, false
 	}
 	return val, true
@@ -326,12 +356,13 @@ func (s *memStore) Swap(k Key, val []byte) ([]byte, bool) {
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.m[k]
+	e, ok := sh.findLocked(k)
 	if !ok || e.exp <= now {
 		return nil, false
 	}
-	old := sh.valLocked(e.val)
-	sh.setLocked(k, e.exp, val)
+	old := sh.valLocked(e.ref)
+	sh.dropValLocked(e.ref)
+	e.ref = sh.putValLocked(&k, val)
 	s.logLocked(sh, k, true, e.exp, val)
 	return old, true
 }
@@ -354,8 +385,8 @@ func (s *memStore) Count(keep func(val []byte) bool) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, e := range sh.m {
-			if e.exp > now && keep(sh.valLocked(e.val)) {
+		for _, e := range sh.t.slots {
+			if e.hash != 0 && e.exp > now && keep(sh.valLocked(e.ref)) {
 				n++
 			}
 		}
@@ -384,11 +415,14 @@ func (s *memStore) Sweep(now time.Time) {
 		sh := &s.shards[i]
 		runtime.Gosched() // as in flush: let waiting requests run between shards
 		sh.mu.Lock()
-		for k, e := range sh.m {
-			if e.exp <= n {
-				sh.deleteLocked(k)
+		for j := 0; j < len(sh.t.slots); {
+			if e := &sh.t.slots[j]; e.hash != 0 && e.exp <= n {
+				sh.dropValLocked(e.ref)
+				sh.t.remove(j) // may move a slot not yet seen into j: look again
 				s.live.Add(-1)
+				continue
 			}
+			j++
 		}
 		if budget > 0 && sh.compactValsLocked() {
 			budget--
@@ -508,9 +542,11 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool) (c
 	sh.mu.Lock()
 	grown := sh.logSize + int64(len(sh.pending))
 	if sh.fresh || compactAll && grown > logHeaderSize || mayCompact && compactDue(grown, sh.snapSize) {
-		recs := make([]snapRecord, 0, len(sh.m))
-		for k, e := range sh.m {
-			recs = append(recs, snapRecord{k, e.exp, sh.valLocked(e.val)}) // values never change, so sharing them is safe
+		recs := make([]snapRecord, 0, sh.t.n)
+		for _, e := range sh.t.slots {
+			if e.hash != 0 {
+				recs = append(recs, snapRecord{*sh.keyLocked(e.ref), e.exp, sh.valLocked(e.ref)}) // values never change, so sharing them is safe
+			}
 		}
 		epoch := sh.epoch + 1
 		pending := sh.pending

@@ -182,7 +182,7 @@ func TestMemStoreSwapKeepsExpiry(t *testing.T) {
 	require.NoError(t, s.Insert(k, []byte("v1"), exp))
 	_, ok := s.Swap(k, []byte("v2"))
 	require.True(t, ok)
-	e := s.shard(k).m[k]
+	e, _ := s.shard(k).findLocked(k)
 	assert.Equal(t, exp.UnixNano(), e.exp, "Swap changed the expiry")
 
 	// And an entry about to expire still expires after a swap.
@@ -261,7 +261,7 @@ func TestMemStoreFullConcurrent(t *testing.T) {
 		wg.Wait()
 		held := 0
 		for i := range s.shards {
-			held += len(s.shards[i].m)
+			held += s.shards[i].t.n
 		}
 		require.LessOrEqual(t, held, maxLive, "round %d: entries held", round)
 		require.Equal(t, held, s.Len(), "round %d: Len", round)
@@ -281,7 +281,7 @@ func TestMemStoreSweep(t *testing.T) {
 	for i := range 10 {
 		_, ok := s.Get(testKey(fmt.Sprint("new", i)))
 		assert.True(t, ok, "new%d swept", i)
-		_, had := s.shard(testKey(fmt.Sprint("old", i))).m[testKey(fmt.Sprint("old", i))]
+		_, had := s.shard(testKey(fmt.Sprint("old", i))).findLocked(testKey(fmt.Sprint("old", i)))
 		assert.False(t, had, "old%d not swept", i)
 	}
 	s.Sweep(now.Add(2 * time.Hour))
@@ -387,11 +387,12 @@ func TestMemStoreSnapshotRestore(t *testing.T) {
 		got, ok := r.Get(k)
 		if assert.True(t, ok, "entry %x lost", k[:4]) {
 			assert.Equal(t, w.val, string(got))
-			assert.Equal(t, w.exp.UnixNano(), r.shard(k).m[k].exp, "expiry of %x", k[:4])
+			e, _ := r.shard(k).findLocked(k)
+			assert.Equal(t, w.exp.UnixNano(), e.exp, "expiry of %x", k[:4])
 		}
 	}
 	for _, k := range expired {
-		_, had := r.shard(k).m[k]
+		_, had := r.shard(k).findLocked(k)
 		assert.False(t, had, "expired entry %x restored", k[:4])
 	}
 	_, ok = r.Get(deleted)
@@ -602,7 +603,7 @@ func TestMemStoreValuesSurviveCompaction(t *testing.T) {
 				got, ok := s.Get(k)
 				require.True(t, ok)
 				require.Equal(t, want, got, "value of %x", k[:4])
-				live += len(want)
+				live += len(Key{}) + len(want)
 			}
 			for _, h := range held {
 				require.Equal(t, h.want, h.got, "a slice handed out before a compaction")
@@ -611,7 +612,7 @@ func TestMemStoreValuesSurviveCompaction(t *testing.T) {
 			sh.mu.Lock()
 			used, garbage := sh.used, sh.garbage
 			sh.mu.Unlock()
-			assert.EqualValues(t, live, used-garbage, "bytes of live values")
+			assert.EqualValues(t, live, used-garbage, "bytes of live keys and values")
 			assert.LessOrEqual(t, garbage, max(int64(valChunkSize), int64(live)/2), "garbage is bounded")
 			assert.Less(t, used, int64(written)/2, "space was reclaimed (%d bytes written)", written)
 			if dir != "" {

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestTableAgainstMap drives a table with hashes chosen to collide (few
+// home slots, at both ends, so clusters wrap past the end into entries at
+// home at the start) through random puts,
+// removals and sweeps, checking it against a map after every step: each
+// entry is found where a probe from its home reaches it, nothing removed is
+// found, and the count is right.
+func TestTableAgainstMap(t *testing.T) {
+	for _, homes := range []int{1, 3, 16, 1 << 20} {
+		rng := rand.New(rand.NewPCG(uint64(homes), 7))
+		var keys []Key // a slot's ref.off indexes keys
+		keyAt := func(r valRef) *Key { return &keys[r.off] }
+		tab := newTable()
+		model := map[Key]int64{} // key -> exp
+		hashes := map[Key]uint64{}
+		// hash gives a key a hash whose top bits pick one of a few homes,
+		// among them the last slots of the table, so clusters wrap.
+		hash := func(k Key) uint64 {
+			if h, ok := hashes[k]; ok {
+				return h
+			}
+			h := rng.Uint64()
+			if homes < 1<<20 {
+				// The top 11 bits: near the end or the start of the table,
+				// at every size up to 2048 slots.
+				home := rng.IntN(homes)
+				if rng.IntN(2) == 0 {
+					home = 2047 - home
+				}
+				h = uint64(home)<<53 | h>>11
+			}
+			h |= 1
+			hashes[k] = h
+			return h
+		}
+		check := func(step int) {
+			t.Helper()
+			if tab.n != len(model) {
+				t.Fatalf("homes %d, step %d: n = %d; want %d", homes, step, tab.n, len(model))
+			}
+			for k, exp := range model {
+				if len(tab.slots) == 0 {
+					t.Fatalf("homes %d, step %d: empty table holds %x", homes, step, k[:4])
+				}
+				i, ok := tab.find(k, hash(k), keyAt)
+				if !ok || tab.slots[i].exp != exp {
+					t.Fatalf("homes %d, step %d: find(%x) = %d, %v; want exp %d", homes, step, k[:4], i, ok, exp)
+				}
+			}
+		}
+		for step := range 3000 {
+			k := Key{byte(rng.IntN(100)), byte(rng.IntN(2))}
+			_, had := model[k]
+			switch op := rng.IntN(10); {
+			case op < 6: // put or replace
+				tab.ensure()
+				i, ok := tab.find(k, hash(k), keyAt)
+				if ok != had {
+					t.Fatalf("homes %d, step %d: find(%x) found %v; want %v", homes, step, k[:4], ok, had)
+				}
+				exp := int64(step)
+				if ok {
+					tab.slots[i].exp = exp
+				} else {
+					keys = append(keys, k)
+					tab.put(i, slot{hash: hash(k), exp: exp, ref: valRef{off: uint32(len(keys) - 1)}})
+				}
+				model[k] = exp
+			case op < 9: // remove
+				if len(tab.slots) == 0 {
+					continue
+				}
+				i, ok := tab.find(k, hash(k), keyAt)
+				if ok != had {
+					t.Fatalf("homes %d, step %d: find(%x) found %v; want %v", homes, step, k[:4], ok, had)
+				}
+				if ok {
+					tab.remove(i)
+					delete(model, k)
+				}
+			default: // a sweep: remove, as memStore.Sweep does, what is older than a cut
+				cut := int64(step - rng.IntN(300))
+				for j := 0; j < len(tab.slots); {
+					if s := &tab.slots[j]; s.hash != 0 && s.exp < cut {
+						tab.remove(j)
+						continue
+					}
+					j++
+				}
+				for k, exp := range model {
+					if exp < cut {
+						delete(model, k)
+					}
+				}
+			}
+			check(step)
+			if 2*tab.n > len(tab.slots) {
+				t.Fatalf("homes %d, step %d: %d of %d slots used", homes, step, tab.n, len(tab.slots))
+			}
+		}
+	}
+}
