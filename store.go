@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -410,10 +409,11 @@ const valCompactionsPerSweep = 4
 func (s *memStore) Sweep(now time.Time) {
 	n := now.UnixNano()
 	budget, first := valCompactionsPerSweep, int(s.valsNext.Load())
+	var p pacer
 	for j := range numShards {
 		i := (first + j) % numShards
 		sh := &s.shards[i]
-		runtime.Gosched() // as in flush: let waiting requests run between shards
+		p.yield() // as in flush: let waiting requests run between shards
 		sh.mu.Lock()
 		for j := 0; j < len(sh.t.slots); {
 			if e := &sh.t.slots[j]; e.hash != 0 && e.exp <= n {
@@ -495,6 +495,7 @@ func (s *memStore) flush(compactAll, sync bool) error {
 	var errs []error
 	mask := s.pendingMask.Swap(0)
 	budget, first := compactionsPerFlush, s.compactNext
+	var p pacer
 	for n := range numShards {
 		i := (first + n) % numShards
 		// WritePending visits only the shards with changes; Flush visits
@@ -503,10 +504,9 @@ func (s *memStore) flush(compactAll, sync bool) error {
 			continue
 		}
 		// A Flush can take tens of milliseconds of system time: between
-		// shards, let waiting requests run. Where the service has one core,
-		// this took the p99 from 13 ms to 8-10 ms.
-		runtime.Gosched()
-		compacted, err := s.flushShardLocked(i, compactAll, sync, budget > 0)
+		// shards, let waiting requests run (see pacer).
+		p.yield()
+		compacted, err := s.flushShardLocked(i, compactAll, sync, budget > 0, &p)
 		if compacted {
 			budget--
 			s.compactNext = (i + 1) % numShards
@@ -536,7 +536,7 @@ func (s *memStore) flush(compactAll, sync bool) error {
 // a new snapshot when it must (fresh, compactAll) or, if mayCompact, when
 // that is due. It reports whether it wrote a snapshot. s.flushMu must be
 // held.
-func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool) (compacted bool, err error) {
+func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool, p *pacer) (compacted bool, err error) {
 	sh := &s.shards[i]
 	snapPath, logPath := s.snapPaths[i], s.logPaths[i]
 	sh.mu.Lock()
@@ -557,6 +557,7 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool) (c
 		s.closeLogLocked(i) // the log file is about to be replaced
 		err = writeFileAtomic(snapPath, snap)
 		if err == nil {
+			p.yield()
 			err = writeFileAtomic(logPath, appendLogHeader(nil, epoch))
 		}
 		sh.mu.Lock()
@@ -580,7 +581,7 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool) (c
 	sh.pending, sh.spare = sh.spare[:0], nil
 	sh.mu.Unlock()
 
-	err = s.appendLogLocked(i, data, sync)
+	err = s.appendLogLocked(i, data, sync, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if err == nil {
@@ -599,9 +600,10 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool) (c
 }
 
 // appendLogLocked appends data to shard i's log, and syncs it when sync is
-// set. The file stays open for the next call when keepOpen is set, and is
-// closed otherwise. s.flushMu must be held.
-func (s *memStore) appendLogLocked(i int, data []byte, sync bool) error {
+// set, pausing between the two when p says so. The file stays open for the
+// next call when keepOpen is set, and is closed otherwise. s.flushMu must
+// be held.
+func (s *memStore) appendLogLocked(i int, data []byte, sync bool, p *pacer) error {
 	f := s.files[i]
 	if f == nil {
 		var err error
@@ -612,6 +614,7 @@ func (s *memStore) appendLogLocked(i int, data []byte, sync bool) error {
 	}
 	_, err := f.Write(data)
 	if err == nil && sync {
+		p.yield() // the write took a while, and so will the sync
 		err = f.Sync()
 	}
 	if err != nil || !s.keepOpen {
