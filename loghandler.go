@@ -118,42 +118,61 @@ func appendJSONValue(b []byte, v slog.Value) ([]byte, bool) {
 	return b, false
 }
 
-// appendJSONString appends s as a JSON string: quotes, backslashes and
-// control characters escaped, invalid UTF-8 replaced.
+// appendJSONString appends s as a JSON string, byte for byte as
+// log/slog's JSONHandler writes it: quotes, backslashes and control
+// characters escaped, invalid UTF-8 replaced, U+2028 and U+2029 escaped.
+// Runs of characters that stand for themselves, most of a log line, are
+// appended whole. FuzzAppendJSONString checks it against slog.
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
+	start := 0 // s[start:i] is still to be appended as it is
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
+		if c := s[i]; c < utf8.RuneSelf {
+			if jsonSafe[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
 				b = append(b, '\\', c)
-			case c == '\n':
+			case '\n':
 				b = append(b, '\\', 'n')
-			case c == '\r':
+			case '\r':
 				b = append(b, '\\', 'r')
-			case c == '\t':
+			case '\t':
 				b = append(b, '\\', 't')
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 			default:
-				b = append(b, c)
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 			}
 			i++
+			start = i
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
-			b = append(b, `\ufffd`...)
+			b = append(append(b, s[start:i]...), `\ufffd`...)
 		case r == '\u2028' || r == '\u2029':
-			b = append(b, `\u202`...)
+			b = append(append(b, s[start:i]...), `\u202`...)
 			b = append(b, hex[r&0xf])
 		default:
-			b = append(b, s[i:i+size]...)
+			i += size
+			continue
 		}
 		i += size
+		start = i
 	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// jsonSafe[c] reports whether the ASCII byte c stands for itself in a JSON
+// string: printable, and neither a quote nor a backslash.
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := byte(0x20); c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()

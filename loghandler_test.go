@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 )
@@ -93,4 +95,27 @@ func TestRequestLineMatchesRecord(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzAppendJSONString checks appendJSONString against log/slog's own
+// JSONHandler, which it must match byte for byte: the message of a record
+// with nothing else is written as {"msg":<the string>}.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "/stores/x/auth/auth-code", `a"b\c`, "<&>\x7f\x00\x1f\n\r\t", "\u2028\u2029é", "\xff\xc3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var buf bytes.Buffer
+		h := slog.NewJSONHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == slog.LevelKey {
+				return slog.Attr{}
+			}
+			return a
+		}})
+		h.Handle(context.Background(), slog.NewRecord(time.Time{}, slog.LevelInfo, s, 0))
+		want := strings.TrimSuffix(strings.TrimPrefix(buf.String(), `{"msg":`), "}\n")
+		if got := string(appendJSONString(nil, s)); got != want {
+			t.Fatalf("appendJSONString(%q) = %s; want %s", s, got, want)
+		}
+	})
 }
