@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"iter"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -75,6 +78,10 @@ type memStore struct {
 	// where every request writes and an open costs a host call.
 	keepOpen bool
 	files    [numShards]*os.File // open logs; flushMu guards
+
+	// The shard being written as a snapshot, copied; flushMu guards.
+	snapSlots  []slot
+	snapChunks [][]byte
 
 	shards [numShards]shard
 }
@@ -542,20 +549,35 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool, p 
 	sh.mu.Lock()
 	grown := sh.logSize + int64(len(sh.pending))
 	if sh.fresh || compactAll && grown > logHeaderSize || mayCompact && compactDue(grown, sh.snapSize) {
-		recs := make([]snapRecord, 0, sh.t.n)
-		for _, e := range sh.t.slots {
-			if e.hash != 0 {
-				recs = append(recs, snapRecord{*sh.keyLocked(e.ref), e.exp, sh.valLocked(e.ref)}) // values never change, so sharing them is safe
-			}
-		}
-		epoch := sh.epoch + 1
+		// The snapshot is the shard as it is now: a copy of its slots,
+		// and of its chunks' headers, taken under the lock, is written
+		// after it. Keys and values in chunks never change, so reading
+		// them needs no lock; the copies are kept for the next snapshot,
+		// as building a few MiB at once had allocations stall on the GC
+		// (up to 34 ms).
+		s.snapSlots = append(s.snapSlots[:0], sh.t.slots...)
+		s.snapChunks = append(s.snapChunks[:0], sh.chunks...)
+		n, epoch := sh.t.n, sh.epoch+1
 		pending := sh.pending
 		sh.pending = nil
 		sh.mu.Unlock()
 
-		snap := encodeSnapshot(epoch, recs)
+		var size int64
 		s.closeLogLocked(i) // the log file is about to be replaced
-		err = writeFilePaced(snapPath, snap, p)
+		err = writeFileWith(snapPath, p, func(w io.Writer) (err error) {
+			size, err = writeSnapshot(w, epoch, n, func(yield func(snapRecord) bool) {
+				for _, e := range s.snapSlots {
+					if e.hash == 0 {
+						continue
+					}
+					c := s.snapChunks[e.ref.chunk][e.ref.off:]
+					if !yield(snapRecord{*(*Key)(c), e.exp, c[keySize : keySize+e.ref.n]}) {
+						return
+					}
+				}
+			})
+			return err
+		})
 		if err == nil {
 			p.yield()
 			err = writeFileAtomic(logPath, appendLogHeader(nil, epoch))
@@ -568,7 +590,7 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool, p 
 			sh.fresh = true
 			return true, err
 		}
-		sh.epoch, sh.snapSize, sh.logSize, sh.fresh, sh.unsynced = epoch, int64(len(snap)), logHeaderSize, false, false
+		sh.epoch, sh.snapSize, sh.logSize, sh.fresh, sh.unsynced = epoch, size, logHeaderSize, false, false
 		return true, nil
 	}
 	if len(sh.pending) == 0 && !(sync && sh.unsynced) {
@@ -657,22 +679,37 @@ type snapRecord struct {
 	val []byte
 }
 
-func encodeSnapshot(epoch uint64, recs []snapRecord) []byte {
-	n := len(snapMagic) + 2*binary.MaxVarintLen64 + 4
-	for _, r := range recs {
-		n += len(r.key) + 2*binary.MaxVarintLen64 + len(r.val)
+// writeSnapshot writes the snapshot of epoch holding the n records of
+// recs to w, and returns its size.
+func writeSnapshot(w io.Writer, epoch uint64, n int, recs iter.Seq[snapRecord]) (size int64, err error) {
+	var crc uint32
+	var b []byte
+	put := func() { // b to w, counted and checksummed
+		if err == nil {
+			crc = crc32.Update(crc, crc32.IEEETable, b)
+			_, err = w.Write(b)
+			size += int64(len(b))
+		}
+		b = b[:0]
 	}
-	b := make([]byte, 0, n)
 	b = append(b, snapMagic...)
 	b = binary.AppendUvarint(b, epoch)
-	b = binary.AppendUvarint(b, uint64(len(recs)))
-	for _, r := range recs {
+	b = binary.AppendUvarint(b, uint64(n))
+	put()
+	for r := range recs {
 		b = append(b, r.key[:]...)
 		b = binary.AppendVarint(b, r.exp)
 		b = binary.AppendUvarint(b, uint64(len(r.val)))
 		b = append(b, r.val...)
+		put()
+		n--
 	}
-	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+	if err == nil && n != 0 {
+		return size, fmt.Errorf("snapshot: %d records fewer than announced", n)
+	}
+	b = binary.BigEndian.AppendUint32(b, crc)
+	put()
+	return size, err
 }
 
 var errBadSnapshot = errors.New("snapshot is truncated or corrupt")
@@ -833,17 +870,27 @@ func replayLog(b []byte, fn func(put bool, k Key, exp int64, val []byte), want u
 // writeFileAtomic writes data to path through a temporary file in the same
 // directory: written, synced, renamed over path, mode 0600. A reader sees
 // the old file or the new one, never a mix.
-func writeFileAtomic(path string, data []byte) error { return writeFilePaced(path, data, nil) }
+func writeFileAtomic(path string, data []byte) error {
+	return writeFileWith(path, nil, func(w io.Writer) error { _, err := w.Write(data); return err })
+}
 
-// writeFilePaced is writeFileAtomic for background work: it writes data in
-// pieces, letting p pause the work between them (p may be nil).
-func writeFilePaced(path string, data []byte, p *pacer) error {
+// writeFileWith is writeFileAtomic for what write writes. With a pacer,
+// for background work, the file is written in pieces of pacedPiece bytes,
+// and p may pause the work after each.
+func writeFileWith(path string, p *pacer, write func(io.Writer) error) error {
 	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	err = writePaced(f, data, p)
+	if p == nil {
+		err = write(f)
+	} else {
+		bw := bufio.NewWriterSize(pacedWriter{f, p}, pacedPiece)
+		if err = write(bw); err == nil {
+			err = bw.Flush()
+		}
+	}
 	if err == nil {
 		err = f.Chmod(0o600)
 	}
@@ -885,4 +932,16 @@ func writePaced(f *os.File, data []byte, p *pacer) error {
 		}
 	}
 	return nil
+}
+
+// pacedWriter writes to f, letting p pause the work after each write.
+type pacedWriter struct {
+	f *os.File
+	p *pacer
+}
+
+func (w pacedWriter) Write(b []byte) (int, error) {
+	n, err := w.f.Write(b)
+	w.p.yield()
+	return n, err
 }

@@ -6,12 +6,22 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
 
 // decodeAll returns the records of snapshot b, checking that decodeSnapshot
 // calls fn for all of them or, on error, for none.
+// encodeSnapshot is writeSnapshot into memory.
+func encodeSnapshot(epoch uint64, recs []snapRecord) []byte {
+	var buf bytes.Buffer
+	if _, err := writeSnapshot(&buf, epoch, len(recs), slices.Values(recs)); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
 func decodeAll(t *testing.T, b []byte) ([]snapRecord, error) {
 	t.Helper()
 	var recs []snapRecord

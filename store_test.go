@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -632,6 +633,73 @@ func TestMemStoreValuesSurviveCompaction(t *testing.T) {
 // TestMemStoreLogRecovery covers what a crash can leave: a log cut off in
 // its last record (dropped), a log from before a compaction (ignored), and
 // a log damaged in the middle (an error naming it).
+// TestMemStoreCompactsWhileWritten writes snapshots while writers insert,
+// swap and delete and sweeps compact values (tiny chunks, so new chunks and
+// value compactions come all the time): a snapshot reads keys and values
+// outside the shard's lock, so under -race this checks that it only reads
+// what no one writes, and the restore that everything written is there.
+func TestMemStoreCompactsWhileWritten(t *testing.T) {
+	old := valChunkSize
+	valChunkSize = 256
+	t.Cleanup(func() { valChunkSize = old })
+	dir := t.TempDir()
+	s := newTestStore(t, dir, 1<<20)
+	const writers = 4
+	models := make([]map[Key]string, writers) // each writer its own keys
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		models[w] = map[Key]string{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, rng := models[w], rand.New(rand.NewPCG(uint64(w), 1))
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := testKey(fmt.Sprint(w, "-", rng.IntN(200)))
+				v := fmt.Sprint(w, "-", i)
+				switch _, had := m[k]; {
+				case !had:
+					if err := s.Insert(k, []byte(v), future()); err != nil {
+						t.Errorf("Insert: %v", err)
+						return
+					}
+					m[k] = v
+				case rng.IntN(3) == 0:
+					s.Delete(k)
+					delete(m, k)
+				default:
+					s.Swap(k, []byte(v))
+					m[k] = v
+				}
+			}
+		}()
+	}
+	for range 4 {
+		require.NoError(t, s.Compact())
+		s.Sweep(time.Now())
+	}
+	close(stop)
+	wg.Wait()
+	require.NoError(t, s.Flush())
+
+	r := newTestStore(t, dir, 1<<20)
+	n := 0
+	for _, m := range models {
+		for k, want := range m {
+			got, ok := r.Get(k)
+			require.True(t, ok, "entry %x lost", k[:4])
+			require.Equal(t, want, string(got), "value of %x", k[:4])
+			n++
+		}
+	}
+	assert.Equal(t, n, r.Len(), "entries restored")
+}
+
 func TestMemStoreLogRecovery(t *testing.T) {
 	setup := func(t *testing.T) (dir, logPath string, keys []Key) {
 		dir = t.TempDir()
@@ -887,6 +955,25 @@ func TestSnapshotEncodeDecode(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteSnapshotFailures checks that writeSnapshot reports what would
+// leave a snapshot start-up refuses: a write that fails, and fewer records
+// than the count it wrote first.
+func TestWriteSnapshotFailures(t *testing.T) {
+	recs := []snapRecord{{testKey("a"), 1, []byte("v")}, {testKey("b"), 2, []byte("w")}}
+	_, err := writeSnapshot(failingWriter{}, 1, len(recs), slices.Values(recs))
+	assert.ErrorIs(t, err, errDiskFull, "a failed write")
+	var buf bytes.Buffer
+	size, err := writeSnapshot(&buf, 1, len(recs)+1, slices.Values(recs))
+	assert.Error(t, err, "fewer records than announced")
+	assert.EqualValues(t, buf.Len(), size, "size written")
+}
+
+var errDiskFull = errors.New("disk full")
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
 
 // TestMemStoreWritePendingSurvivesProcess checks the edge build's promise:
 // once WritePending returns, the changes are in data_dir, so an instance
