@@ -97,6 +97,7 @@ type shard struct {
 	epoch    uint64     // of the shard's snapshot, and of the log that continues it
 	logSize  int64      // bytes in the shard's log file
 	snapSize int64      // bytes in the shard's snapshot
+	dead     int64      // bytes of the snapshot, log and pending that no live entry needs
 	fresh    bool       // the next Flush writes a whole snapshot and a new log (at start, after a failed write)
 	unsynced bool       // the log was written by WritePending and not synced since
 }
@@ -149,9 +150,12 @@ func (sh *shard) valLocked(r valRef) []byte {
 // keyLocked returns the key at r. sh.mu must be held.
 func (sh *shard) keyLocked(r valRef) *Key { return (*Key)(sh.chunks[r.chunk][r.off:]) }
 
-// dropValLocked counts the key and value at r as garbage. sh.mu must be
-// held.
-func (sh *shard) dropValLocked(r valRef) { sh.garbage += int64(keySize + r.n) }
+// dropValLocked counts the key and value at r as garbage, and its record
+// on disk as dead. sh.mu must be held.
+func (sh *shard) dropValLocked(r valRef) {
+	sh.garbage += int64(keySize + r.n)
+	sh.dead += recordSize(r.n)
+}
 
 // compactValsLocked copies the live values into new chunks, and lets the
 // old ones go, once garbage is over a chunk and over half the live values
@@ -264,6 +268,8 @@ func (s *memStore) restoreShard(i int, now int64) error {
 		sh.epoch, err = decodeSnapshot(b, func(k Key, exp int64, val []byte) {
 			if exp > now {
 				sh.setLocked(k, exp, val)
+			} else {
+				sh.dead += recordSize(uint32(len(val)))
 			}
 		})
 		if err != nil {
@@ -279,10 +285,15 @@ func (s *memStore) restoreShard(i int, now int64) error {
 		return fmt.Errorf("restore %s: %w", logf, err)
 	}
 	_, torn, err := replayLog(b, func(put bool, k Key, exp int64, val []byte) {
-		if put && exp > now {
+		switch {
+		case put && exp > now:
 			sh.setLocked(k, exp, val)
-		} else {
+		case put:
 			sh.deleteLocked(k)
+			sh.dead += recordSize(uint32(len(val)))
+		default:
+			sh.deleteLocked(k)
+			sh.dead += deleteRecordSize
 		}
 	}, sh.epoch)
 	switch {
@@ -380,6 +391,7 @@ func (s *memStore) Delete(k Key) {
 	if sh.deleteLocked(k) {
 		s.live.Add(-1)
 		s.logLocked(sh, k, false, 0, nil)
+		sh.dead += deleteRecordSize // needed only until the next snapshot
 	}
 }
 
@@ -477,10 +489,23 @@ func (s *memStore) WritePending() error { return s.flush(false, false) }
 // whole (at start, after a failed write).
 func (s *memStore) Compact() error { return s.flush(true, true) }
 
-// compactDue reports when a log is folded into a new snapshot: once it is
-// over 1 MiB and four times the snapshot. Each change is then written about
-// 1.25 times on average, and a restore reads at most five times the state.
-func compactDue(logSize, snapSize int64) bool { return logSize > 1<<20 && logSize > 4*snapSize }
+// compactDue reports when a shard's snapshot and log, disk bytes in all,
+// are folded into a new snapshot: once the dead among them, records of
+// entries since replaced, deleted or swept, are over 1 MiB and twice the
+// rest. A store that only grows is never rewritten, each change written
+// once (folding whenever the log outgrew four times the snapshot, the
+// first rule, rewrote about 1.25 bytes for each byte logged while the
+// store filled, and made most of the tick's work then); a restore reads at
+// most three times the live state; and with codes expiring at the pace
+// they come, each byte is written about 1.5 times.
+func compactDue(disk, dead int64) bool { return dead > 1<<20 && dead > 2*(disk-dead) }
+
+// recordSize is about what the record of an entry with a value of n bytes
+// takes in a snapshot or a log.
+func recordSize(n uint32) int64 { return 48 + int64(n) }
+
+// deleteRecordSize is what a delete takes in a log.
+const deleteRecordSize = 1 + 1 + int64(len(Key{})) + 4
 
 // compactionsPerFlush bounds the compactions that fall due which one Flush
 // makes; the others wait for the next ones, their logs growing a little
@@ -548,7 +573,7 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool, p 
 	snapPath, logPath := s.snapPaths[i], s.logPaths[i]
 	sh.mu.Lock()
 	grown := sh.logSize + int64(len(sh.pending))
-	if sh.fresh || compactAll && grown > logHeaderSize || mayCompact && compactDue(grown, sh.snapSize) {
+	if sh.fresh || compactAll && grown > logHeaderSize || mayCompact && compactDue(sh.snapSize+grown, sh.dead) {
 		// The snapshot is the shard as it is now: a copy of its slots,
 		// and of its chunks' headers, taken under the lock, is written
 		// after it. Keys and values in chunks never change, so reading
@@ -557,7 +582,7 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool, p 
 		// (up to 34 ms).
 		s.snapSlots = append(s.snapSlots[:0], sh.t.slots...)
 		s.snapChunks = append(s.snapChunks[:0], sh.chunks...)
-		n, epoch := sh.t.n, sh.epoch+1
+		n, epoch, dead := sh.t.n, sh.epoch+1, sh.dead
 		pending := sh.pending
 		sh.pending = nil
 		sh.mu.Unlock()
@@ -591,6 +616,7 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool, p 
 			return true, err
 		}
 		sh.epoch, sh.snapSize, sh.logSize, sh.fresh, sh.unsynced = epoch, size, logHeaderSize, false, false
+		sh.dead -= dead // what died since the copy died in the new files
 		return true, nil
 	}
 	if len(sh.pending) == 0 && !(sync && sh.unsynced) {

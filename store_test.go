@@ -461,6 +461,62 @@ func TestMemStoreCompacts(t *testing.T) {
 // compactionsPerFlush of the compactions that fall due, that shards take
 // turns (those compacted first, due again at once, do not keep the last
 // one waiting), and that nothing is lost either way.
+// TestMemStoreCompactsWhenRecordsDie checks compactDue's rule: a shard
+// that only grows keeps appending to its log, and is folded into a new
+// snapshot once most of what it wrote describes no live entry.
+func TestMemStoreCompactsWhenRecordsDie(t *testing.T) {
+	val := bytes.Repeat([]byte("v"), 64<<10)
+	tests := []struct {
+		name string
+		kill func(s *memStore, keys []Key)
+	}{
+		{"deleted", func(s *memStore, keys []Key) {
+			for _, k := range keys[1:] {
+				s.Delete(k)
+			}
+		}},
+		{"swept", func(s *memStore, _ []Key) { s.Sweep(time.Now().Add(2 * time.Hour)) }},
+		{"replaced three times", func(s *memStore, keys []Key) {
+			for range 3 {
+				for _, k := range keys {
+					s.Swap(k, val)
+				}
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			logSize := func() int64 {
+				fi, err := os.Stat(filepath.Join(dir, "store-03.log"))
+				require.NoError(t, err)
+				return fi.Size()
+			}
+			s := newTestStore(t, dir, 1000)
+			var keys []Key
+			for i := range 40 { // 2.5 MiB
+				keys = append(keys, keyInShard(fmt.Sprint("k", i), 3))
+				require.NoError(t, s.Insert(keys[i], val, future()))
+				if i%10 == 9 {
+					require.NoError(t, s.Flush())
+				}
+			}
+			assert.Greater(t, logSize(), int64(40<<16), "the log of a shard that only grew")
+			tt.kill(s, keys)
+			require.NoError(t, s.Flush())
+			assert.Equal(t, logHeaderSize, logSize(), "the log once most records died")
+
+			r := newTestStore(t, dir, 1000)
+			for _, k := range keys {
+				want, wantOK := s.Get(k)
+				got, ok := r.Get(k)
+				require.Equal(t, wantOK, ok, "entry %x after a restart", k[:4])
+				require.Equal(t, want, got)
+			}
+		})
+	}
+}
+
 func TestMemStoreCompactionsAreSpread(t *testing.T) {
 	dir := t.TempDir()
 	s := newTestStore(t, dir, 1000)
