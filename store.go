@@ -53,12 +53,12 @@ var (
 // Keys are hashes, so their first byte spreads them evenly.
 const numShards = 64
 
-// memStore is the in-memory Store: a map split into shards, each behind its
-// own mutex. Each shard persists as a snapshot (store-XX.snap) and an
-// append-only log of the changes since (store-XX.log): Flush appends what
-// changed, so a second of writes costs what was written, not the size of
-// the store; once a log outgrows its snapshot, the two are compacted into
-// a new snapshot. Both files carry the shard's epoch, so a log left over
+// memStore is the in-memory Store: a hash table split into shards, each
+// behind its own mutex. Each shard persists as a snapshot (store-XX.snap)
+// and an append-only log of the changes since (store-XX.log): Flush
+// appends what changed, so a second of writes costs what was written, not
+// the size of the store; once most of their records are dead, the two are
+// compacted into a new snapshot (compactDue). Both files carry the shard's epoch, so a log left over
 // from before a compaction is never replayed onto the newer snapshot.
 type memStore struct {
 	dir        string // where snapshots and logs live; "" keeps nothing on disk
