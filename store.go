@@ -425,10 +425,12 @@ const valCompactionsPerSweep = 4
 // Sweep removes the entries expired at now, and compacts the values of a
 // few shards where garbage is due to be reclaimed. Restores skip expired entries,
 // so sweeps are not logged.
-func (s *memStore) Sweep(now time.Time) {
+func (s *memStore) Sweep(now time.Time) { s.sweep(now, nil) }
+
+// sweep is Sweep, paced by p when it is not nil.
+func (s *memStore) sweep(now time.Time, p *pacer) {
 	n := now.UnixNano()
 	budget, first := valCompactionsPerSweep, int(s.valsNext.Load())
-	var p pacer
 	for j := range numShards {
 		i := (first + j) % numShards
 		sh := &s.shards[i]
@@ -476,18 +478,18 @@ func (s *memStore) rewriteAll() {
 // syncs it, compacting a shard whose log has outgrown its snapshot. A
 // failure marks the store unable to persist (writes answer 503) until a
 // later Flush succeeds; the changes are kept and written then.
-func (s *memStore) Flush() error { return s.flush(false, true) }
+func (s *memStore) Flush() error { return s.flush(false, true, nil) }
 
 // WritePending appends every shard's changes to its log like Flush, but
 // leaves syncing them to the next Flush: once written, they survive the
 // process (a trapped wasm instance, kill -9), if not the machine. The edge
 // build calls it before answering each request that changed state.
-func (s *memStore) WritePending() error { return s.flush(false, false) }
+func (s *memStore) WritePending() error { return s.flush(false, false, nil) }
 
 // Compact writes a fresh snapshot, and starts a new log, for every shard
 // whose log holds any record, is due for compaction, or must be rewritten
 // whole (at start, after a failed write).
-func (s *memStore) Compact() error { return s.flush(true, true) }
+func (s *memStore) Compact() error { return s.flush(true, true, nil) }
 
 // compactDue reports when a shard's snapshot and log, disk bytes in all,
 // are folded into a new snapshot: once the dead among them, records of
@@ -518,7 +520,10 @@ const deleteRecordSize = 1 + 1 + int64(len(Key{})) + 4
 // bounded.
 const compactionsPerFlush = 2
 
-func (s *memStore) flush(compactAll, sync bool) error {
+// flush is Flush, WritePending or Compact; p, when not nil, paces the
+// work (the ticker's: start-up and shutdown have no requests to make room
+// for).
+func (s *memStore) flush(compactAll, sync bool, p *pacer) error {
 	if s.dir == "" {
 		return nil
 	}
@@ -527,7 +532,6 @@ func (s *memStore) flush(compactAll, sync bool) error {
 	var errs []error
 	mask := s.pendingMask.Swap(0)
 	budget, first := compactionsPerFlush, s.compactNext
-	var p pacer
 	for n := range numShards {
 		i := (first + n) % numShards
 		// WritePending visits only the shards with changes; Flush visits
@@ -538,7 +542,7 @@ func (s *memStore) flush(compactAll, sync bool) error {
 		// A Flush can take tens of milliseconds of system time: between
 		// shards, let waiting requests run (see pacer).
 		p.yield()
-		compacted, err := s.flushShardLocked(i, compactAll, sync, budget > 0, &p)
+		compacted, err := s.flushShardLocked(i, compactAll, sync, budget > 0, p)
 		if compacted {
 			budget--
 			s.compactNext = (i + 1) % numShards
@@ -603,6 +607,7 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool, p 
 			})
 			return err
 		})
+		clear(s.snapChunks) // the chunks may be let go of meanwhile: hold on to none
 		if err == nil {
 			p.yield()
 			err = writeFileAtomic(logPath, appendLogHeader(nil, epoch))
@@ -687,8 +692,9 @@ func (s *memStore) closeLogLocked(i int) error {
 // The app's ticker calls it every second from one goroutine (never a
 // goroutine or timer per entry); in the edge build the host drives it.
 func (s *memStore) Tick(now time.Time) {
-	s.Sweep(now)
-	s.Flush()
+	var p pacer // one run of work, paced so that requests go first
+	s.sweep(now, &p)
+	s.flush(false, true, &p)
 }
 
 // Snapshot format, one file per shard:
