@@ -38,6 +38,14 @@ func newTestStore(t *testing.T, dir string, maxLive int) *memStore {
 	return s
 }
 
+// fileSize returns the size of the file at path.
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	return fi.Size()
+}
+
 var (
 	future = func() time.Time { return time.Now().Add(time.Hour) }
 	past   = func() time.Time { return time.Now().Add(-time.Second) }
@@ -448,9 +456,7 @@ func TestMemStoreCompacts(t *testing.T) {
 		require.True(t, ok)
 	}
 	require.NoError(t, s.Flush())
-	fi, err := os.Stat(filepath.Join(dir, "store-03.log"))
-	require.NoError(t, err)
-	assert.Equal(t, logHeaderSize, fi.Size(), "log size after compaction")
+	assert.Equal(t, logHeaderSize, fileSize(t, filepath.Join(dir, "store-03.log")), "log size after compaction")
 	r := newTestStore(t, dir, 1000)
 	got, ok := r.Get(k)
 	require.True(t, ok)
@@ -487,11 +493,7 @@ func TestMemStoreCompactsWhenRecordsDie(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			logSize := func() int64 {
-				fi, err := os.Stat(filepath.Join(dir, "store-03.log"))
-				require.NoError(t, err)
-				return fi.Size()
-			}
+			logSize := func() int64 { return fileSize(t, filepath.Join(dir, "store-03.log")) }
 			s := newTestStore(t, dir, 1000)
 			var keys []Key
 			for i := range 40 { // 2.5 MiB
@@ -522,11 +524,7 @@ func TestMemStoreCompactsWhenRecordsDie(t *testing.T) {
 // compaction streamed the same way once most records have died.
 func TestMemStoreTick(t *testing.T) {
 	dir := t.TempDir()
-	logSize := func() int64 {
-		fi, err := os.Stat(filepath.Join(dir, "store-03.log"))
-		require.NoError(t, err)
-		return fi.Size()
-	}
+	logSize := func() int64 { return fileSize(t, filepath.Join(dir, "store-03.log")) }
 	s := newTestStore(t, dir, 1000)
 	val := bytes.Repeat([]byte("v"), 64<<10)
 	var keys []Key
@@ -572,9 +570,7 @@ func TestMemStoreCompactionsAreSpread(t *testing.T) {
 	}
 	compacted := func() (shards []int) {
 		for sh := range due {
-			fi, err := os.Stat(filepath.Join(dir, fmt.Sprintf("store-%02x.log", sh)))
-			require.NoError(t, err)
-			if fi.Size() == logHeaderSize {
+			if fileSize(t, filepath.Join(dir, fmt.Sprintf("store-%02x.log", sh))) == logHeaderSize {
 				shards = append(shards, sh)
 			}
 		}
