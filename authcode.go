@@ -100,6 +100,10 @@ func (r *registerRequest) field(name []byte) *jsonString {
 	return nil
 }
 
+// recordBufs holds buffers to encode registered codes into: the store
+// copies what it keeps, so one buffer serves request after request.
+var recordBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
 // bodyPool holds buffers of maxBody+1 bytes, so reading a body never
 // allocates and never holds more than the limit.
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, maxBody+1); return &b }}
@@ -233,7 +237,10 @@ func (s *server) register(st *StoreConfig, req *registerRequest) *apiError {
 		},
 	}
 	exp := time.Now().Add(s.cfg.AuthCodeTTL.D())
-	switch err := s.store.Insert(codeKey(st.ID, req.AuthCode.s), rec.encode(), exp); err {
+	buf := recordBufs.Get().(*[]byte)
+	defer recordBufs.Put(buf)
+	*buf = rec.appendTo((*buf)[:0])
+	switch err := s.store.Insert(codeKey(st.ID, req.AuthCode.s), *buf, exp); err {
 	case nil:
 		return nil
 	case errKeyExists:

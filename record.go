@@ -82,7 +82,11 @@ func (c *codeRecord) encode() []byte {
 	for _, f := range c.Player.fields() {
 		n += strLen(*f)
 	}
-	b := make([]byte, 0, n)
+	return c.appendTo(make([]byte, 0, n))
+}
+
+// appendTo appends c, encoded, to b.
+func (c *codeRecord) appendTo(b []byte) []byte {
 	b = append(b, kindCode)
 	b = appendStr(b, c.RedirectURI)
 	b = appendStr(b, c.CodeChallenge)

@@ -23,7 +23,8 @@ type Key [32]byte
 
 // Store is the expiring key-value state of the sign-in flow. It is kept
 // narrow on purpose: a shared backend for several replicas implements the
-// same four calls. Values passed in and returned are owned by the store
+// same four calls. Insert and Swap copy the values passed in, which the
+// caller may reuse once they return; values returned belong to the store
 // and must not be modified.
 type Store interface {
 	// Insert stores val under k until exp. It fails with errKeyExists when a

@@ -121,6 +121,25 @@ func TestMemStoreInsertGet(t *testing.T) {
 	}
 }
 
+// TestMemStoreCopiesValues checks the Store contract callers rely on to
+// reuse their buffers: Insert and Swap keep copies, not what they were
+// given.
+func TestMemStoreCopiesValues(t *testing.T) {
+	s := newTestStore(t, t.TempDir(), 10)
+	k := testKey("k")
+	v := []byte("inserted")
+	require.NoError(t, s.Insert(k, v, future()))
+	copy(v, "XXXXXXXX")
+	got, _ := s.Get(k)
+	assert.Equal(t, "inserted", string(got), "after the caller reused its buffer")
+	w := []byte("swapped")
+	_, ok := s.Swap(k, w)
+	require.True(t, ok)
+	copy(w, "YYYYYYY")
+	got, _ = s.Get(k)
+	assert.Equal(t, "swapped", string(got), "after the caller reused its buffer")
+}
+
 func TestMemStoreExpiryIsImmediate(t *testing.T) {
 	s := newTestStore(t, "", 10)
 	k := testKey("short")
