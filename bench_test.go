@@ -127,7 +127,7 @@ func BenchmarkStoreInsert(b *testing.B) {
 		b.Fatal(err)
 	}
 	rec := benchRecord(1)
-	val := rec.encode() // values are never mutated, so one can back every entry
+	val := rec.appendTo(nil) // values are never mutated, so one can back every entry
 	exp := time.Now().Add(time.Hour)
 	var seq atomic.Uint64
 	b.ReportAllocs()
@@ -151,7 +151,7 @@ func BenchmarkStoreConsume(b *testing.B) {
 		b.Fatal(err)
 	}
 	rec := benchRecord(1)
-	val := rec.encode()
+	val := rec.appendTo(nil)
 	redeemed := redeemedValue(benchKey(0))
 	exp := time.Now().Add(time.Hour)
 	var seq atomic.Uint64
@@ -194,7 +194,7 @@ func BenchmarkStoreMillionCodes(b *testing.B) {
 		var vals int
 		for j := uint64(0); j < n; j++ {
 			rec := benchRecord(j)
-			v := rec.encode()
+			v := rec.appendTo(nil)
 			vals += len(v)
 			if err := s.Insert(codeKey(benchStoreID, fmt.Sprintf("code-%016d", j)), v, exp); err != nil {
 				b.Fatal(err)
@@ -232,7 +232,7 @@ func BenchmarkStoreFlush(b *testing.B) {
 	exp := time.Now().Add(time.Hour)
 	for j := uint64(0); j < n; j++ {
 		rec := benchRecord(j)
-		if err := s.Insert(benchKey(j), rec.encode(), exp); err != nil {
+		if err := s.Insert(benchKey(j), rec.appendTo(nil), exp); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -248,7 +248,7 @@ func BenchmarkStoreFlush(b *testing.B) {
 	}
 	b.SetBytes(size)
 	rec := benchRecord(0)
-	val := rec.encode()
+	val := rec.appendTo(nil)
 	next := uint64(n)
 	b.ReportAllocs()
 	b.ResetTimer()

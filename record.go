@@ -77,14 +77,6 @@ func tokenKey(token string) Key {
 	return sha256.Sum256([]byte(tokenKeyLabel + string(rune(keySeparator)) + token))
 }
 
-func (c *codeRecord) encode() []byte {
-	n := 1 + strLen(c.RedirectURI) + strLen(c.CodeChallenge)
-	for _, f := range c.Player.fields() {
-		n += strLen(*f)
-	}
-	return c.appendTo(make([]byte, 0, n))
-}
-
 // appendTo appends c, encoded, to b.
 func (c *codeRecord) appendTo(b []byte) []byte {
 	b = append(b, kindCode)
@@ -131,8 +123,6 @@ func decodeSession(b []byte) (s sessionRecord, ok bool) {
 	s.Player.read(&r)
 	return s, r.ok()
 }
-
-func strLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
 
 func uvarintLen(x uint64) int {
 	n := 1
