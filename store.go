@@ -666,9 +666,8 @@ func (s *memStore) appendLogLocked(i int, data []byte, sync bool, p *pacer) erro
 		}
 		s.files[i] = f
 	}
-	err := writePaced(f, data, p)
+	_, err := pacedWriter{f, p}.Write(data) // pauses after each piece, so before the sync too
 	if err == nil && sync {
-		p.yield() // the write took a while, and so will the sync
 		err = f.Sync()
 	}
 	if err != nil || !s.keepOpen {
@@ -947,34 +946,28 @@ func writeFileWith(path string, p *pacer, write func(io.Writer) error) error {
 	return nil
 }
 
-// pacedPiece is how much writePaced writes in one system call. Copying a
-// few MiB into the page cache took this machine up to 12 ms in one call,
+// pacedPiece is the most a pacedWriter writes in one system call. Copying
+// a few MiB into the page cache took this machine up to 12 ms in one call,
 // which no other goroutine could interrupt where the service has one core.
 const pacedPiece = 256 << 10
 
-// writePaced writes data to f in pieces of pacedPiece, letting p pause the
-// work between them (p may be nil).
-func writePaced(f *os.File, data []byte, p *pacer) error {
-	for len(data) > 0 {
-		n := min(len(data), pacedPiece)
-		if _, err := f.Write(data[:n]); err != nil {
-			return err
-		}
-		if data = data[n:]; len(data) > 0 {
-			p.yield()
-		}
-	}
-	return nil
-}
-
-// pacedWriter writes to f, letting p pause the work after each write.
+// pacedWriter writes to f in pieces of at most pacedPiece bytes, letting p
+// pause the work after each (p may be nil).
 type pacedWriter struct {
 	f *os.File
 	p *pacer
 }
 
 func (w pacedWriter) Write(b []byte) (int, error) {
-	n, err := w.f.Write(b)
-	w.p.yield()
-	return n, err
+	written := 0
+	for len(b) > 0 {
+		n, err := w.f.Write(b[:min(len(b), pacedPiece)])
+		written += n
+		if err != nil {
+			return written, err
+		}
+		b = b[n:]
+		w.p.yield()
+	}
+	return written, nil
 }
