@@ -109,6 +109,8 @@ func run() error {
 		// A slow client may hold a connection only so long: headers within
 		// 5 s, a whole (≤64 KiB) request within 15 s. Handlers answer from
 		// memory, so 30 s to write is generous. Idle keep-alives go after 2 min.
+		// Each to within a quarter of a second: the listener keeps the
+		// deadlines coarsely, which is cheaper (deadline.go).
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -117,7 +119,7 @@ func run() error {
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(newCoarseListener(ln, deadlineTick)) }()
 
 	a, err := newApp(cfg, logger, demo)
 	if err != nil {
