@@ -217,6 +217,31 @@ func BenchmarkStoreMillionCodes(b *testing.B) {
 	}
 }
 
+// BenchmarkStoreSweep is the ticker's sweep of a store filling up: a
+// million live codes, none expired yet, and the sweep at every tick
+// has nothing to remove.
+func BenchmarkStoreSweep(b *testing.B) {
+	s, err := newMemStore("", 1<<30)
+	if err != nil {
+		b.Fatal(err)
+	}
+	exp := time.Now().Add(time.Hour)
+	rec := benchRecord(0)
+	v := rec.appendTo(nil)
+	for j := range uint64(1_000_000) {
+		if err := s.Insert(codeKey(benchStoreID, fmt.Sprintf("code-%016d", j)), v, exp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	now := time.Now()
+	for b.Loop() {
+		s.Sweep(now)
+	}
+	if s.Len() != 1_000_000 {
+		b.Fatalf("store holds %d codes after the sweeps, want 1000000", s.Len())
+	}
+}
+
 // BenchmarkStoreFlush is the snapshot the store's ticker writes every
 // second while codes are being registered: 100,000 live codes, one new code
 // in every shard, then Flush. Flush rewrites each dirty shard whole, so

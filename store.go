@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -99,6 +100,7 @@ type shard struct {
 	logSize  int64      // bytes in the shard's log file
 	snapSize int64      // bytes in the shard's snapshot
 	dead     int64      // bytes of the snapshot, log and pending that no live entry needs
+	soonest  int64      // no entry expires before this (Unix ns), so sweeps pass the shard by until then; 0 before the first sweep
 	fresh    bool       // the next Flush writes a whole snapshot and a new log (at start, after a failed write)
 	unsynced bool       // the log was written by WritePending and not synced since
 }
@@ -198,9 +200,10 @@ func (sh *shard) setLocked(k Key, exp int64, val []byte) {
 	if ok {
 		sh.dropValLocked(sh.t.slots[i].ref)
 		sh.t.slots[i] = slot{hash: h, exp: exp, ref: sh.putValLocked(&k, val)}
-		return
+	} else {
+		sh.t.put(i, slot{hash: h, exp: exp, ref: sh.putValLocked(&k, val)})
 	}
-	sh.t.put(i, slot{hash: h, exp: exp, ref: sh.putValLocked(&k, val)})
+	sh.soonest = min(sh.soonest, exp)
 }
 
 // deleteLocked removes k, reporting whether it was there. sh.mu must be
@@ -334,6 +337,7 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 	} else {
 		sh.t.put(i, e)
 	}
+	sh.soonest = min(sh.soonest, e.exp)
 	s.logLocked(sh, k, true, e.exp, val)
 	return nil
 }
@@ -425,7 +429,8 @@ const valCompactionsPerSweep = 4
 
 // Sweep removes the entries expired at now, and compacts the values of a
 // few shards where garbage is due to be reclaimed. Restores skip expired entries,
-// so sweeps are not logged.
+// so sweeps are not logged. A shard is scanned whole, but only once its
+// soonest expiry has come: a store filling up costs no scan at all.
 func (s *memStore) Sweep(now time.Time) { s.sweep(now, nil) }
 
 // sweep is Sweep, paced by p when it is not nil.
@@ -437,14 +442,8 @@ func (s *memStore) sweep(now time.Time, p *pacer) {
 		sh := &s.shards[i]
 		p.yield() // as in flush: let waiting requests run between shards
 		sh.mu.Lock()
-		for j := 0; j < len(sh.t.slots); {
-			if e := &sh.t.slots[j]; e.hash != 0 && e.exp <= n {
-				sh.dropValLocked(e.ref)
-				sh.t.remove(j) // may move a slot not yet seen into j: look again
-				s.live.Add(-1)
-				continue
-			}
-			j++
+		if sh.soonest <= n {
+			s.sweepShardLocked(sh, n)
 		}
 		if budget > 0 && sh.compactValsLocked() {
 			budget--
@@ -452,6 +451,28 @@ func (s *memStore) sweep(now time.Time, p *pacer) {
 		}
 		sh.mu.Unlock()
 	}
+}
+
+// sweepShardLocked removes sh's entries expired at n (Unix ns) and notes
+// when the next of the others expires. sh.mu must be held.
+func (s *memStore) sweepShardLocked(sh *shard, n int64) {
+	soonest := int64(math.MaxInt64)
+	for j := 0; j < len(sh.t.slots); {
+		e := &sh.t.slots[j]
+		if e.hash == 0 {
+			j++
+			continue
+		}
+		if e.exp <= n {
+			sh.dropValLocked(e.ref)
+			sh.t.remove(j) // may move a slot not yet seen into j: look again
+			s.live.Add(-1)
+			continue
+		}
+		soonest = min(soonest, e.exp)
+		j++
+	}
+	sh.soonest = soonest
 }
 
 // logLocked records a change of k (a put, or a delete) for the next

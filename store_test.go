@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -1123,4 +1124,29 @@ func TestReplayLogHugeLength(t *testing.T) {
 	if !torn && err == nil {
 		t.Errorf("replayLog(huge length) = torn %v, %v; want torn or an error", torn, err)
 	}
+}
+
+// Sweeps pass by a shard until its soonest expiry: an entry inserted
+// since, expiring earlier (or already expired), must still be swept at
+// its time. Checked against a model over random inserts and sweeps.
+func TestMemStoreSweepsEveryExpiredEntry(t *testing.T) {
+	s, err := newMemStore("", 1<<20)
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := time.Now().Add(time.Hour) // Insert treats entries expiring in the past as gone
+	model := map[Key]time.Time{}
+	at := func(sec int) time.Time { return base.Add(time.Duration(sec) * time.Second) }
+	for step := range 200 {
+		for range rng.IntN(40) {
+			k := sha256.Sum256(fmt.Append(nil, "sweep", len(model), step, rng.Uint64()))
+			exp := at(step - 5 + rng.IntN(30)) // some already passed at the next sweep
+			require.NoError(t, s.Insert(k, []byte("v"), exp))
+			model[k] = exp
+		}
+		now := at(step)
+		s.Sweep(now)
+		maps.DeleteFunc(model, func(_ Key, exp time.Time) bool { return !exp.After(now) })
+		require.Equal(t, len(model), s.Len(), "entries after the sweep at step %d", step)
+	}
+	require.NotZero(t, len(model))
 }
