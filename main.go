@@ -128,6 +128,7 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	go keepGCHeadroom(ctx, time.Second) // gc.go
 	serving := a.srv.handler()
 	handler.Store(&serving)
 	a.srv.ready.Store(true)
