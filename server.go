@@ -48,7 +48,7 @@ var extraRoutes []func(*http.ServeMux)
 // routes are the service's endpoints in the Go 1.22 pattern syntax.
 func (s *server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /stores/{store_id}/auth/auth-code", s.withStore(s.handleRegister))
+	mux.HandleFunc(registerRoute, s.withStore(s.handleRegister))
 	mux.HandleFunc("POST /stores/{store_id}/auth/token", s.handleToken)
 	mux.HandleFunc("OPTIONS /stores/{store_id}/auth/token", s.handleTokenPreflight)
 	mux.HandleFunc("GET /stores/{store_id}/auth/me", s.handleMe)
@@ -78,13 +78,44 @@ func (s *server) routes() *http.ServeMux {
 	return mux
 }
 
+// registerRoute is the pattern of the busiest route, which handler serves
+// without asking the mux when registerStore can tell.
+const registerRoute = "POST /stores/{store_id}/auth/auth-code"
+
+// registerStore returns the store_id of a request that the mux would route
+// to registerRoute, if the path is one the mux would neither clean nor
+// unescape; otherwise false, and the mux decides. Walking the mux's
+// pattern tree cost about 0.7 µs a registration under load, a twentieth
+// of the service's CPU.
+func registerStore(r *http.Request) (string, bool) {
+	if r.Method != http.MethodPost || r.URL.RawPath != "" {
+		return "", false
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/stores/")
+	if !ok {
+		return "", false
+	}
+	id, ok := strings.CutSuffix(rest, "/auth/auth-code")
+	if !ok || id == "" || id == "." || id == ".." || strings.IndexByte(id, '/') >= 0 {
+		return "", false
+	}
+	return id, true
+}
+
 // handler is the whole service: the routes behind logging and metrics.
 func (s *server) handler() http.Handler {
 	mux := s.routes()
+	register := s.withStore(s.handleRegister)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rw := &statusWriter{ResponseWriter: w}
-		mux.ServeHTTP(rw, r)
+		if id, ok := registerStore(r); ok {
+			r.Pattern = registerRoute // as the mux would set them
+			r.SetPathValue("store_id", id)
+			register(rw, r)
+		} else {
+			mux.ServeHTTP(rw, r)
+		}
 		d := time.Since(start)
 		route := r.Pattern
 		if route == "" || route == "/" {
