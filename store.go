@@ -715,7 +715,27 @@ func (s *memStore) closeLogLocked(i int) error {
 func (s *memStore) Tick(now time.Time) {
 	var p pacer // one run of work, paced so that requests go first
 	s.sweep(now, &p)
+	s.prepareGrowth(&p)
 	s.flush(false, true, &p)
+}
+
+// prepareGrowth makes ready, outside the shards' locks, the slots of the
+// shards whose tables are about to double, so that the doubling itself,
+// which holds the lock, only moves slots (table.growth).
+func (s *memStore) prepareGrowth(p *pacer) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n := sh.t.growth()
+		sh.mu.Unlock()
+		if n == 0 {
+			continue
+		}
+		next := newSlots(n, p)
+		sh.mu.Lock()
+		sh.t.prepare(next)
+		sh.mu.Unlock()
+	}
 }
 
 // Snapshot format, one file per shard:

@@ -1150,3 +1150,28 @@ func TestMemStoreSweepsEveryExpiredEntry(t *testing.T) {
 	}
 	require.NotZero(t, len(model))
 }
+
+// The ticker prepares the slots of a shard about to double, and the
+// doubling takes them.
+func TestMemStoreTickPreparesGrowth(t *testing.T) {
+	s := newTestStore(t, "", 1<<20)
+	sh := &s.shards[3]
+	exp := time.Now().Add(time.Hour)
+	i := 0
+	insert := func() {
+		require.NoError(t, s.Insert(keyInShard(fmt.Sprint("grow", i), 3), []byte("v"), exp))
+		i++
+	}
+	for insert(); sh.t.growth() == 0; {
+		insert()
+	}
+	size := len(sh.t.slots)
+	s.Tick(time.Now())
+	require.Len(t, sh.t.ahead, 2*size, "slots prepared by the tick")
+	ahead := &sh.t.ahead[0]
+	for len(sh.t.slots) == size {
+		insert()
+	}
+	assert.Same(t, ahead, &sh.t.slots[0], "the doubling used the prepared slots")
+	assert.Equal(t, i, s.Len())
+}

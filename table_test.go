@@ -106,3 +106,56 @@ func TestTableAgainstMap(t *testing.T) {
 		}
 	}
 }
+
+// A table near its doubling asks for slots once, takes only slots of the
+// size it will need, and doubles into them with every entry still found.
+func TestTableGrowsIntoPreparedSlots(t *testing.T) {
+	var keys []Key
+	keyAt := func(r valRef) *Key { return &keys[r.off] }
+	tab := newTable()
+	add := func() {
+		k := Key{byte(len(keys)), byte(len(keys) >> 8)}
+		keys = append(keys, k)
+		tab.ensure()
+		h := tab.hashOf(k)
+		i, ok := tab.find(k, h, keyAt)
+		if ok {
+			t.Fatalf("key %d found before it was put", len(keys)-1)
+		}
+		tab.put(i, slot{hash: h, exp: 1, ref: valRef{off: uint32(len(keys) - 1)}})
+	}
+	add()
+	size := len(tab.slots)
+	for tab.growth() == 0 {
+		if len(tab.slots) != size {
+			t.Fatalf("the table doubled at %d entries without asking for slots first", tab.n)
+		}
+		add()
+	}
+	if got, want := tab.growth(), 2*size; got != want {
+		t.Fatalf("growth() = %d; want %d", got, want)
+	}
+	if tab.n*2+size/8 < size {
+		t.Fatalf("growth asked at %d entries of %d slots: more than an eighth before the doubling", tab.n, size)
+	}
+	tab.prepare(newSlots(4*size, nil)) // not the size the doubling needs
+	if tab.ahead != nil {
+		t.Fatalf("prepare kept %d slots for a doubling to %d", 4*size, 2*size)
+	}
+	ahead := newSlots(2*size, nil)
+	tab.prepare(ahead)
+	if got := tab.growth(); got != 0 {
+		t.Errorf("growth() with slots prepared = %d; want 0", got)
+	}
+	for len(tab.slots) == size {
+		add()
+	}
+	if &tab.slots[0] != &ahead[0] || tab.ahead != nil {
+		t.Errorf("the table doubled into new slots, not the prepared ones")
+	}
+	for i, k := range keys {
+		if _, ok := tab.find(k, tab.hashOf(k), keyAt); !ok {
+			t.Errorf("key %d lost in the doubling", i)
+		}
+	}
+}
