@@ -42,6 +42,15 @@ func readByte(c net.Conn) (byte, error) {
 	return b[0], err
 }
 
+// assertReads checks that a byte the client sends reaches sc.
+func assertReads(t *testing.T, client, sc net.Conn, what string) {
+	t.Helper()
+	client.Write([]byte("r"))
+	b, err := readByte(sc)
+	assert.NoError(t, err, what)
+	assert.Equal(t, byte('r'), b, what)
+}
+
 func TestCoarseDeadlineFiresOnlyOncePassed(t *testing.T) {
 	for _, dir := range []string{"read", "write"} {
 		t.Run(dir, func(t *testing.T) {
@@ -89,10 +98,7 @@ func TestCoarseDeadlineReplaced(t *testing.T) {
 			}
 			require.NoError(t, sc.SetReadDeadline(then))
 			l.expire(first.Add(time.Second))
-			client.Write([]byte("y"))
-			b, err := readByte(sc)
-			assert.NoError(t, err, "read after the first deadline, which was replaced")
-			assert.Equal(t, byte('y'), b)
+			assertReads(t, client, sc, "read after the first deadline, which was replaced")
 		})
 	}
 }
@@ -117,10 +123,7 @@ func TestCoarseDeadlinePassedAppliesAtOnce(t *testing.T) {
 	assert.True(t, errors.Is(err, os.ErrDeadlineExceeded), "blocked read = %v; want os.ErrDeadlineExceeded", err)
 
 	require.NoError(t, sc.SetReadDeadline(time.Time{}))
-	client.Write([]byte("z"))
-	b, err := readByte(sc)
-	assert.NoError(t, err, "read once the passed deadline is cleared")
-	assert.Equal(t, byte('z'), b)
+	assertReads(t, client, sc, "read once the passed deadline is cleared")
 }
 
 func TestCoarseListenerForgetsClosedConns(t *testing.T) {
@@ -215,9 +218,7 @@ func TestCoarseDeadlineRace(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, sc.SetDeadline(time.Time{}))
 	l.expire(time.Now().Add(time.Hour))
-	client.Write([]byte("w"))
-	_, err := readByte(sc)
-	assert.NoError(t, err, "read once every deadline is cleared")
-	_, err = sc.Write([]byte("w"))
+	assertReads(t, client, sc, "read once every deadline is cleared")
+	_, err := sc.Write([]byte("w"))
 	assert.NoError(t, err, "write once every deadline is cleared")
 }
