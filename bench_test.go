@@ -268,6 +268,46 @@ func BenchmarkStoreSweep(b *testing.B) {
 	}
 }
 
+// BenchmarkStoreSweepExpiring is the sweep at steady state: a million
+// live codes expiring over five minutes, each tick a 300th of them
+// expiring and as many new ones registered. Every shard has something
+// due each second, so each is scanned whole; an op is one tick's sweep
+// (the inserts are not timed).
+func BenchmarkStoreSweepExpiring(b *testing.B) {
+	const live, ttl = 1_000_000, 300
+	s, err := newMemStore("", 1<<30)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := time.Now().Add(time.Hour) // Insert takes entries expiring in the past for gone
+	rec := benchRecord(0)
+	v := rec.appendTo(nil)
+	var n uint64
+	insert := func(exp time.Time) {
+		if err := s.Insert(codeKey(benchStoreID, fmt.Sprintf("code-%016d", n)), v, exp); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	for j := range live {
+		insert(base.Add(time.Duration(j%ttl+1) * time.Second))
+	}
+	tick := 0
+	for b.Loop() {
+		tick++
+		now := base.Add(time.Duration(tick) * time.Second)
+		s.Sweep(now)
+		b.StopTimer()
+		for range live / ttl {
+			insert(now.Add(ttl * time.Second))
+		}
+		b.StartTimer()
+	}
+	if got := s.Len(); got < live*99/100 || got > live*101/100 {
+		b.Fatalf("store holds %d codes, want about %d", got, live)
+	}
+}
+
 // BenchmarkStoreFlush is the snapshot the store's ticker writes every
 // second while codes are being registered: 100,000 live codes, one new code
 // in every shard, then Flush. Flush rewrites each dirty shard whole, so
