@@ -715,26 +715,30 @@ func (s *memStore) closeLogLocked(i int) error {
 func (s *memStore) Tick(now time.Time) {
 	var p pacer // one run of work, paced so that requests go first
 	s.sweep(now, &p)
-	s.prepareGrowth(&p)
+	s.growEarly(&p)
 	s.flush(false, true, &p)
 }
 
-// prepareGrowth makes ready, outside the shards' locks, the slots of the
-// shards whose tables are about to double, so that the doubling itself,
-// which holds the lock, only moves slots (table.growth).
-func (s *memStore) prepareGrowth(p *pacer) {
+// growEarly doubles, a little early, the tables about to double that the
+// store has room to fill: the new slots are allocated and mapped outside
+// the shard's lock (newSlots), so the doubling itself, under the lock,
+// only moves slots. A table the store cannot fill (it holds its maximum,
+// or its room spread over the shards would not reach the doubling) is
+// left to double, if ever, when an insert needs it.
+func (s *memStore) growEarly(p *pacer) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n := sh.t.growth()
+		size, more := sh.t.growth()
 		sh.mu.Unlock()
-		if n == 0 {
+		if size == 0 || (s.maxLive-s.live.Load())/numShards < int64(more) {
 			continue
 		}
-		next := newSlots(n, p)
+		slots := newSlots(size, p)
 		sh.mu.Lock()
-		sh.t.prepare(next)
+		sh.t.growInto(slots)
 		sh.mu.Unlock()
+		p.yield()
 	}
 }
 

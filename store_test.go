@@ -1151,27 +1151,36 @@ func TestMemStoreSweepsEveryExpiredEntry(t *testing.T) {
 	require.NotZero(t, len(model))
 }
 
-// The ticker prepares the slots of a shard about to double, and the
-// doubling takes them.
-func TestMemStoreTickPreparesGrowth(t *testing.T) {
-	s := newTestStore(t, "", 1<<20)
-	sh := &s.shards[3]
-	exp := time.Now().Add(time.Hour)
-	i := 0
-	insert := func() {
-		require.NoError(t, s.Insert(keyInShard(fmt.Sprint("grow", i), 3), []byte("v"), exp))
-		i++
+// The ticker doubles early a table about to double, unless the store is
+// too full for that shard ever to need it.
+func TestMemStoreTickGrowsEarly(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		t.Run(fmt.Sprint("full=", full), func(t *testing.T) {
+			s := newTestStore(t, "", 1<<20)
+			sh := &s.shards[3]
+			exp := time.Now().Add(time.Hour)
+			var keys []Key
+			for {
+				if size, _ := sh.t.growth(); size != 0 {
+					break
+				}
+				keys = append(keys, keyInShard(fmt.Sprint("grow", len(keys)), 3))
+				require.NoError(t, s.Insert(keys[len(keys)-1], []byte("v"), exp))
+			}
+			if full {
+				s.maxLive = s.live.Load()
+			}
+			size := len(sh.t.slots)
+			s.Tick(time.Now())
+			want := 2 * size
+			if full {
+				want = size
+			}
+			assert.Equal(t, want, len(sh.t.slots), "slots after the tick")
+			for i, k := range keys {
+				_, ok := s.Get(k)
+				assert.True(t, ok, "key %d after the tick", i)
+			}
+		})
 	}
-	for insert(); sh.t.growth() == 0; {
-		insert()
-	}
-	size := len(sh.t.slots)
-	s.Tick(time.Now())
-	require.Len(t, sh.t.ahead, 2*size, "slots prepared by the tick")
-	ahead := &sh.t.ahead[0]
-	for len(sh.t.slots) == size {
-		insert()
-	}
-	assert.Same(t, ahead, &sh.t.slots[0], "the doubling used the prepared slots")
-	assert.Equal(t, i, s.Len())
 }

@@ -34,7 +34,6 @@ type table struct {
 	n     int    // slots in use, at most half of them
 	shift uint8  // 64 - log2(len(slots)): a hash's top bits are its home slot
 	seed  maphash.Seed
-	ahead []slot // free slots for the next doubling, prepared ahead (see growth); nil when none
 }
 
 func newTable() table { return table{seed: maphash.MakeSeed()} }
@@ -78,22 +77,23 @@ func (t *table) ensure() {
 	}
 }
 
-// growth returns the size of the table's next doubling when the table is
-// within an eighth of it and has no slots prepared for it, and 0 otherwise.
-// The caller then makes them with newSlots, outside any lock, and hands
-// them over with prepare.
-func (t *table) growth() int {
-	if len(t.slots) == 0 || t.ahead != nil || 2*(t.n+len(t.slots)/16) < len(t.slots) {
-		return 0
+// growth returns the size of the table's next doubling, and how many more
+// entries would bring it about, when that is within an eighth of the
+// entries it can hold; otherwise 0, 0. The caller may then double it
+// early (newSlots outside any lock, then growInto).
+func (t *table) growth() (size, more int) {
+	more = len(t.slots)/2 - t.n
+	if len(t.slots) == 0 || 8*more > len(t.slots)/2 {
+		return 0, 0
 	}
-	return 2 * len(t.slots)
+	return 2 * len(t.slots), more
 }
 
-// prepare keeps slots, from newSlots, for the next doubling, unless the
-// table has grown since growth asked for it.
-func (t *table) prepare(slots []slot) {
-	if t.ahead == nil && len(slots) == 2*len(t.slots) {
-		t.ahead = slots
+// growInto moves every slot into slots, from newSlots, unless the table
+// has changed size since growth asked for them.
+func (t *table) growInto(slots []slot) {
+	if len(slots) == 2*len(t.slots) {
+		t.moveInto(slots)
 	}
 }
 
@@ -115,17 +115,14 @@ func newSlots(n int, p *pacer) []slot {
 	return s
 }
 
-// resize moves every slot into a new table of size slots, a power of two:
-// the prepared ones when they are that size.
-func (t *table) resize(size int) {
+// resize moves every slot into a new table of size slots, a power of two.
+func (t *table) resize(size int) { t.moveInto(make([]slot, size)) }
+
+// moveInto moves every slot into slots, free, of a power-of-two length.
+func (t *table) moveInto(slots []slot) {
 	old := t.slots
-	if len(t.ahead) == size {
-		t.slots = t.ahead
-	} else {
-		t.slots = make([]slot, size)
-	}
-	t.ahead = nil
-	t.shift = uint8(64 - bits.Len(uint(size-1)))
+	t.slots = slots
+	t.shift = uint8(64 - bits.Len(uint(len(slots)-1)))
 	for _, s := range old {
 		if s.hash == 0 {
 			continue

@@ -107,9 +107,10 @@ func TestTableAgainstMap(t *testing.T) {
 	}
 }
 
-// A table near its doubling asks for slots once, takes only slots of the
-// size it will need, and doubles into them with every entry still found.
-func TestTableGrowsIntoPreparedSlots(t *testing.T) {
+// A table asks to double early only within an eighth of its doubling,
+// takes only slots of the size it needs, and moves into them with every
+// entry still found.
+func TestTableGrowsEarly(t *testing.T) {
 	var keys []Key
 	keyAt := func(r valRef) *Key { return &keys[r.off] }
 	tab := newTable()
@@ -126,32 +127,33 @@ func TestTableGrowsIntoPreparedSlots(t *testing.T) {
 	}
 	add()
 	size := len(tab.slots)
-	for tab.growth() == 0 {
+	for {
+		if got, _ := tab.growth(); got != 0 {
+			break
+		}
 		if len(tab.slots) != size {
-			t.Fatalf("the table doubled at %d entries without asking for slots first", tab.n)
+			t.Fatalf("the table doubled at %d entries without asking to first", tab.n)
 		}
 		add()
 	}
-	if got, want := tab.growth(), 2*size; got != want {
-		t.Fatalf("growth() = %d; want %d", got, want)
+	got, more := tab.growth()
+	if got != 2*size || more != size/2-tab.n {
+		t.Fatalf("growth() = %d, %d; want %d, %d", got, more, 2*size, size/2-tab.n)
 	}
-	if tab.n*2+size/8 < size {
-		t.Fatalf("growth asked at %d entries of %d slots: more than an eighth before the doubling", tab.n, size)
+	if 8*more > size/2 || 8*(more+1) <= size/2 {
+		t.Fatalf("growth asked with %d entries to go of %d: not at an eighth", more, size/2)
 	}
-	tab.prepare(newSlots(4*size, nil)) // not the size the doubling needs
-	if tab.ahead != nil {
-		t.Fatalf("prepare kept %d slots for a doubling to %d", 4*size, 2*size)
+	tab.growInto(newSlots(4*size, nil)) // not the size the doubling needs
+	if len(tab.slots) != size {
+		t.Fatalf("growInto took %d slots for a doubling to %d", 4*size, 2*size)
 	}
-	ahead := newSlots(2*size, nil)
-	tab.prepare(ahead)
-	if got := tab.growth(); got != 0 {
-		t.Errorf("growth() with slots prepared = %d; want 0", got)
+	slots := newSlots(2*size, nil)
+	tab.growInto(slots)
+	if len(tab.slots) != 2*size || &tab.slots[0] != &slots[0] {
+		t.Fatalf("growInto did not move the table into the slots given")
 	}
-	for len(tab.slots) == size {
-		add()
-	}
-	if &tab.slots[0] != &ahead[0] || tab.ahead != nil {
-		t.Errorf("the table doubled into new slots, not the prepared ones")
+	if got, _ := tab.growth(); got != 0 {
+		t.Errorf("growth() just after doubling = %d; want 0", got)
 	}
 	for i, k := range keys {
 		if _, ok := tab.find(k, tab.hashOf(k), keyAt); !ok {
