@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -22,8 +23,9 @@ import (
 // late.
 type coarseListener struct {
 	net.Listener
-	base time.Time    // deadlines are kept as durations since base: monotonic, immune to clock steps
-	now  atomic.Int64 // the reaper's clock: nanoseconds since base at its last tick
+	base time.Time     // deadlines are kept as durations since base (monotonic, for deadlines made from time.Now as net/http's are)
+	tick time.Duration // the reaper's period; 0 when there is no reaper
+	now  atomic.Int64  // the reaper's clock: nanoseconds since base at its last tick
 
 	mu     sync.Mutex // guards the fields below
 	conns  map[*coarseConn]struct{}
@@ -39,7 +41,7 @@ const deadlineTick = 250 * time.Millisecond
 // there is none, and expire must be called (tests do, with the times they
 // choose).
 func newCoarseListener(ln net.Listener, tick time.Duration) *coarseListener {
-	l := &coarseListener{Listener: ln, base: time.Now(), conns: make(map[*coarseConn]struct{})}
+	l := &coarseListener{Listener: ln, base: time.Now(), tick: tick, conns: make(map[*coarseConn]struct{})}
 	if tick > 0 {
 		go l.reap(tick)
 	}
@@ -135,8 +137,10 @@ func (c *coarseConn) SetWriteDeadline(t time.Time) error {
 func (c *coarseConn) setLocked(d *deadline, t time.Time, socket func(time.Time) error) error {
 	d.at = 0
 	if !t.IsZero() {
-		at := int64(t.Sub(c.l.base))
-		if at <= c.l.now.Load() {
+		// Passed at the reaper's last tick, or since: the clock is read
+		// only for a deadline less than a tick after that.
+		at, now := int64(t.Sub(c.l.base)), c.l.now.Load()
+		if at <= now || at <= now+int64(c.l.tick) && time.Until(t) <= 0 {
 			d.socket = true
 			return socket(t)
 		}
@@ -179,6 +183,15 @@ func (c *coarseConn) Close() error {
 	delete(c.l.conns, c)
 	c.l.mu.Unlock()
 	return c.Conn.Close()
+}
+
+// ReadFrom lets io.Copy into the connection use the socket's own, which
+// can send a file without copying it through user space.
+func (c *coarseConn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }
 
 // CloseWrite shuts down the writing side when the socket can: net/http

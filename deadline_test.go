@@ -126,6 +126,38 @@ func TestCoarseDeadlinePassedAppliesAtOnce(t *testing.T) {
 	assertReads(t, client, sc, "read once the passed deadline is cleared")
 }
 
+// A deadline set just after the reaper's tick, and passed already, applies
+// at once, as time.Now() does when used to interrupt a read.
+func TestCoarseDeadlineJustPassed(t *testing.T) {
+	l, sc, _ := coarsePair(t)
+	l.tick = time.Hour // as if the reaper were due within the hour
+	errc := make(chan error, 1)
+	go func() {
+		_, err := readByte(sc)
+		errc <- err
+	}()
+	require.NoError(t, sc.SetReadDeadline(time.Now()))
+	select {
+	case err := <-errc:
+		assert.True(t, errors.Is(err, os.ErrDeadlineExceeded), "read after SetReadDeadline(time.Now()) = %v; want os.ErrDeadlineExceeded", err)
+	case <-time.After(10 * time.Second): // a bound on failure, not a wait for success
+		t.Fatal("SetReadDeadline(time.Now()) left the read blocked")
+	}
+}
+
+// ReadFrom, which io.Copy into a connection and net/http's sendfile use,
+// writes through the socket.
+func TestCoarseConnReadFrom(t *testing.T) {
+	_, sc, client := coarsePair(t)
+	n, err := sc.ReadFrom(strings.NewReader("abc"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), n)
+	got := make([]byte, 3)
+	_, err = io.ReadFull(client, got)
+	require.NoError(t, err)
+	assert.Equal(t, "abc", string(got))
+}
+
 func TestCoarseListenerForgetsClosedConns(t *testing.T) {
 	l, sc, _ := coarsePair(t)
 	now := time.Now()
@@ -193,8 +225,10 @@ func TestCoarseListenerEnforcesTimeouts(t *testing.T) {
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second)) // a server that never closes fails the test, not hangs it
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n") // and never the blank line
-	io.ReadAll(c)                                   // until the server closes (an EOF or a reset)
+	_, err = io.ReadAll(c)                          // until the server closes (an EOF or a reset)
+	assert.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the server never closed the connection")
 	assert.GreaterOrEqual(t, time.Since(start), timeout, "closed before ReadHeaderTimeout")
 }
 
