@@ -1,9 +1,11 @@
 package main
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sync"
 	"testing"
 )
 
@@ -14,8 +16,19 @@ func registerMux(id *string) *http.ServeMux {
 	return mux
 }
 
-// checkRegisterStore fails when registerStore takes a request the mux
-// would not serve as registerRoute with the same store_id.
+// serviceMux is the service's own mux, every route included.
+var serviceMux = sync.OnceValue(func() *http.ServeMux {
+	cfg, err := ParseConfig(demoConfig)
+	if err != nil {
+		panic(err)
+	}
+	s := newServer(cfg, nil, nil, nil, slog.New(slog.DiscardHandler))
+	s.demo = true
+	return s.routes()
+})
+
+// checkRegisterStore fails when registerStore takes a request the
+// service's mux would route elsewhere, or read another store_id from.
 func checkRegisterStore(t *testing.T, method, target string) (string, bool) {
 	t.Helper()
 	u, err := url.ParseRequestURI(target)
@@ -28,10 +41,8 @@ func checkRegisterStore(t *testing.T, method, target string) (string, bool) {
 		return "", false
 	}
 	var muxID string
-	mux := registerMux(&muxID)
-	_, pattern := mux.Handler(r)
-	mux.ServeHTTP(httptest.NewRecorder(), r)
-	if pattern != registerRoute || muxID != id {
+	registerMux(&muxID).ServeHTTP(httptest.NewRecorder(), r)
+	if _, pattern := serviceMux().Handler(r); pattern != registerRoute || muxID != id {
 		t.Fatalf("registerStore(%s %q) = %q, true; the mux routes it to %q with store_id %q", method, target, id, pattern, muxID)
 	}
 	return id, ok
