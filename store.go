@@ -9,7 +9,6 @@ import (
 	"io"
 	"iter"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -100,7 +99,7 @@ type shard struct {
 	logSize  int64      // bytes in the shard's log file
 	snapSize int64      // bytes in the shard's snapshot
 	dead     int64      // bytes of the snapshot, log and pending that no live entry needs
-	soonest  int64      // no entry expires before this (Unix ns), so sweeps pass the shard by until then; 0 before the first sweep
+	expiring expiries   // the entries by the second they expire in, for the sweep
 	fresh    bool       // the next Flush writes a whole snapshot and a new log (at start, after a failed write)
 	unsynced bool       // the log was written by WritePending and not synced since
 }
@@ -203,7 +202,7 @@ func (sh *shard) setLocked(k Key, exp int64, val []byte) {
 	} else {
 		sh.t.put(i, slot{hash: h, exp: exp, ref: sh.putValLocked(&k, val)})
 	}
-	sh.soonest = min(sh.soonest, exp)
+	sh.expiring.add(h, exp)
 }
 
 // deleteLocked removes k, reporting whether it was there. sh.mu must be
@@ -228,8 +227,10 @@ func (sh *shard) deleteLocked(k Key) bool {
 // can leave, is dropped (with a warning).
 func newMemStore(dir string, maxLive int) (*memStore, error) {
 	s := &memStore{dir: dir, maxLive: int64(maxLive)}
+	now := time.Now().UnixNano()
 	for i := range s.shards {
 		s.shards[i].t = newTable()
+		s.shards[i].expiring = newExpiries(now)
 		s.shards[i].fresh = true
 		base := filepath.Join(dir, fmt.Sprintf("store-%02x", i))
 		s.snapPaths[i], s.logPaths[i] = base+".snap", base+".log"
@@ -240,7 +241,6 @@ func newMemStore(dir string, maxLive int) (*memStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	now := time.Now().UnixNano()
 	for i := range s.shards {
 		if err := s.restoreShard(i, now); err != nil {
 			return nil, err
@@ -337,7 +337,7 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 	} else {
 		sh.t.put(i, e)
 	}
-	sh.soonest = min(sh.soonest, e.exp)
+	sh.expiring.add(h, e.exp)
 	s.logLocked(sh, k, true, e.exp, val)
 	return nil
 }
@@ -429,8 +429,8 @@ const valCompactionsPerSweep = 4
 
 // Sweep removes the entries expired at now, and compacts the values of a
 // few shards where garbage is due to be reclaimed. Restores skip expired entries,
-// so sweeps are not logged. A shard is scanned whole, but only once its
-// soonest expiry has come: a store filling up costs no scan at all.
+// so sweeps are not logged. A sweep visits only the entries indexed as
+// expiring by now (expiries), not the whole table.
 func (s *memStore) Sweep(now time.Time) { s.sweep(now, nil) }
 
 // sweep is Sweep, paced by p when it is not nil.
@@ -442,9 +442,7 @@ func (s *memStore) sweep(now time.Time, p *pacer) {
 		sh := &s.shards[i]
 		p.yield() // as in flush: let waiting requests run between shards
 		sh.mu.Lock()
-		if sh.soonest <= n {
-			s.sweepShardLocked(sh, n)
-		}
+		s.sweepShardLocked(sh, n)
 		if budget > 0 && sh.compactValsLocked() {
 			budget--
 			s.valsNext.Store(int64((i + 1) % numShards))
@@ -453,26 +451,31 @@ func (s *memStore) sweep(now time.Time, p *pacer) {
 	}
 }
 
-// sweepShardLocked removes sh's entries expired at n (Unix ns) and notes
-// when the next of the others expires. sh.mu must be held.
+// sweepShardLocked removes sh's entries expired at n (Unix ns), those its
+// index says are due. sh.mu must be held.
 func (s *memStore) sweepShardLocked(sh *shard, n int64) {
-	soonest := int64(math.MaxInt64)
-	for j := 0; j < len(sh.t.slots); {
-		e := &sh.t.slots[j]
-		if e.hash == 0 {
-			j++
-			continue
+	t := &sh.t
+	sh.expiring.due(n, func(h uint64, sec int64) (keep bool) {
+		if len(t.slots) == 0 {
+			return false
 		}
-		if e.exp <= n {
-			sh.dropValLocked(e.ref)
-			sh.t.remove(j) // may move a slot not yet seen into j: look again
-			s.live.Add(-1)
-			continue
+		// Every entry of hash h (two keys may share one) lies between its
+		// home and the next free slot.
+		for i := t.home(h); t.slots[i].hash != 0; {
+			switch e := &t.slots[i]; {
+			case e.hash != h:
+			case e.exp <= n:
+				sh.dropValLocked(e.ref)
+				t.remove(i) // may move a slot not yet seen into i: look again
+				s.live.Add(-1)
+				continue
+			case e.exp/1e9 == sec:
+				keep = true // expires later in this second
+			}
+			i = t.next(i)
 		}
-		soonest = min(soonest, e.exp)
-		j++
-	}
-	sh.soonest = soonest
+		return keep
+	})
 }
 
 // logLocked records a change of k (a put, or a delete) for the next

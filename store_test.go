@@ -1126,29 +1126,43 @@ func TestReplayLogHugeLength(t *testing.T) {
 	}
 }
 
-// Sweeps pass by a shard until its soonest expiry: an entry inserted
-// since, expiring earlier (or already expired), must still be swept at
-// its time. Checked against a model over random inserts and sweeps.
+// Sweeps visit only what the shards' expiry index says is due: checked
+// against a model over random inserts and sweeps, with entries already
+// expired when inserted, entries beyond the index's wheel (far), and sweeps
+// that skip ahead further than the wheel spans.
 func TestMemStoreSweepsEveryExpiredEntry(t *testing.T) {
-	s, err := newMemStore("", 1<<20)
-	require.NoError(t, err)
-	rng := rand.New(rand.NewPCG(3, 4))
-	base := time.Now().Add(time.Hour) // Insert treats entries expiring in the past as gone
-	model := map[Key]time.Time{}
-	at := func(sec int) time.Time { return base.Add(time.Duration(sec) * time.Second) }
-	for step := range 200 {
-		for range rng.IntN(40) {
-			k := sha256.Sum256(fmt.Append(nil, "sweep", len(model), step, rng.Uint64()))
-			exp := at(step - 5 + rng.IntN(30)) // some already passed at the next sweep
-			require.NoError(t, s.Insert(k, []byte("v"), exp))
-			model[k] = exp
-		}
-		now := at(step)
-		s.Sweep(now)
-		maps.DeleteFunc(model, func(_ Key, exp time.Time) bool { return !exp.After(now) })
-		require.Equal(t, len(model), s.Len(), "entries after the sweep at step %d", step)
+	tests := []struct {
+		name           string
+		maxStep        int // seconds between sweeps, at most
+		before, spread int // entries expire from before seconds before the next sweep, over spread seconds
+	}{
+		{"each second", 1, 5, 30},
+		{"far ones", 37, 60, 4 * wheelSeconds},
+		{"long pauses", 3 * wheelSeconds, 10, 2 * wheelSeconds},
 	}
-	require.NotZero(t, len(model))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := newMemStore("", 1<<20)
+			require.NoError(t, err)
+			rng := rand.New(rand.NewPCG(3, uint64(tt.maxStep)))
+			base := time.Now().Add(time.Hour) // Insert treats entries expiring in the past as gone
+			model := map[Key]time.Time{}
+			now := base
+			for step := range 300 {
+				for range rng.IntN(40) {
+					k := sha256.Sum256(fmt.Append(nil, "sweep", len(model), step, rng.Uint64()))
+					exp := now.Add(time.Duration(rng.IntN(tt.spread*1000)-tt.before*1000) * time.Millisecond)
+					require.NoError(t, s.Insert(k, []byte("v"), exp))
+					model[k] = exp
+				}
+				now = now.Add(time.Duration(1+rng.IntN(tt.maxStep*1000)) * time.Millisecond)
+				s.Sweep(now)
+				maps.DeleteFunc(model, func(_ Key, exp time.Time) bool { return !exp.After(now) })
+				require.Equal(t, len(model), s.Len(), "entries after the sweep at step %d", step)
+			}
+			require.NotZero(t, len(model))
+		})
+	}
 }
 
 // The ticker doubles early a table about to double, unless the store is
