@@ -270,9 +270,9 @@ func BenchmarkStoreSweep(b *testing.B) {
 
 // BenchmarkStoreSweepExpiring is the sweep at steady state: a million
 // live codes expiring over five minutes, each tick a 300th of them
-// expiring and as many new ones registered. Every shard has something
-// due each second, so each is scanned whole; an op is one tick's sweep
-// (the inserts are not timed).
+// expiring and as many new ones registered: every shard has something
+// due every second. An op is one tick's sweep (the inserts are not
+// timed).
 func BenchmarkStoreSweepExpiring(b *testing.B) {
 	const live, ttl = 1_000_000, 300
 	s, err := newMemStore("", 1<<30)
