@@ -47,31 +47,30 @@ func (x *expiries) add(h uint64, exp int64) {
 	*b = append(*b, h)
 }
 
-// due calls expire for each hash indexed in the seconds up to now's (Unix
-// ns), in order; expire reports whether the hash must stay indexed for that
+// due calls visit for each hash indexed in the seconds up to now's (Unix
+// ns), in order; visit reports whether the hash must stay indexed for that
 // second (its entry expires later in now's second). The others, expired or
 // stale, are dropped.
-func (x *expiries) due(now int64, expire func(h uint64, sec int64) (keep bool)) {
+func (x *expiries) due(now int64, visit func(h uint64, sec int64) (keep bool)) {
 	sec := now / 1e9
-	x.expire(x.next, sec, expire)
+	x.visitSeconds(x.next, sec, visit)
 	x.next = max(x.next, sec)
 	if sec >= x.farAt {
 		x.moveNear(sec)
-		x.expire(sec, sec, expire) // far entries already expired went to sec
+		x.visitSeconds(sec, sec, visit) // far entries already expired went to sec
 	}
 }
 
-// expire runs expire over the buckets of seconds from to to, as due.
-func (x *expiries) expire(from, to int64, expire func(h uint64, sec int64) (keep bool)) {
+// visitSeconds runs visit over the buckets of the seconds from to to, as due.
+func (x *expiries) visitSeconds(from, to int64, visit func(h uint64, sec int64) (keep bool)) {
 	for s := from; s <= to && s < from+wheelSeconds; s++ {
 		b := &x.wheel[s%wheelSeconds]
 		kept := (*b)[:0]
 		for _, h := range *b {
-			if expire(h, s) {
+			if visit(h, s) {
 				kept = append(kept, h)
 			}
 		}
-		clear((*b)[len(kept):])
 		*b = kept
 	}
 }
