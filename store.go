@@ -692,7 +692,9 @@ func (s *memStore) appendLogLocked(i int, data []byte, sync bool, p *pacer) erro
 	}
 	_, err := pacedWriter{f, p}.Write(data) // pauses after each piece, so before the sync too
 	if err == nil && sync {
-		err = f.Sync()
+		if err = f.Sync(); err == nil {
+			dropPageCache(f) // only advice: see its comment
+		}
 	}
 	if err != nil || !s.keepOpen {
 		if cerr := s.closeLogLocked(i); err == nil {
@@ -975,7 +977,9 @@ func writeFileWith(path string, p *pacer, write func(io.Writer) error) error {
 		err = f.Chmod(0o600)
 	}
 	if err == nil {
-		err = f.Sync()
+		if err = f.Sync(); err == nil {
+			dropPageCache(f) // only advice: see its comment
+		}
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
