@@ -70,3 +70,46 @@ func onTmpfs(t *testing.T, path string) bool {
 	const tmpfsMagic = 0x01021994
 	return st.Type == tmpfsMagic
 }
+
+// TestLogBufferDropsFilePages checks that a log written to a regular file
+// does not stay in the page cache once written back, and that a log to a
+// pipe (journald, a container runtime) is left to the reader.
+func TestLogBufferDropsFilePages(t *testing.T) {
+	const n = 1 << 20
+	path := filepath.Join(t.TempDir(), "log")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := newLogBuffer(f)
+	if b.file != f {
+		t.Fatalf("newLogBuffer(regular file).file = %v; want the file", b.file)
+	}
+	line := []byte(`{"msg":"request","status":200}` + "\n")
+	for written := 0; written < n; written += len(line) {
+		b.Write(line)
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil { // what the kernel's writeback does in time
+		t.Fatal(err)
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := residentPages(t, f, n); got != 0 && !onTmpfs(t, path) {
+		t.Errorf("resident pages of a 1 MiB log written back and flushed again: %d; want 0", got)
+	}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if pb := newLogBuffer(w); pb.file != nil {
+		t.Errorf("newLogBuffer(pipe).file = %v; want nil", pb.file)
+	}
+}
