@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,7 +27,11 @@ type keyGuard struct {
 	burst    float64
 	interval time.Duration
 
-	mu      sync.Mutex // guards the field below
+	// failing is len(clients), kept beside it so that blocked, on every
+	// request with an API key, takes no lock while nobody has failed.
+	failing atomic.Int64
+
+	mu      sync.Mutex // guards the field below, and writes of failing
 	clients map[string]*failBudget
 }
 
@@ -55,15 +60,18 @@ func (g *keyGuard) refillLocked(b *failBudget, now time.Time) {
 }
 
 // blocked reports whether client has no failures left, and when it will
-// have one again.
-func (g *keyGuard) blocked(client string, now time.Time) (bool, time.Duration) {
+// have one again. It reads the clock, now, only for a client that failed.
+func (g *keyGuard) blocked(client string, now func() time.Time) (bool, time.Duration) {
+	if g.failing.Load() == 0 {
+		return false, 0
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	b := g.clients[client]
 	if b == nil {
 		return false, 0
 	}
-	g.refillLocked(b, now)
+	g.refillLocked(b, now())
 	if b.left >= 1 {
 		return false, 0
 	}
@@ -78,6 +86,7 @@ func (g *keyGuard) failed(client string, now time.Time) {
 	if b == nil {
 		b = &failBudget{left: g.burst, at: now}
 		g.clients[client] = b
+		g.failing.Store(int64(len(g.clients)))
 	}
 	g.refillLocked(b, now)
 	b.left = math.Max(0, b.left-1)
@@ -92,4 +101,5 @@ func (g *keyGuard) sweep(now time.Time) {
 			delete(g.clients, c)
 		}
 	}
+	g.failing.Store(int64(len(g.clients)))
 }

@@ -14,26 +14,33 @@ import (
 func TestKeyGuard(t *testing.T) {
 	g := newKeyGuard(3, time.Second)
 	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	noClock := func() time.Time { t.Fatal("blocked read the clock while nobody had failed"); return now }
+	blocked, wait := g.blocked("a", noClock)
+	require.False(t, blocked, "before any failure")
 	for i := range 3 {
-		blocked, _ := g.blocked("a", now)
+		blocked, _ = g.blocked("a", clock)
 		require.False(t, blocked, "before failure %d", i+1)
 		g.failed("a", now)
 	}
-	blocked, wait := g.blocked("a", now)
+	blocked, wait = g.blocked("a", clock)
 	require.True(t, blocked, "after the burst")
 	assert.Equal(t, time.Second, wait)
-	blocked, _ = g.blocked("b", now)
+	blocked, _ = g.blocked("b", clock)
 	assert.False(t, blocked, "another client is not affected")
 
 	now = now.Add(time.Second) // one failure refilled
-	blocked, _ = g.blocked("a", now)
+	blocked, _ = g.blocked("a", clock)
 	assert.False(t, blocked, "a second later")
 	g.failed("a", now)
-	blocked, _ = g.blocked("a", now)
+	blocked, _ = g.blocked("a", clock)
 	assert.True(t, blocked)
 
 	g.sweep(now.Add(10 * time.Second))
 	assert.Empty(t, g.clients, "full budgets are forgotten")
+	assert.Zero(t, g.failing.Load(), "failing once every budget is full again")
+	blocked, _ = g.blocked("a", noClock)
+	assert.False(t, blocked, "after the sweep")
 }
 
 // TestWrongKeysRateLimited checks the 429 of API.md §3 through the mux:

@@ -317,14 +317,13 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 	if s.persistBad.Load() {
 		return errStoreUnavailable
 	}
-	now := time.Now().UnixNano()
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.t.ensure()
 	h := sh.t.hashOf(k)
 	i, had := sh.t.find(k, h, sh.keyLocked)
-	if had && sh.t.slots[i].exp > now {
+	if had && sh.t.slots[i].exp > time.Now().UnixNano() { // the clock only for a key that is there
 		return errKeyExists
 	}
 	if !had && !s.reserve() {

@@ -204,15 +204,15 @@ func (s *server) withStore(h func(http.ResponseWriter, *http.Request, *StoreConf
 		if st == nil {
 			return
 		}
-		client, now := clientAddr(r), time.Now()
-		if blocked, wait := s.keys.blocked(client, now); blocked {
+		client := clientAddr(r)
+		if blocked, wait := s.keys.blocked(client, time.Now); blocked {
 			writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
 				Message:    "too many requests with a wrong or missing X-API-Key from this address; retry later",
 				retryAfter: max(1, int(wait.Seconds()+0.999))})
 			return
 		}
 		if !authorized(st, r) {
-			s.keys.failed(client, now)
+			s.keys.failed(client, time.Now())
 			writeError(w, errUnauthorized)
 			return
 		}
