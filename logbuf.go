@@ -16,7 +16,7 @@ var logOut = newLogBuffer(os.Stderr)
 // logBuffer is an io.Writer safe for concurrent use that buffers writes
 // to w until Flush.
 type logBuffer struct {
-	mu sync.Mutex // guards the fields below
+	mu sync.Mutex // guards w
 	w  *bufio.Writer
 	// file is w's destination when that is a regular file: Flush then
 	// also lets go of the file's cached pages (dropPageCache). The
@@ -43,12 +43,14 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 
 // Flush writes what is buffered. For a log in a regular file, it also
 // starts writing the file's dirty pages to disk and drops those already
-// written, the previous Flush's lines among them.
+// written, the previous Flush's lines among them. That advice is given
+// after b.mu is released: it may wait on the disk, and every request
+// needs b.mu to log its line.
 func (b *logBuffer) Flush() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	err := b.w.Flush()
-	if b.file != nil {
+	b.mu.Unlock()
+	if b.file != nil { // set once, by newLogBuffer
 		dropPageCache(b.file) // only advice: see its comment
 	}
 	return err

@@ -13,7 +13,9 @@ const posixFadvDontNeed = 4
 // dropPageCache asks the kernel to let go of f's cached pages. The store
 // calls it on files it has just synced: it reads them only at start-up, so
 // caching what it writes would hold every live code twice, once in the
-// heap and once in the page cache. Pages let go of are reused by the next
+// heap and once in the page cache. The price is paid at a restart, which
+// reads the files from disk rather than from the cache: about 250 MB for
+// a million live codes. Pages let go of are reused by the next
 // writes, where fresh pages cost this project's VMs 13 µs each to touch
 // (against 2 for reused ones). Dirty pages stay, but Linux starts writing
 // them back, so a file advised every second (the request log, logbuf.go)

@@ -51,9 +51,9 @@ func TestDropPageCache(t *testing.T) {
 		t.Fatalf("dropPageCache: %v", err)
 	}
 	after := residentPages(t, f, n)
-	// On tmpfs the page cache is the file itself and stays: the advice is
-	// then ignored, and only its error is checked.
-	if !onTmpfs(t, path) && (before == 0 || after != 0) {
+	// Elsewhere (tmpfs, overlays, filesystems that bypass the cache) the
+	// advice may be ignored, and only its error and the data are checked.
+	if cachesAndDrops(t, path) && (before == 0 || after != 0) {
 		t.Errorf("resident pages of a synced 1 MiB file: %d before dropPageCache, %d after; want some, then none", before, after)
 	}
 	got, err := os.ReadFile(path)
@@ -62,18 +62,23 @@ func TestDropPageCache(t *testing.T) {
 	}
 }
 
-func onTmpfs(t *testing.T, path string) bool {
+// cachesAndDrops reports whether path is on a filesystem known to cache
+// what is written and to drop clean pages when advised: ext4, XFS, Btrfs.
+func cachesAndDrops(t *testing.T, path string) bool {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(path, &st); err != nil {
 		t.Fatal(err)
 	}
-	const tmpfsMagic = 0x01021994
-	return st.Type == tmpfsMagic
+	switch st.Type {
+	case 0xef53, 0x58465342, 0x9123683e: // ext2/3/4, XFS, Btrfs (statfs(2))
+		return true
+	}
+	return false
 }
 
 // TestLogBufferDropsFilePages checks that a log written to a regular file
 // does not stay in the page cache once written back, and that a log to a
-// pipe (journald, a container runtime) is left to the reader.
+// pipe (a container runtime; journald's is a socket) is left alone.
 func TestLogBufferDropsFilePages(t *testing.T) {
 	const n = 1 << 20
 	path := filepath.Join(t.TempDir(), "log")
@@ -99,7 +104,7 @@ func TestLogBufferDropsFilePages(t *testing.T) {
 	if err := b.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if got := residentPages(t, f, n); got != 0 && !onTmpfs(t, path) {
+	if got := residentPages(t, f, n); got != 0 && cachesAndDrops(t, path) {
 		t.Errorf("resident pages of a 1 MiB log written back and flushed again: %d; want 0", got)
 	}
 
