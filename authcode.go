@@ -138,7 +138,12 @@ func isJSON(contentType string) bool {
 
 // storeFor returns the store named by the request path, or writes 404.
 func (s *server) storeFor(w http.ResponseWriter, r *http.Request) *StoreConfig {
-	st := s.cfg.stores[r.PathValue("store_id")]
+	return s.storeNamed(w, r.PathValue("store_id"))
+}
+
+// storeNamed returns the store whose id is id, or writes 404.
+func (s *server) storeNamed(w http.ResponseWriter, id string) *StoreConfig {
+	st := s.cfg.stores[id]
 	if st == nil {
 		writeError(w, errStoreNotFound)
 	}
@@ -161,8 +166,8 @@ func authorized(st *StoreConfig, r *http.Request) bool {
 }
 
 // handleRegister is POST /stores/{store_id}/auth/auth-code (API.md §4.1),
-// behind withStore. Checks run in the order of API.md §3: store, the
-// key-guessing guard (429) and the key (withStore), media type, shutting
+// behind serveStore. Checks run in the order of API.md §3: store, the
+// key-guessing guard (429) and the key (serveStore), media type, shutting
 // down (503), size, JSON, fields (every bad one at once), redirect host,
 // conflict, capacity.
 func (s *server) handleRegister(w http.ResponseWriter, r *http.Request, st *StoreConfig) {

@@ -200,24 +200,30 @@ func (s *server) webhookRoutes(mux *http.ServeMux) {
 // failed the key check too often gets 429 (keyGuard).
 func (s *server) withStore(h func(http.ResponseWriter, *http.Request, *StoreConfig)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		st := s.storeFor(w, r)
-		if st == nil {
-			return
-		}
-		client := clientAddr(r)
-		if blocked, wait := s.keys.blocked(client, time.Now); blocked {
-			writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
-				Message:    "too many requests with a wrong or missing X-API-Key from this address; retry later",
-				retryAfter: max(1, int(wait.Seconds()+0.999))})
-			return
-		}
-		if !authorized(st, r) {
-			s.keys.failed(client, time.Now())
-			writeError(w, errUnauthorized)
-			return
-		}
-		h(w, r, st)
+		s.serveStore(w, r, r.PathValue("store_id"), h)
 	}
+}
+
+// serveStore is withStore's handler for the store named id, which handler's
+// fast path for registrations calls with the id it read from the path.
+func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h func(http.ResponseWriter, *http.Request, *StoreConfig)) {
+	st := s.storeNamed(w, id)
+	if st == nil {
+		return
+	}
+	client := clientAddr(r)
+	if blocked, wait := s.keys.blocked(client, time.Now); blocked {
+		writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
+			Message:    "too many requests with a wrong or missing X-API-Key from this address; retry later",
+			retryAfter: max(1, int(wait.Seconds()+0.999))})
+		return
+	}
+	if !authorized(st, r) {
+		s.keys.failed(client, time.Now())
+		writeError(w, errUnauthorized)
+		return
+	}
+	h(w, r, st)
 }
 
 // withEndpoint also finds the endpoint, which must belong to the store.
