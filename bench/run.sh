@@ -22,6 +22,11 @@
 #   KEEP         directory for binaries and wrk logs (a temporary one, removed)
 #   MODE         yardstick (default) or edge
 #   EDGE_FLAGS   extra flags of the edge host (MODE=edge), e.g. -call-timeout 0
+#   SERVICE_FLAGS extra flags of the service (MODE=yardstick), e.g.
+#                -config bench/steady.json: codes live 8 s, so that after a
+#                WARMUP of 15 the store is at a steady state, codes expiring
+#                as fast as they come, instead of filling up
+#   WARMUP       seconds of unmeasured load on the service first (2)
 #   PIN          1: both servers on CPU 0 and wrk (one thread) on CPU 1, so
 #                the load generator never takes the servers' core; latency
 #                then shows the servers' own tail, not the scheduler's
@@ -95,7 +100,7 @@ if [ "$MODE" = edge ]; then
   "${srv_pin[@]}" "$work/deeplink" -addr "127.0.0.1:$YARD_PORT" -data "$work/data" >"$work/yardstick.out" 2>"$work/yardstick.err" &
   yard_pid=$!
 else
-  "${srv_pin[@]}" "$work/deeplink" -addr "127.0.0.1:$PORT" -data "$work/data" >"$work/service.out" 2>"$work/service.err" &
+  "${srv_pin[@]}" "$work/deeplink" ${SERVICE_FLAGS:-} -addr "127.0.0.1:$PORT" -data "$work/data" >"$work/service.out" 2>"$work/service.err" &
   svc_pid=$!
   "${srv_pin[@]}" "$work/yardstick" -addr "127.0.0.1:$YARD_PORT" 2>"$work/yardstick.err" &
   yard_pid=$!
@@ -152,7 +157,7 @@ errors_of() { # socket errors, summed
 }
 
 # A short warm-up of each, not counted: first connections, page faults, GC sizing.
-run_wrk warm-service "$PORT" 2 >/dev/null
+run_wrk warm-service "$PORT" "${WARMUP:-2}" >/dev/null
 run_wrk warm-yardstick "$YARD_PORT" 2 >/dev/null
 
 declare -a svc_rps yard_rps svc_p99 yard_p99 svc_cpu yard_cpu
