@@ -22,10 +22,10 @@
 #   KEEP         directory for binaries and wrk logs (a temporary one, removed)
 #   MODE         yardstick (default) or edge
 #   EDGE_FLAGS   extra flags of the edge host (MODE=edge), e.g. -call-timeout 0
-#   SERVICE_FLAGS extra flags of the service (MODE=yardstick), e.g.
-#                -config bench/steady.json: codes live 8 s, so that after a
-#                WARMUP of 15 the store is at a steady state, codes expiring
-#                as fast as they come, instead of filling up
+#   CODE_TTL     the service's auth_code_ttl (MODE=yardstick), e.g. 8s: it
+#                then serves demo.json with that TTL, so that after a WARMUP
+#                of 15 codes expire as fast as they come (a steady state)
+#                instead of filling the store; unset, the embedded demo's 5m
 #   WARMUP       seconds of unmeasured load on the service first (2)
 #   PIN          1: both servers on CPU 0 and wrk (one thread) on CPU 1, so
 #                the load generator never takes the servers' core; latency
@@ -100,7 +100,12 @@ if [ "$MODE" = edge ]; then
   "${srv_pin[@]}" "$work/deeplink" -addr "127.0.0.1:$YARD_PORT" -data "$work/data" >"$work/yardstick.out" 2>"$work/yardstick.err" &
   yard_pid=$!
 else
-  "${srv_pin[@]}" "$work/deeplink" ${SERVICE_FLAGS:-} -addr "127.0.0.1:$PORT" -data "$work/data" >"$work/service.out" 2>"$work/service.err" &
+  svc_flags=()
+  if [ -n "${CODE_TTL:-}" ]; then
+    sed '0,/{/s//{"auth_code_ttl": "'"$CODE_TTL"'",/' demo.json >"$work/config.json"
+    svc_flags=(-config "$work/config.json")
+  fi
+  "${srv_pin[@]}" "$work/deeplink" "${svc_flags[@]}" -addr "127.0.0.1:$PORT" -data "$work/data" >"$work/service.out" 2>"$work/service.err" &
   svc_pid=$!
   "${srv_pin[@]}" "$work/yardstick" -addr "127.0.0.1:$YARD_PORT" 2>"$work/yardstick.err" &
   yard_pid=$!
