@@ -1175,7 +1175,7 @@ func TestMemStoreTickGrowsEarly(t *testing.T) {
 			exp := time.Now().Add(time.Hour)
 			var keys []Key
 			for {
-				if size, _ := sh.t.growth(); size != 0 {
+				if size, _ := sh.t.growth(0); size != 0 {
 					break
 				}
 				keys = append(keys, keyInShard(fmt.Sprint("grow", len(keys)), 3))
@@ -1194,6 +1194,39 @@ func TestMemStoreTickGrowsEarly(t *testing.T) {
 			for i, k := range keys {
 				_, ok := s.Get(k)
 				assert.True(t, ok, "key %d after the tick", i)
+			}
+		})
+	}
+}
+
+// The ticker doubles a table ahead of its eighth when, at the rate it
+// filled since the previous tick, it would fill within growLeadTicks more.
+func TestMemStoreTickGrowsAheadOfFastTables(t *testing.T) {
+	for _, tc := range []struct {
+		added  int // entries added between the two ticks
+		double bool
+	}{
+		{added: 10, double: false}, // 176 to go of 256: 30 in three ticks
+		{added: 60, double: true},  // 126 to go: 180 in three ticks
+	} {
+		t.Run(fmt.Sprint("added=", tc.added), func(t *testing.T) {
+			s := newTestStore(t, "", 1<<20)
+			sh := &s.shards[3]
+			exp := time.Now().Add(time.Hour)
+			insert := func(n int) {
+				for range n {
+					require.NoError(t, s.Insert(keyInShard(fmt.Sprint("k", sh.t.n), 3), []byte("v"), exp))
+				}
+			}
+			insert(70)
+			s.Tick(time.Now()) // the rate's starting point
+			size := len(sh.t.slots)
+			require.Equal(t, 512, size, "slots after the first tick")
+			insert(tc.added)
+			s.Tick(time.Now())
+			if doubled := len(sh.t.slots) == 2*size; doubled != tc.double {
+				t.Errorf("%d entries of %d slots, %d added since the last tick: doubled = %v; want %v",
+					sh.t.n, size, tc.added, doubled, tc.double)
 			}
 		})
 	}

@@ -79,11 +79,12 @@ func (t *table) ensure() {
 
 // growth returns the size of the table's next doubling, and how many more
 // entries would bring it about, when that is within an eighth of the
-// entries it can hold; otherwise 0, 0. The caller may then double it
-// early (newSlots outside any lock, then growInto).
-func (t *table) growth() (size, more int) {
+// entries it can hold or within soon entries (what the caller expects to
+// be added before it looks again); otherwise 0, 0. The caller may then
+// double it early (newSlots outside any lock, then growInto).
+func (t *table) growth(soon int) (size, more int) {
 	more = len(t.slots)/2 - t.n
-	if len(t.slots) == 0 || 8*more > len(t.slots)/2 {
+	if len(t.slots) == 0 || 8*more > len(t.slots)/2 && more > soon {
 		return 0, 0
 	}
 	return 2 * len(t.slots), more

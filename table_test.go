@@ -128,7 +128,7 @@ func TestTableGrowsEarly(t *testing.T) {
 	add()
 	size := len(tab.slots)
 	for {
-		if got, _ := tab.growth(); got != 0 {
+		if got, _ := tab.growth(0); got != 0 {
 			break
 		}
 		if len(tab.slots) != size {
@@ -136,9 +136,9 @@ func TestTableGrowsEarly(t *testing.T) {
 		}
 		add()
 	}
-	got, more := tab.growth()
+	got, more := tab.growth(0)
 	if got != 2*size || more != size/2-tab.n {
-		t.Fatalf("growth() = %d, %d; want %d, %d", got, more, 2*size, size/2-tab.n)
+		t.Fatalf("growth(0) = %d, %d; want %d, %d", got, more, 2*size, size/2-tab.n)
 	}
 	if 8*more > size/2 || 8*(more+1) <= size/2 {
 		t.Fatalf("growth asked with %d entries to go of %d: not at an eighth", more, size/2)
@@ -152,12 +152,28 @@ func TestTableGrowsEarly(t *testing.T) {
 	if len(tab.slots) != 2*size || &tab.slots[0] != &slots[0] {
 		t.Fatalf("growInto did not move the table into the slots given")
 	}
-	if got, _ := tab.growth(); got != 0 {
-		t.Errorf("growth() just after doubling = %d; want 0", got)
+	if got, _ := tab.growth(0); got != 0 {
+		t.Errorf("growth(0) just after doubling = %d; want 0", got)
 	}
 	for i, k := range keys {
 		if _, ok := tab.find(k, tab.hashOf(k), keyAt); !ok {
 			t.Errorf("key %d lost in the doubling", i)
+		}
+	}
+}
+
+func TestTableGrowthSoon(t *testing.T) {
+	tab := newTable()
+	tab.resize(1024) // holds 512; asks at an eighth, 64 to go
+	tab.n = 312      // 200 to go
+	for _, tc := range []struct {
+		soon     int
+		wantSize int
+	}{
+		{0, 0}, {199, 0}, {200, 2048}, {1000, 2048},
+	} {
+		if size, more := tab.growth(tc.soon); size != tc.wantSize || size != 0 && more != 200 {
+			t.Errorf("growth(%d) with 200 to go = %d, %d; want %d, 200", tc.soon, size, more, tc.wantSize)
 		}
 	}
 }
