@@ -221,6 +221,10 @@ func asAPIError(err error) *apiError {
 // register validates req and stores the code for st. It returns the error
 // to answer, or nil once the code is live.
 func (s *server) register(st *StoreConfig, req *registerRequest) *apiError {
+	// The key is known before the checks: the store can start loading
+	// the memory the Insert will need while they run.
+	k := codeKey(st.ID, req.AuthCode.s)
+	s.prefetch(k)
 	fields, redirectOK := s.validateRegister(st, req)
 	if len(fields) > 0 {
 		return validationError(fields)
@@ -245,7 +249,7 @@ func (s *server) register(st *StoreConfig, req *registerRequest) *apiError {
 	buf := recordBufs.Get().(*[]byte)
 	defer recordBufs.Put(buf)
 	*buf = rec.appendTo((*buf)[:0])
-	switch err := s.store.Insert(codeKey(st.ID, req.AuthCode.s), *buf, exp); err {
+	switch err := s.store.Insert(k, *buf, exp); err {
 	case nil:
 		return nil
 	case errKeyExists:

@@ -169,6 +169,44 @@ func BenchmarkStoreInsert(b *testing.B) {
 	})
 }
 
+// BenchmarkStorePrefetch is memStore.Prefetch at work: lookups of the
+// codes of a store holding a million, whose table slots are rarely cached,
+// each after some other work of a registration (encoding its record,
+// hashing its code), with and without a Prefetch of the key before that
+// work. (Lookups, as inserts would grow the store and measure its growth:
+// both start at the same slot.)
+func BenchmarkStorePrefetch(b *testing.B) {
+	s, err := newMemStore("", 1<<30)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := benchRecord(1)
+	val := rec.appendTo(nil)
+	exp := time.Now().Add(time.Hour)
+	const live = 1 << 20
+	for i := range uint64(live) {
+		if err := s.Insert(benchKey(i), val, exp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, prefetch := range []bool{false, true} {
+		b.Run(fmt.Sprint("prefetch=", prefetch), func(b *testing.B) {
+			buf := make([]byte, 0, 512)
+			for i := range uint64(b.N) {
+				k := benchKey(i * 0x9e3779b1 % live) // in no particular order
+				if prefetch {
+					s.Prefetch(k)
+				}
+				buf = rec.appendTo(buf[:0])
+				_ = codeKey(rec.Player.ClientReferenceID, rec.RedirectURI)
+				if _, ok := s.Get(k); !ok {
+					b.Fatal("a live code was not found")
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkStoreConsume is the life of a code in the store: inserted, then
 // swapped for its redeemed marker, as registration and redemption do.
 func BenchmarkStoreConsume(b *testing.B) {

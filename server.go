@@ -16,6 +16,7 @@ import (
 type server struct {
 	cfg       *Config
 	store     Store
+	prefetch  func(Key)  // the store's Prefetch, or a no-op for a store without one
 	live      func() int // live entries of the store, for /metrics
 	liveCodes func() int // live, unredeemed auth codes, for /metrics
 	cookieKey []byte     // signs the link cookie; persisted in data_dir
@@ -37,6 +38,10 @@ func newServer(cfg *Config, st Store, live func() int, cookieKey []byte, log *sl
 	s := &server{cfg: cfg, store: st, live: live, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: newHooks(cfg),
 		keys: newKeyGuard(keyFailBurst, keyFailInterval)}
 	s.appleBody, s.androidBody = associationFiles(cfg.Apps)
+	s.prefetch = func(Key) {}
+	if p, ok := st.(interface{ Prefetch(Key) }); ok {
+		s.prefetch = p.Prefetch
+	}
 	return s
 }
 

@@ -85,6 +85,11 @@ type memStore struct {
 	snapChunks [][]byte
 
 	shards [numShards]shard
+
+	// Where each shard's table slots are, for Prefetch. Apart from the
+	// shards, whose first cache line every insert writes (the lock), so
+	// that reading a hint never waits on the other cores.
+	hints [numShards]slotHint
 }
 
 type shard struct {
@@ -231,6 +236,7 @@ func newMemStore(dir string, maxLive int) (*memStore, error) {
 	now := time.Now().UnixNano()
 	for i := range s.shards {
 		s.shards[i].t = newTable()
+		s.shards[i].t.setHint(&s.hints[i])
 		s.shards[i].expiring = newExpiries(now)
 		s.shards[i].fresh = true
 		base := filepath.Join(dir, fmt.Sprintf("store-%02x", i))
@@ -313,6 +319,18 @@ func (s *memStore) restoreShard(i int, now int64) error {
 }
 
 func (s *memStore) shard(k Key) *shard { return &s.shards[k[0]%numShards] }
+
+// Prefetch starts loading the table slot where an Insert or a lookup of k
+// begins, and returns at once, without a lock. Called as soon as k is
+// known, it lets that cache miss overlap whatever the caller does before
+// its Insert. With a million codes live the slot is almost never cached:
+// under wrk, a profile put about 0.9 µs of each registration's 20 µs of
+// CPU on that load. It is only a hint, and changes nothing.
+func (s *memStore) Prefetch(k Key) {
+	if addr := s.hints[k[0]%numShards].homeAddr(k); addr != 0 {
+		prefetch(addr)
+	}
+}
 
 func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 	if s.persistBad.Load() {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -1197,6 +1198,53 @@ func TestMemStoreTickGrowsEarly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMemStorePrefetchHint checks that the hint Prefetch reads gives the
+// address of the slot where a lookup of the key starts, through every way
+// a table's slots move: doubling on insert, doubling early in Tick, and
+// the restore of a restart.
+func TestMemStorePrefetchHint(t *testing.T) {
+	dir := t.TempDir()
+	s := newTestStore(t, dir, 1<<20)
+	var keys []Key
+	check := func(when string) {
+		t.Helper()
+		for _, k := range keys {
+			sh := s.shard(k)
+			want := uintptr(unsafe.Pointer(&sh.t.slots[sh.t.home(sh.t.hashOf(k))]))
+			if got := s.hints[k[0]%numShards].homeAddr(k); got != want {
+				t.Fatalf("%s: homeAddr(%x) = %#x; want %#x", when, k[:4], got, want)
+			}
+		}
+	}
+	for i := range numShards {
+		if got := s.hints[i].homeAddr(testKey("none")); got != 0 {
+			t.Fatalf("shard %d before any insert: homeAddr = %#x; want 0", i, got)
+		}
+	}
+	for i := range 4000 { // each shard's table doubles from 64 to 256 slots
+		keys = append(keys, testKey(fmt.Sprint("k", i)))
+		require.NoError(t, s.Insert(keys[i], []byte("v"), future()))
+		if i%500 == 0 {
+			check(fmt.Sprintf("after %d inserts", i+1))
+		}
+	}
+	check("after the inserts")
+	for {
+		before := len(s.shards[0].t.slots)
+		s.Tick(time.Now())
+		if len(s.shards[0].t.slots) == before { // growEarly doubles only tables near full
+			keys = append(keys, keyInShard(fmt.Sprint("fill", len(keys)), 0))
+			require.NoError(t, s.Insert(keys[len(keys)-1], []byte("v"), future()))
+			continue
+		}
+		break
+	}
+	check("after Tick doubled a table early")
+	require.NoError(t, s.Flush())
+	s = newTestStore(t, dir, 1<<20)
+	check("after a restart")
 }
 
 // The ticker doubles a table ahead of its eighth when, at the rate it

@@ -3,6 +3,8 @@ package main
 import (
 	"hash/maphash"
 	"math/bits"
+	"sync/atomic"
+	"unsafe"
 )
 
 // A shard's index: an open-addressing hash table with linear probing, in
@@ -34,9 +36,48 @@ type table struct {
 	n     int    // slots in use, at most half of them
 	shift uint8  // 64 - log2(len(slots)): a hash's top bits are its home slot
 	seed  maphash.Seed
+	hint  *slotHint // told where slots are whenever they move; may be nil
 }
 
 func newTable() table { return table{seed: maphash.MakeSeed()} }
+
+// slotHint tells readers that do not hold the table's lock where its home
+// slot for a key is, so that they can prefetch it (memStore.Prefetch). Its
+// answer may be out of date: base and shift are stored one after the
+// other, so a reader racing with a resize can pair the old table's base
+// with the new one's shift. The address is then wrong, which costs a
+// prefetch nothing; it is never dereferenced.
+type slotHint struct {
+	base  atomic.Uintptr // the address of slots[0]; 0 while there are none
+	shift atomic.Uint32
+	seed  maphash.Seed // the table's, which never changes
+}
+
+// setHint makes t keep h up to date from now on.
+func (t *table) setHint(h *slotHint) {
+	h.seed = t.seed
+	t.hint = h
+	t.publish()
+}
+
+func (t *table) publish() {
+	if t.hint == nil || len(t.slots) == 0 {
+		return
+	}
+	t.hint.base.Store(uintptr(unsafe.Pointer(&t.slots[0])))
+	t.hint.shift.Store(uint32(t.shift))
+}
+
+// homeAddr returns the address of k's home slot, as of the last publish,
+// or 0 before the table has slots.
+func (h *slotHint) homeAddr(k Key) uintptr {
+	base := h.base.Load()
+	if base == 0 {
+		return 0
+	}
+	home := (maphash.Comparable(h.seed, k) | 1) >> h.shift.Load()
+	return base + uintptr(home)*unsafe.Sizeof(slot{})
+}
 
 // hashOf returns k's hash as slots hold it.
 func (t *table) hashOf(k Key) uint64 { return maphash.Comparable(t.seed, k) | 1 }
@@ -124,6 +165,7 @@ func (t *table) moveInto(slots []slot) {
 	old := t.slots
 	t.slots = slots
 	t.shift = uint8(64 - bits.Len(uint(len(slots)-1)))
+	t.publish()
 	for _, s := range old {
 		if s.hash == 0 {
 			continue
