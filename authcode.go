@@ -24,6 +24,9 @@ import (
 // maxBody is the largest request body any endpoint reads (API.md §3).
 const maxBody = 64 << 10
 
+// The length of an auth code, in characters (API.md §4.1).
+const minCodeLen, maxCodeLen = 16, 255
+
 // jsonString is a string field of a request body that remembers whether it
 // was present and whether it was a string at all, so that validation can
 // report every bad field rather than the first type error.
@@ -222,9 +225,14 @@ func asAPIError(err error) *apiError {
 // to answer, or nil once the code is live.
 func (s *server) register(st *StoreConfig, req *registerRequest) *apiError {
 	// The key is known before the checks: the store can start loading
-	// the memory the Insert will need while they run.
-	k := codeKey(st.ID, req.AuthCode.s)
-	s.prefetch(k)
+	// the memory the Insert will need while they run. (Not for a code
+	// whose length the checks refuse, which could be 64 KiB to hash.)
+	var k Key
+	keyed := len(req.AuthCode.s) >= minCodeLen && len(req.AuthCode.s) <= maxCodeLen
+	if keyed {
+		k = codeKey(st.ID, req.AuthCode.s)
+		s.prefetch(k)
+	}
 	fields, redirectOK := s.validateRegister(st, req)
 	if len(fields) > 0 {
 		return validationError(fields)
@@ -249,6 +257,9 @@ func (s *server) register(st *StoreConfig, req *registerRequest) *apiError {
 	buf := recordBufs.Get().(*[]byte)
 	defer recordBufs.Put(buf)
 	*buf = rec.appendTo((*buf)[:0])
+	if !keyed { // the checks above refuse such a code; this is a guard
+		k = codeKey(st.ID, req.AuthCode.s)
+	}
 	switch err := s.store.Insert(k, *buf, exp); err {
 	case nil:
 		return nil
@@ -284,7 +295,7 @@ func (s *server) validateRegister(st *StoreConfig, req *registerRequest) (fields
 		}
 	}
 	check("auth_code", &req.AuthCode, true, func(v string) string {
-		if len(v) < 16 || len(v) > 255 || !isUnreserved(v) {
+		if len(v) < minCodeLen || len(v) > maxCodeLen || !isUnreserved(v) {
 			return "must be 16 to 255 characters of A-Z a-z 0-9 - . _ ~"
 		}
 		return ""

@@ -8,6 +8,7 @@ package main
 // (memory freed since) means nothing to the garbage collector.
 //
 // Go has no prefetch of its own, and a plain load would not do: the CPU
-// retires instructions in order, so the load would stall everything after
-// it until the line arrives. The instruction is in prefetch_$GOARCH.s.
+// retires instructions in order, so once its reorder buffer is full
+// (a few hundred instructions on) it would wait for the line as long as
+// the load it is meant to spare. The instruction is in prefetch_$GOARCH.s.
 func prefetch(addr uintptr)

@@ -86,9 +86,10 @@ type memStore struct {
 
 	shards [numShards]shard
 
-	// Where each shard's table slots are, for Prefetch. Apart from the
-	// shards, whose first cache line every insert writes (the lock), so
-	// that reading a hint never waits on the other cores.
+	// Where each shard's table slots are, for Prefetch: apart from the
+	// shards, whose cache lines inserts write (the lock first), so that
+	// reading a hint never waits on another core.
+	_     [64]byte
 	hints [numShards]slotHint
 }
 
@@ -254,7 +255,9 @@ func newMemStore(dir string, maxLive int) (*memStore, error) {
 		}
 	}
 	for i := range s.shards {
-		s.live.Add(int64(s.shards[i].t.n))
+		sh := &s.shards[i]
+		s.live.Add(int64(sh.t.n))
+		sh.seen = sh.t.n // what was restored is no rate of growth
 	}
 	// Fold the logs into snapshots now, so appends never follow a torn
 	// record and the next start reads little.
@@ -751,7 +754,8 @@ func (s *memStore) Tick(now time.Time) {
 //
 // A table is doubled when it is within an eighth of full, or within what
 // growLeadTicks ticks would add at the rate it grew since the last one.
-// Under load, a tick can take longer than its second (its work is paced),
+// The lead is counted in ticks, not seconds: under load, a tick can take
+// longer than its second (its work is paced),
 // and every shard needs its doubling within moments of the others: 64
 // MiB of new slots at once as the store passes half a million codes, 128
 // at a million. With an eighth alone, 18 of the 64 shards still doubled

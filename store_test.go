@@ -1185,6 +1185,7 @@ func TestMemStoreTickGrowsEarly(t *testing.T) {
 			if full {
 				s.maxLive = s.live.Load()
 			}
+			sh.seen = sh.t.n // no recent growth: only the eighth applies
 			size := len(sh.t.slots)
 			s.Tick(time.Now())
 			want := 2 * size
@@ -1267,7 +1268,10 @@ func TestMemStoreTickGrowsAheadOfFastTables(t *testing.T) {
 				}
 			}
 			insert(70)
-			s.Tick(time.Now()) // the rate's starting point
+			// The first tick sees 70 entries added: at that rate the 256
+			// slots (room for 128) fill within three ticks, so it doubles
+			// them, and counts from there.
+			s.Tick(time.Now())
 			size := len(sh.t.slots)
 			require.Equal(t, 512, size, "slots after the first tick")
 			insert(tc.added)
@@ -1277,5 +1281,67 @@ func TestMemStoreTickGrowsAheadOfFastTables(t *testing.T) {
 					sh.t.n, size, tc.added, doubled, tc.double)
 			}
 		})
+	}
+}
+
+// Entries restored at start-up are no growth: the first tick after a
+// restart doubles no table that is not within its eighth.
+func TestMemStoreTickAfterRestartKeepsTables(t *testing.T) {
+	dir := t.TempDir()
+	s := newTestStore(t, dir, 1<<20)
+	for i := range 3000 { // about 47 a shard: mostly 128 slots, 17 to go of 64
+		require.NoError(t, s.Insert(testKey(fmt.Sprint("k", i)), []byte("v"), future()))
+	}
+	require.NoError(t, s.Flush())
+	r := newTestStore(t, dir, 1<<20)
+	var before [numShards]int
+	var near [numShards]bool // within its eighth: may double
+	for i := range r.shards {
+		sh := &r.shards[i]
+		before[i] = len(sh.t.slots)
+		near[i] = 8*(len(sh.t.slots)/2-sh.t.n) <= len(sh.t.slots)/2
+	}
+	r.Tick(time.Now())
+	kept := 0
+	for i := range r.shards {
+		sh := &r.shards[i]
+		if near[i] {
+			continue
+		}
+		kept++
+		if got := len(sh.t.slots); got != before[i] {
+			t.Errorf("shard %d (%d entries): %d slots after the first tick; want %d", i, sh.t.n, got, before[i])
+		}
+	}
+	if kept < numShards/2 {
+		t.Fatalf("only %d shards were not within their eighth: the test checks too little", kept)
+	}
+}
+
+// Prefetch reads without a lock while inserts resize the tables: under
+// -race, this shows it reads nothing unsynchronised.
+func TestMemStorePrefetchDuringResizes(t *testing.T) {
+	s := newTestStore(t, "", 1<<20)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 5000 {
+			if err := s.Insert(testKey(fmt.Sprint("k", i)), []byte("v"), future()); err != nil {
+				t.Error(err)
+				return
+			}
+			if i%1000 == 0 {
+				s.Tick(time.Now())
+			}
+		}
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			assert.Equal(t, 5000, s.Len())
+			return
+		default:
+			s.Prefetch(testKey(fmt.Sprint("k", i%5000)))
+		}
 	}
 }

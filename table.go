@@ -44,9 +44,10 @@ func newTable() table { return table{seed: maphash.MakeSeed()} }
 // slotHint tells readers that do not hold the table's lock where its home
 // slot for a key is, so that they can prefetch it (memStore.Prefetch). Its
 // answer may be out of date: base and shift are stored one after the
-// other, so a reader racing with a resize can pair the old table's base
-// with the new one's shift. The address is then wrong, which costs a
-// prefetch nothing; it is never dereferenced.
+// other, so a reader racing with a resize can pair one table's base with
+// the other's shift, and the slots are published before they are filled.
+// The address is then wrong or early, which costs a prefetch nothing: it
+// is never dereferenced.
 type slotHint struct {
 	base  atomic.Uintptr // the address of slots[0]; 0 while there are none
 	shift atomic.Uint32
