@@ -97,7 +97,7 @@ type shard struct {
 	mu       sync.Mutex // guards the fields below
 	t        table      // the entries; holds no pointers, so the GC never scans it
 	chunks   [][]byte   // the keys and values, back to back; see putValLocked
-	used     int64      // bytes of keys and values in chunks
+	used     int64      // bytes of entries (key, expiry, length, value) in chunks
 	garbage  int64      // of which no entry refers to
 	pending  []byte     // log records of the changes not yet written
 	spare    []byte     // the other buffer of pending, empty; see flushShardLocked
@@ -120,50 +120,79 @@ type shard struct {
 // garbage is half their size (compactValsLocked); slices handed out before
 // stay valid, as they keep their old chunk alive.
 
-// valRef is the position of an entry's key in its shard's chunks; its
-// value of n bytes follows the key.
-type valRef struct{ chunk, off, n uint32 }
+// valRef is the position of an entry in its shard's chunks: its key,
+// its expiry (Unix ns, 8 bytes little-endian), its value's length (4
+// bytes), then its value. The expiry is there rather than in the slot so
+// that a slot is 16 bytes, not 32: the table is about half of what a
+// million codes cost beyond their values, and is faulted in afresh at
+// each doubling. (It costs 12 bytes more an entry in the chunks, and a
+// read of the chunk where the slot alone was read before: by the sweep,
+// for an entry it visits, which compares its key anyway, and by Count.)
+type valRef struct{ chunk, off uint32 }
 
-// keySize is the bytes a key takes in the chunks.
-const keySize = uint32(len(Key{}))
+const (
+	keySize     = uint32(len(Key{}))
+	entryHeader = keySize + 8 + 4 // key, expiry, value length
+)
+
+// entryAt decodes the entry at the start of c, a chunk from an entry's
+// offset on.
+func entryAt(c []byte) (k *Key, exp int64, val []byte) {
+	exp = int64(binary.LittleEndian.Uint64(c[keySize:]))
+	end := entryHeader + binary.LittleEndian.Uint32(c[keySize+8:])
+	return (*Key)(c), exp, c[entryHeader:end:end]
+}
 
 // valChunkSize is the size of a chunk of values (a larger value gets a
 // chunk of its own). A variable only so that tests can make chunks tiny.
 var valChunkSize = 256 << 10
 
-// putValLocked copies k and v into sh's chunks and returns where they
-// are. Values are records of a few hundred bytes (bodies are limited to
-// 64 KiB), so positions fit in 32 bits. sh.mu must be held.
-func (sh *shard) putValLocked(k *Key, v []byte) valRef {
-	n := int(keySize) + len(v)
+// putValLocked copies k, exp and v into sh's chunks and returns where
+// they are. Values are records of a few hundred bytes (bodies are limited
+// to 64 KiB), so positions fit in 32 bits. sh.mu must be held.
+func (sh *shard) putValLocked(k *Key, exp int64, v []byte) valRef {
+	n := int(entryHeader) + len(v)
 	last := len(sh.chunks) - 1
 	if last < 0 || cap(sh.chunks[last])-len(sh.chunks[last]) < n {
 		sh.chunks = append(sh.chunks, make([]byte, 0, max(valChunkSize, n)))
 		last++
 	}
 	c := sh.chunks[last]
-	sh.chunks[last] = append(append(c, k[:]...), v...)
+	e := append(c, k[:]...)
+	e = binary.LittleEndian.AppendUint64(e, uint64(exp))
+	e = binary.LittleEndian.AppendUint32(e, uint32(len(v)))
+	sh.chunks[last] = append(e, v...)
 	sh.used += int64(n)
-	return valRef{chunk: uint32(last), off: uint32(len(c)), n: uint32(len(v))}
+	return valRef{chunk: uint32(last), off: uint32(len(c))}
 }
 
-// valLocked returns the value at r, capped so that appending to it cannot
-// reach its neighbours. sh.mu must be held to call it, not to use the
-// value, which never changes.
+// entryLocked returns the entry at r: its key, its expiry, and its value,
+// capped so that appending to it cannot reach its neighbours. sh.mu must
+// be held to call it, not to use what it returns, which never changes.
+func (sh *shard) entryLocked(r valRef) (k *Key, exp int64, val []byte) {
+	return entryAt(sh.chunks[r.chunk][r.off:])
+}
+
+// valLocked returns the value at r, as entryLocked.
 func (sh *shard) valLocked(r valRef) []byte {
-	start := r.off + keySize
-	end := start + r.n
-	return sh.chunks[r.chunk][start:end:end]
+	_, _, val := sh.entryLocked(r)
+	return val
+}
+
+// expLocked returns the expiry at r (Unix ns). sh.mu must be held.
+func (sh *shard) expLocked(r valRef) int64 {
+	return int64(binary.LittleEndian.Uint64(sh.chunks[r.chunk][r.off+keySize:]))
 }
 
 // keyLocked returns the key at r. sh.mu must be held.
 func (sh *shard) keyLocked(r valRef) *Key { return (*Key)(sh.chunks[r.chunk][r.off:]) }
 
-// dropValLocked counts the key and value at r as garbage, and its record
-// on disk as dead. sh.mu must be held.
+// dropValLocked counts the entry at r as garbage, and its record on disk
+// as dead. sh.mu must be held.
 func (sh *shard) dropValLocked(r valRef) {
-	sh.garbage += int64(keySize + r.n)
-	sh.dead += recordSize(r.n)
+	n := uint32(len(sh.valLocked(r)))
+	sh.garbage += int64(entryHeader + n)
+	sh.dead += recordSize(n)
 }
 
 // compactValsLocked copies the live values into new chunks, and lets the
@@ -180,8 +209,7 @@ func (sh *shard) compactValsLocked() bool {
 	sh.chunks, sh.used, sh.garbage = nil, 0, 0
 	for i := range sh.t.slots {
 		if s := &sh.t.slots[i]; s.hash != 0 {
-			c := old[s.ref.chunk][s.ref.off:]
-			s.ref = sh.putValLocked((*Key)(c), c[keySize:keySize+s.ref.n])
+			s.ref = sh.putValLocked(entryAt(old[s.ref.chunk][s.ref.off:]))
 		}
 	}
 	return true
@@ -205,9 +233,9 @@ func (sh *shard) setLocked(k Key, exp int64, val []byte) {
 	i, ok := sh.t.find(k, h, sh.keyLocked)
 	if ok {
 		sh.dropValLocked(sh.t.slots[i].ref)
-		sh.t.slots[i] = slot{hash: h, exp: exp, ref: sh.putValLocked(&k, val)}
+		sh.t.slots[i] = slot{hash: h, ref: sh.putValLocked(&k, exp, val)}
 	} else {
-		sh.t.put(i, slot{hash: h, exp: exp, ref: sh.putValLocked(&k, val)})
+		sh.t.put(i, slot{hash: h, ref: sh.putValLocked(&k, exp, val)})
 	}
 	sh.expiring.add(h, exp)
 }
@@ -345,21 +373,22 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 	sh.t.ensure()
 	h := sh.t.hashOf(k)
 	i, had := sh.t.find(k, h, sh.keyLocked)
-	if had && sh.t.slots[i].exp > time.Now().UnixNano() { // the clock only for a key that is there
+	if had && sh.expLocked(sh.t.slots[i].ref) > time.Now().UnixNano() { // the clock only for a key that is there
 		return errKeyExists
 	}
 	if !had && !s.reserve() {
 		return errStoreFull
 	}
-	e := slot{hash: h, exp: exp.UnixNano(), ref: sh.putValLocked(&k, val)}
+	x := exp.UnixNano()
+	e := slot{hash: h, ref: sh.putValLocked(&k, x, val)}
 	if had { // expired, not yet swept
 		sh.dropValLocked(sh.t.slots[i].ref)
 		sh.t.slots[i] = e
 	} else {
 		sh.t.put(i, e)
 	}
-	sh.expiring.add(h, e.exp)
-	s.logLocked(sh, k, true, e.exp, val)
+	sh.expiring.add(h, x)
+	s.logLocked(sh, k, true, x, val)
 	return nil
 }
 
@@ -385,7 +414,7 @@ func (s *memStore) Get(k Key) ([]byte, bool) {
 	var val []byte
 	var exp int64
 	if ok {
-		val, exp = sh.valLocked(e.ref), e.exp
+		_, exp, val = sh.entryLocked(e.ref)
 	}
 	sh.mu.Unlock()
 	if !ok || exp <= time.Now().UnixNano() {
@@ -400,13 +429,16 @@ func (s *memStore) Swap(k Key, val []byte) ([]byte, bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, ok := sh.findLocked(k)
-	if !ok || e.exp <= now {
+	if !ok {
 		return nil, false
 	}
-	old := sh.valLocked(e.ref)
+	_, exp, old := sh.entryLocked(e.ref)
+	if exp <= now {
+		return nil, false
+	}
 	sh.dropValLocked(e.ref)
-	e.ref = sh.putValLocked(&k, val)
-	s.logLocked(sh, k, true, e.exp, val)
+	e.ref = sh.putValLocked(&k, exp, val)
+	s.logLocked(sh, k, true, exp, val)
 	return old, true
 }
 
@@ -430,7 +462,10 @@ func (s *memStore) Count(keep func(val []byte) bool) int {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for _, e := range sh.t.slots {
-			if e.hash != 0 && e.exp > now && keep(sh.valLocked(e.ref)) {
+			if e.hash == 0 {
+				continue
+			}
+			if _, exp, val := sh.entryLocked(e.ref); exp > now && keep(val) {
 				n++
 			}
 		}
@@ -483,15 +518,16 @@ func (s *memStore) sweepShardLocked(sh *shard, n int64) {
 		// Every entry of hash h (two keys may share one) lies between its
 		// home and the next free slot.
 		for i := t.home(h); t.slots[i].hash != 0; {
-			switch e := &t.slots[i]; {
-			case e.hash != h:
-			case e.exp <= n:
-				sh.dropValLocked(e.ref)
-				t.remove(i) // may move a slot not yet seen into i: look again
-				s.live.Add(-1)
-				continue
-			case e.exp/1e9 == sec:
-				keep = true // expires later in this second
+			if e := &t.slots[i]; e.hash == h {
+				switch exp := sh.expLocked(e.ref); {
+				case exp <= n:
+					sh.dropValLocked(e.ref)
+					t.remove(i) // may move a slot not yet seen into i: look again
+					s.live.Add(-1)
+					continue
+				case exp/1e9 == sec:
+					keep = true // expires later in this second
+				}
 			}
 			i = t.next(i)
 		}
@@ -645,8 +681,8 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool, p 
 					if e.hash == 0 {
 						continue
 					}
-					c := s.snapChunks[e.ref.chunk][e.ref.off:]
-					if !yield(snapRecord{*(*Key)(c), e.exp, c[keySize : keySize+e.ref.n]}) {
+					k, exp, val := entryAt(s.snapChunks[e.ref.chunk][e.ref.off:])
+					if !yield(snapRecord{*k, exp, val}) {
 						return
 					}
 				}

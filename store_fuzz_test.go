@@ -189,14 +189,14 @@ func FuzzStoreOps(f *testing.F) {
 			t.Helper()
 			want := 0
 			for _, v := range live {
-				want += len(Key{}) + len(v)
+				want += int(entryHeader) + len(v)
 			}
 			sh := s.shard(keyInShard("", 3))
 			sh.mu.Lock()
 			used, garbage := sh.used, sh.garbage
 			sh.mu.Unlock()
 			if used-garbage != int64(want) {
-				t.Fatalf("used %d - garbage %d = %d bytes of keys and values; live entries hold %d", used, garbage, used-garbage, want)
+				t.Fatalf("used %d - garbage %d = %d bytes of entries; live entries hold %d", used, garbage, used-garbage, want)
 			}
 		}
 		for i := 0; i+2 < len(ops); i += 3 {

@@ -212,8 +212,9 @@ func TestMemStoreSwapKeepsExpiry(t *testing.T) {
 	require.NoError(t, s.Insert(k, []byte("v1"), exp))
 	_, ok := s.Swap(k, []byte("v2"))
 	require.True(t, ok)
-	e, _ := s.shard(k).findLocked(k)
-	assert.Equal(t, exp.UnixNano(), e.exp, "Swap changed the expiry")
+	sh := s.shard(k)
+	e, _ := sh.findLocked(k)
+	assert.Equal(t, exp.UnixNano(), sh.expLocked(e.ref), "Swap changed the expiry")
 
 	// And an entry about to expire still expires after a swap.
 	k2 := testKey("short")
@@ -417,8 +418,9 @@ func TestMemStoreSnapshotRestore(t *testing.T) {
 		got, ok := r.Get(k)
 		if assert.True(t, ok, "entry %x lost", k[:4]) {
 			assert.Equal(t, w.val, string(got))
-			e, _ := r.shard(k).findLocked(k)
-			assert.Equal(t, w.exp.UnixNano(), e.exp, "expiry of %x", k[:4])
+			sh := r.shard(k)
+			e, _ := sh.findLocked(k)
+			assert.Equal(t, w.exp.UnixNano(), sh.expLocked(e.ref), "expiry of %x", k[:4])
 		}
 	}
 	for _, k := range expired {
@@ -715,7 +717,7 @@ func TestMemStoreValuesSurviveCompaction(t *testing.T) {
 				got, ok := s.Get(k)
 				require.True(t, ok)
 				require.Equal(t, want, got, "value of %x", k[:4])
-				live += len(Key{}) + len(want)
+				live += int(entryHeader) + len(want)
 			}
 			for _, h := range held {
 				require.Equal(t, h.want, h.got, "a slice handed out before a compaction")
@@ -724,7 +726,7 @@ func TestMemStoreValuesSurviveCompaction(t *testing.T) {
 			sh.mu.Lock()
 			used, garbage := sh.used, sh.garbage
 			sh.mu.Unlock()
-			assert.EqualValues(t, live, used-garbage, "bytes of live keys and values")
+			assert.EqualValues(t, live, used-garbage, "bytes of live entries")
 			assert.LessOrEqual(t, garbage, max(int64(valChunkSize), int64(live)/2), "garbage is bounded")
 			assert.Less(t, used, int64(written)/2, "space was reclaimed (%d bytes written)", written)
 			if dir != "" {

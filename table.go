@@ -12,11 +12,11 @@ import (
 // every registration missed the CPU caches several times over (the swiss
 // table's control word, then the slot, then the slot of the assignment,
 // in groups near seven-eighths full); a profile under wrk put about a
-// microsecond a registration there. Here a slot is 32 bytes, two to a
+// microsecond a registration there. Here a slot is 16 bytes, four to a
 // cache line, the table is at most half full, and a lookup of a key that
 // is not there usually reads one line. The keys themselves live with the
-// values in the shard's chunks (32 bytes before each value), read only
-// when a slot's hash matches.
+// values in the shard's chunks, with their expiries, read only when a
+// slot's hash matches.
 //
 // Hashes are seeded per shard (hash/maphash), so that nobody can choose
 // codes whose keys pile up in one run of slots.
@@ -24,8 +24,7 @@ import (
 // slot is one place in a table.
 type slot struct {
 	hash uint64 // the key's hash with its lowest bit set; 0 marks a free slot
-	exp  int64  // unix nanoseconds; the entry is gone from this instant
-	ref  valRef // where the key, then the value, are in the shard's chunks
+	ref  valRef // where the key, expiry and value are in the shard's chunks
 }
 
 // minSlots is the size of a new table.
@@ -148,7 +147,7 @@ func (t *table) growInto(slots []slot) {
 // faults still cost that much, so p paces them (nil: no pauses).
 func newSlots(n int, p *pacer) []slot {
 	s := make([]slot, n)
-	const perPage = 4096 / 32 // slots in a page (a slot is 32 bytes)
+	const perPage = 4096 / int(unsafe.Sizeof(slot{})) // slots in a page
 	for i := 0; i < n; i += perPage {
 		s[i].hash = 0 // the first write maps the page
 		if i%(64*perPage) == 0 {

@@ -14,7 +14,8 @@ import (
 func TestTableAgainstMap(t *testing.T) {
 	for _, homes := range []int{1, 3, 16, 1 << 20} {
 		rng := rand.New(rand.NewPCG(uint64(homes), 7))
-		var keys []Key // a slot's ref.off indexes keys
+		var keys []Key   // a slot's ref.off indexes keys
+		var exps []int64 // and their expiries, as the store's chunks hold both
 		keyAt := func(r valRef) *Key { return &keys[r.off] }
 		tab := newTable()
 		model := map[Key]int64{} // key -> exp
@@ -49,7 +50,7 @@ func TestTableAgainstMap(t *testing.T) {
 					t.Fatalf("homes %d, step %d: empty table holds %x", homes, step, k[:4])
 				}
 				i, ok := tab.find(k, hash(k), keyAt)
-				if !ok || tab.slots[i].exp != exp {
+				if !ok || exps[tab.slots[i].ref.off] != exp {
 					t.Fatalf("homes %d, step %d: find(%x) = %d, %v; want exp %d", homes, step, k[:4], i, ok, exp)
 				}
 			}
@@ -65,11 +66,12 @@ func TestTableAgainstMap(t *testing.T) {
 					t.Fatalf("homes %d, step %d: find(%x) found %v; want %v", homes, step, k[:4], ok, had)
 				}
 				exp := int64(step)
+				keys, exps = append(keys, k), append(exps, exp) // never changed in place
+				ref := valRef{off: uint32(len(keys) - 1)}
 				if ok {
-					tab.slots[i].exp = exp
+					tab.slots[i].ref = ref
 				} else {
-					keys = append(keys, k)
-					tab.put(i, slot{hash: hash(k), exp: exp, ref: valRef{off: uint32(len(keys) - 1)}})
+					tab.put(i, slot{hash: hash(k), ref: ref})
 				}
 				model[k] = exp
 			case op < 9: // remove
@@ -87,7 +89,7 @@ func TestTableAgainstMap(t *testing.T) {
 			default: // a sweep: remove, as memStore.Sweep does, what is older than a cut
 				cut := int64(step - rng.IntN(300))
 				for j := 0; j < len(tab.slots); {
-					if s := &tab.slots[j]; s.hash != 0 && s.exp < cut {
+					if s := &tab.slots[j]; s.hash != 0 && exps[s.ref.off] < cut {
 						tab.remove(j)
 						continue
 					}
@@ -123,7 +125,7 @@ func TestTableGrowsEarly(t *testing.T) {
 		if ok {
 			t.Fatalf("key %d found before it was put", len(keys)-1)
 		}
-		tab.put(i, slot{hash: h, exp: 1, ref: valRef{off: uint32(len(keys) - 1)}})
+		tab.put(i, slot{hash: h, ref: valRef{off: uint32(len(keys) - 1)}})
 	}
 	add()
 	size := len(tab.slots)
