@@ -96,7 +96,7 @@ type memStore struct {
 type shard struct {
 	mu       sync.Mutex // guards the fields below
 	t        table      // the entries; holds no pointers, so the GC never scans it
-	chunks   [][]byte   // the keys and values, back to back; see putValLocked
+	chunks   [][]byte   // the entries, back to back; see putValLocked
 	used     int64      // bytes of entries (key, expiry, length, value) in chunks
 	garbage  int64      // of which no entry refers to
 	pending  []byte     // log records of the changes not yet written
@@ -127,7 +127,7 @@ type shard struct {
 // million codes cost beyond their values, and is faulted in afresh at
 // each doubling. (It costs 12 bytes more an entry in the chunks, and a
 // read of the chunk where the slot alone was read before: by the sweep,
-// for an entry it visits, which compares its key anyway, and by Count.)
+// for each entry due that it visits, and by Count.)
 type valRef struct{ chunk, off uint32 }
 
 const (
@@ -181,7 +181,8 @@ func (sh *shard) valLocked(r valRef) []byte {
 
 // expLocked returns the expiry at r (Unix ns). sh.mu must be held.
 func (sh *shard) expLocked(r valRef) int64 {
-	return int64(binary.LittleEndian.Uint64(sh.chunks[r.chunk][r.off+keySize:]))
+	_, exp, _ := sh.entryLocked(r)
+	return exp
 }
 
 // keyLocked returns the key at r. sh.mu must be held.
@@ -197,7 +198,7 @@ func (sh *shard) dropValLocked(r valRef) {
 
 // compactValsLocked copies the live values into new chunks, and lets the
 // old ones go, once garbage is over a chunk and over half the live values
-// (so garbage adds at most half to the values' memory: about 100 B per
+// (so garbage adds at most half to the entries' memory: about 120 B per
 // code); it reports whether it did. Each byte written is then copied about
 // twice more on average (a long-lived value, at each compaction). sh.mu
 // must be held.
