@@ -146,12 +146,20 @@ func benchRecord(n uint64) codeRecord {
 	}
 }
 
-// BenchmarkStoreInsert inserts fresh keys from every P.
-func BenchmarkStoreInsert(b *testing.B) {
+// newBenchStore returns a store with nothing on disk and room for any
+// benchmark.
+func newBenchStore(b *testing.B) *memStore {
+	b.Helper()
 	s, err := newMemStore("", 1<<30)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return s
+}
+
+// BenchmarkStoreInsert inserts fresh keys from every P.
+func BenchmarkStoreInsert(b *testing.B) {
+	s := newBenchStore(b)
 	rec := benchRecord(1)
 	val := rec.appendTo(nil) // values are never mutated, so one can back every entry
 	exp := time.Now().Add(time.Hour)
@@ -176,10 +184,7 @@ func BenchmarkStoreInsert(b *testing.B) {
 // work. (Lookups, as inserts would grow the store and measure its growth:
 // both start at the same slot.)
 func BenchmarkStorePrefetch(b *testing.B) {
-	s, err := newMemStore("", 1<<30)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := newBenchStore(b)
 	rec := benchRecord(1)
 	val := rec.appendTo(nil)
 	exp := time.Now().Add(time.Hour)
@@ -212,10 +217,7 @@ func BenchmarkStorePrefetch(b *testing.B) {
 // BenchmarkStoreConsume is the life of a code in the store: inserted, then
 // swapped for its redeemed marker, as registration and redemption do.
 func BenchmarkStoreConsume(b *testing.B) {
-	s, err := newMemStore("", 1<<30)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := newBenchStore(b)
 	rec := benchRecord(1)
 	val := rec.appendTo(nil)
 	redeemed := redeemedValue(benchKey(0))
@@ -287,10 +289,7 @@ func BenchmarkStoreMillionCodes(b *testing.B) {
 // million live codes, none expired yet, and the sweep at every tick
 // has nothing to remove.
 func BenchmarkStoreSweep(b *testing.B) {
-	s, err := newMemStore("", 1<<30)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := newBenchStore(b)
 	exp := time.Now().Add(time.Hour)
 	rec := benchRecord(0)
 	v := rec.appendTo(nil)
@@ -315,10 +314,7 @@ func BenchmarkStoreSweep(b *testing.B) {
 // timed).
 func BenchmarkStoreSweepExpiring(b *testing.B) {
 	const live, ttl = 1_000_000, 300
-	s, err := newMemStore("", 1<<30)
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := newBenchStore(b)
 	base := time.Now().Add(time.Hour) // Insert takes entries expiring in the past for gone
 	rec := benchRecord(0)
 	v := rec.appendTo(nil)
