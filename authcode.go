@@ -225,11 +225,11 @@ func asAPIError(err error) *apiError {
 // to answer, or nil once the code is live.
 func (s *server) register(st *StoreConfig, req *registerRequest) *apiError {
 	// The key is known before the checks: the store can start loading
-	// the memory the Insert will need while they run. (Not for a code
-	// whose length the checks refuse, which could be 64 KiB to hash.)
+	// the memory the Insert will need while they run. A code of another
+	// length, which could be 64 KiB to hash, is not keyed: the checks
+	// refuse it, by the same constants.
 	var k Key
-	keyed := len(req.AuthCode.s) >= minCodeLen && len(req.AuthCode.s) <= maxCodeLen
-	if keyed {
+	if n := len(req.AuthCode.s); n >= minCodeLen && n <= maxCodeLen {
 		k = codeKey(st.ID, req.AuthCode.s)
 		s.prefetch(k)
 	}
@@ -257,9 +257,6 @@ func (s *server) register(st *StoreConfig, req *registerRequest) *apiError {
 	buf := recordBufs.Get().(*[]byte)
 	defer recordBufs.Put(buf)
 	*buf = rec.appendTo((*buf)[:0])
-	if !keyed { // the checks above refuse such a code; this is a guard
-		k = codeKey(st.ID, req.AuthCode.s)
-	}
 	switch err := s.store.Insert(k, *buf, exp); err {
 	case nil:
 		return nil

@@ -60,6 +60,7 @@ func (t *table) setHint(h *slotHint) {
 	t.publish()
 }
 
+// publish tells t's hint, if it has one, where t's slots are now.
 func (t *table) publish() {
 	if t.hint == nil || len(t.slots) == 0 {
 		return
