@@ -13,6 +13,11 @@
 # MODE=edge compares the edge build instead (the wasm module under its
 # wazero host, wasm/) with the native build, same load: target ratio >= 0.5.
 #
+# MODE=spin calibrates the ratio: it compares the yardstick made to burn
+# SPIN of CPU on each request (yardstick -spin) with the plain yardstick.
+# The ratio it prints is what a service costing SPIN more per request than
+# a bare server would get here, wrk's share of the cores included.
+#
 # Environment (all optional):
 #   DURATION     seconds per wrk run              (10)
 #   CONNECTIONS  wrk connections                  (32)
@@ -20,7 +25,8 @@
 #   PORT         service port                     (18080)
 #   YARD_PORT    yardstick port                   (18081)
 #   KEEP         directory for binaries and wrk logs (a temporary one, removed)
-#   MODE         yardstick (default) or edge
+#   MODE         yardstick (default), edge or spin
+#   SPIN         the CPU the spun yardstick adds to a request (MODE=spin), e.g. 3us
 #   EDGE_FLAGS   extra flags of the edge host (MODE=edge), e.g. -call-timeout 0
 #   CODE_TTL     the service's auth_code_ttl (MODE=yardstick), e.g. 8s: it
 #                then serves demo.json with that TTL, so that after a WARMUP
@@ -48,7 +54,8 @@ fi
 case $MODE in
   yardstick) A=service B=yardstick TARGET=0.8 P99_TARGET=5 ;;
   edge) A=edge B=native TARGET=0.5 P99_TARGET= ;;
-  *) echo "MODE is yardstick or edge" >&2; exit 2 ;;
+  spin) A=spun B=yardstick TARGET=0.8 P99_TARGET= SPIN=${SPIN:?MODE=spin needs SPIN, e.g. 3us} ;;
+  *) echo "MODE is yardstick, edge or spin" >&2; exit 2 ;;
 esac
 STORE_ID=7c9e6679-7425-40de-944b-e07fc1f90ae7
 API_KEY=ak_demo_not_secret_do_not_deploy
@@ -98,6 +105,11 @@ if [ "$MODE" = edge ]; then
   "${srv_pin[@]}" "$work/edgehost" ${EDGE_FLAGS:-} -module "$work/service.wasm" -cache "$work/cache" -addr "127.0.0.1:$PORT" -data "$work/data-edge" >"$work/service.out" 2>"$work/service.err" &
   svc_pid=$!
   "${srv_pin[@]}" "$work/deeplink" -addr "127.0.0.1:$YARD_PORT" -data "$work/data" >"$work/yardstick.out" 2>"$work/yardstick.err" &
+  yard_pid=$!
+elif [ "$MODE" = spin ]; then
+  "${srv_pin[@]}" "$work/yardstick" -spin "$SPIN" -addr "127.0.0.1:$PORT" 2>"$work/service.err" &
+  svc_pid=$!
+  "${srv_pin[@]}" "$work/yardstick" -addr "127.0.0.1:$YARD_PORT" 2>"$work/yardstick.err" &
   yard_pid=$!
 else
   svc_flags=()
