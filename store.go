@@ -232,11 +232,19 @@ func (sh *shard) setLocked(k Key, exp int64, val []byte) {
 	sh.t.ensure()
 	h := sh.t.hashOf(k)
 	i, ok := sh.t.find(k, h, sh.keyLocked)
-	if ok {
+	sh.placeLocked(i, ok, h, k, exp, val)
+}
+
+// placeLocked stores k (of hash h) with exp and val in slot i, where find
+// left off after ensure: replacing the entry there when had, filling the
+// free slot otherwise. sh.mu must be held.
+func (sh *shard) placeLocked(i int, had bool, h uint64, k Key, exp int64, val []byte) {
+	e := slot{hash: h, ref: sh.putValLocked(&k, exp, val)}
+	if had {
 		sh.dropValLocked(sh.t.slots[i].ref)
-		sh.t.slots[i] = slot{hash: h, ref: sh.putValLocked(&k, exp, val)}
+		sh.t.slots[i] = e
 	} else {
-		sh.t.put(i, slot{hash: h, ref: sh.putValLocked(&k, exp, val)})
+		sh.t.put(i, e)
 	}
 	sh.expiring.add(h, exp)
 }
@@ -381,14 +389,7 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 		return errStoreFull
 	}
 	x := exp.UnixNano()
-	e := slot{hash: h, ref: sh.putValLocked(&k, x, val)}
-	if had { // expired, not yet swept
-		sh.dropValLocked(sh.t.slots[i].ref)
-		sh.t.slots[i] = e
-	} else {
-		sh.t.put(i, e)
-	}
-	sh.expiring.add(h, x)
+	sh.placeLocked(i, had, h, k, x, val) // a key that had is expired, not yet swept
 	s.logLocked(sh, k, true, x, val)
 	return nil
 }
