@@ -87,7 +87,7 @@ func TestLogBufferDropsFilePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	b := newLogBuffer(f)
+	b := newLogBuffer(f, logBufSize)
 	if b.file != f {
 		t.Fatalf("newLogBuffer(regular file).file = %v; want the file", b.file)
 	}
@@ -114,7 +114,7 @@ func TestLogBufferDropsFilePages(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	if pb := newLogBuffer(w); pb.file != nil {
+	if pb := newLogBuffer(w, logBufSize); pb.file != nil {
 		t.Errorf("newLogBuffer(pipe).file = %v; want nil", pb.file)
 	}
 }
