@@ -71,6 +71,7 @@ func productVersion() string {
 }
 
 func run() error {
+	procs := addIOProc() // procs.go
 	cfg, err := LoadConfig(*configFile)
 	if err != nil {
 		return err
@@ -132,7 +133,7 @@ func run() error {
 	serving := a.srv.handler()
 	handler.Store(&serving)
 	a.srv.ready.Store(true)
-	logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion())
+	logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion(), "gomaxprocs", procs)
 	if demo {
 		printDemoBanner(cfg, ln.Addr().String())
 	}
