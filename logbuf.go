@@ -7,9 +7,9 @@ import (
 )
 
 // logOut is where the service's JSON log lines go: standard error through
-// a buffer, so a request costs no write system call of its own. The timed
-// work flushes it every second, and shutdown at the end; a full buffer
-// flushes itself.
+// a buffer. The timed work flushes it every second, and shutdown at the
+// end; in between, the request whose line does not fit writes the full
+// buffer out, about one request in 260, without holding up the others.
 var logOut = newLogBuffer(os.Stderr, logBufSize)
 
 // logBufSize is the size of each of logBuffer's two buffers.
@@ -17,7 +17,8 @@ const logBufSize = 64 << 10
 
 // logBuffer is an io.Writer safe for concurrent use that collects writes
 // in memory and hands them to w, in the order they came, in one write a
-// buffer: when the buffer fills, and at Flush.
+// buffer: when the buffer fills, and at Flush. Each Write's bytes reach w
+// in one write, never split between two.
 //
 // It has two buffers so that writing to w never holds the lock every
 // Write takes. With one (a bufio.Writer under a mutex), each request
@@ -25,23 +26,26 @@ const logBufSize = 64 << 10
 // into the page cache is tens to hundreds of microseconds on a VM, every
 // 260 requests, and the service's goroutines queued up behind it, for
 // 3.3 s of waiting in 8 s under wrk, with the cores partly idle.
+//
+// A failed write to w loses what it held, and is reported to the Write or
+// Flush that made it; the lines after it are written as usual.
 type logBuffer struct {
-	mu  sync.Mutex // guards buf
+	w io.Writer
+	// file is w when that is a regular file: Flush then also lets go of
+	// the file's cached pages (dropPageCache). The service never reads
+	// its log back, and at one line a request the cache would otherwise
+	// grow by about 250 bytes a request.
+	file *os.File
+
+	mu  sync.Mutex // guards the fields below
 	buf []byte     // what was written and not yet handed to w
 
 	// out is held while a buffer is written to w. It is taken while
 	// holding mu, so that buffers reach w in the order they filled; a
 	// Write that fills the second buffer while the first is still being
-	// written waits for it, holding mu.
+	// written waits for it, holding mu, and so does Flush.
 	out   sync.Mutex // guards the fields below
-	w     io.Writer
-	spare []byte // the other buffer, empty, or nil before the first swap
-
-	// file is w when that is a regular file: Flush then also lets go of
-	// the file's cached pages (dropPageCache). The service never reads
-	// its log back, and at one line a request the cache would otherwise
-	// grow by about 250 bytes a request. Set once, by newLogBuffer.
-	file *os.File
+	spare []byte     // the other buffer, empty, or nil before the first swap
 }
 
 // newLogBuffer returns a logBuffer writing to w in writes of up to size
@@ -57,8 +61,10 @@ func newLogBuffer(w io.Writer, size int) *logBuffer {
 }
 
 // Write keeps p to be written to w later. When p does not fit in what is
-// left of the buffer, the buffer is written first, and the error returned
-// is that write's.
+// left of the buffer, the buffer is written out first; a failure of that
+// write is returned with len(p), as p itself is kept. A p longer than a
+// buffer is written out whole, after the buffer; if that fails, Write
+// returns 0 and its error.
 func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	if len(b.buf)+len(p) <= cap(b.buf) {
@@ -73,15 +79,14 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 		b.buf = append(b.buf, p...)
 	}
 	b.mu.Unlock()
+	defer b.out.Unlock()
 	err := b.writeOutLocked(full)
-	if whole && err == nil {
-		_, err = b.w.Write(p)
+	if whole {
+		if _, werr := b.w.Write(p); werr != nil {
+			return 0, werr
+		}
 	}
-	b.out.Unlock()
-	if err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	return len(p), err // p is kept or written, whatever became of the buffer before it
 }
 
 // Flush writes what is buffered. For a log in a regular file, it also

@@ -31,6 +31,21 @@ func TestLogBufferKeepsLinesWholeAndInOrder(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var w recordingWriter
 			b := newLogBuffer(&w, tt.size)
+			stop := make(chan struct{})
+			flushed := make(chan struct{})
+			go func() { // the ticker's Flush, racing the Writes
+				defer close(flushed)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						if err := b.Flush(); err != nil {
+							t.Errorf("Flush: %v", err)
+						}
+					}
+				}
+			}()
 			var wg sync.WaitGroup
 			for g := range tt.goroutines {
 				wg.Add(1)
@@ -46,6 +61,8 @@ func TestLogBufferKeepsLinesWholeAndInOrder(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			close(stop)
+			<-flushed
 			if err := b.Flush(); err != nil {
 				t.Fatalf("Flush: %v", err)
 			}
@@ -75,9 +92,12 @@ func TestLogBufferKeepsLinesWholeAndInOrder(t *testing.T) {
 					t.Errorf("goroutine %d: %d lines written out; want %d", g, n, tt.lines)
 				}
 			}
-			for _, n := range w.sizes {
+			for i, n := range w.sizes {
 				if n > tt.size && n > len("g7 199 ")+49+1 {
 					t.Errorf("a write of %d bytes; want at most the buffer's %d, or one line", n, tt.size)
+				}
+				if !w.endsLine[i] {
+					t.Errorf("write %d of %d bytes ends mid-line; want whole lines in each write", i, n)
 				}
 			}
 		})
@@ -90,7 +110,9 @@ func TestLogBufferKeepsLinesWholeAndInOrder(t *testing.T) {
 func TestLogBufferWriteDoesNotWaitForW(t *testing.T) {
 	w := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
 	b := newLogBuffer(w, 16)
-	b.Write([]byte("0123456789\n"))
+	if _, err := b.Write([]byte("0123456789\n")); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
 	filled := make(chan error)
 	go func() {
 		_, err := b.Write([]byte("abcdefghij\n")) // does not fit: writes the first line out
@@ -124,38 +146,66 @@ func TestLogBufferWriteDoesNotWaitForW(t *testing.T) {
 }
 
 // TestLogBufferReportsWriteErrors checks that a failed write to w is
-// returned by the Write or Flush that made it, and that the next lines
-// still go out once w works again.
+// returned by the Write or Flush that made it, with the count io.Writer
+// asks for, and that the lines after it still go out.
 func TestLogBufferReportsWriteErrors(t *testing.T) {
-	w := &switchableWriter{err: errors.New("disk full")}
+	diskFull := errors.New("disk full")
+	tests := []struct {
+		name   string
+		writes []string // the last one meets the failure
+		wantN  int      // what that Write returns
+		want   string   // in w after Flush, once it works again
+	}{
+		{"buffer fails, the line is kept", []string{"abcdef\n", "ghijkl\n"}, 7, "ghijkl\n"},
+		{"buffer and a longer line both fail", []string{"abcdef\n", "0123456789\n"}, 0, ""},
+		{"a longer line alone fails", []string{"0123456789\n"}, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &switchableWriter{}
+			b := newLogBuffer(w, 8)
+			last := len(tt.writes) - 1
+			for _, l := range tt.writes[:last] {
+				if _, err := b.Write([]byte(l)); err != nil {
+					t.Fatalf("Write(%q) that fits = %v; want nil", l, err)
+				}
+			}
+			w.err = diskFull
+			n, err := b.Write([]byte(tt.writes[last]))
+			if n != tt.wantN || !errors.Is(err, diskFull) {
+				t.Errorf("Write(%q) meeting a failed write = %d, %v; want %d, %v", tt.writes[last], n, err, tt.wantN, diskFull)
+			}
+			w.err = nil
+			if err := b.Flush(); err != nil {
+				t.Errorf("Flush once w works = %v; want nil", err)
+			}
+			if got := w.buf.String(); got != tt.want {
+				t.Errorf("written %q; want %q", got, tt.want)
+			}
+		})
+	}
+
+	w := &switchableWriter{err: diskFull}
 	b := newLogBuffer(w, 8)
-	if _, err := b.Write([]byte("abcdef\n")); err != nil {
+	if _, err := b.Write([]byte("mn\n")); err != nil {
 		t.Fatalf("Write that fits = %v; want nil", err)
 	}
-	if _, err := b.Write([]byte("ghijkl\n")); !errors.Is(err, w.err) {
-		t.Errorf("Write that writes the buffer out = %v; want %v", err, w.err)
-	}
-	if err := b.Flush(); !errors.Is(err, w.err) {
-		t.Errorf("Flush = %v; want %v", err, w.err)
-	}
-	w.err = nil
-	b.Write([]byte("mn\n"))
-	if err := b.Flush(); err != nil {
-		t.Errorf("Flush once w works = %v; want nil", err)
-	}
-	if got, want := w.buf.String(), "mn\n"; got != want {
-		t.Errorf("written %q; want %q", got, want)
+	if err := b.Flush(); !errors.Is(err, diskFull) {
+		t.Errorf("Flush of a failing w = %v; want %v", err, diskFull)
 	}
 }
 
-// recordingWriter keeps what is written and the size of each write.
+// recordingWriter keeps what is written, and the size of each write and
+// whether it ended a line. Its Writes must not overlap.
 type recordingWriter struct {
 	bytes.Buffer
-	sizes []int
+	sizes    []int
+	endsLine []bool
 }
 
 func (w *recordingWriter) Write(p []byte) (int, error) {
 	w.sizes = append(w.sizes, len(p))
+	w.endsLine = append(w.endsLine, bytes.HasSuffix(p, []byte("\n")))
 	return w.Buffer.Write(p)
 }
 

@@ -5,10 +5,11 @@ import (
 	"runtime"
 )
 
-// addIOProc lets one more goroutine run Go code than Go's default
-// (GOMAXPROCS, the CPUs the process may use) when that default is two or
-// more, and returns the setting in effect. An operator's GOMAXPROCS wins:
-// when it is set, nothing changes.
+// addIOProc lets one more goroutine run Go code than there are CPUs, and
+// returns the GOMAXPROCS in effect. It does so only when Go's default is
+// every CPU the process may run on (sched_getaffinity), two or more, and
+// no one chose otherwise: with GOMAXPROCS in the environment, or a
+// container CPU limit that lowered the default, nothing changes.
 //
 // The store's fsyncs and the request log's writes are system calls that
 // can block for milliseconds, and a goroutine blocked in one keeps its P
@@ -24,13 +25,14 @@ import (
 // thread can only take turns with the one serving requests, in turns the
 // kernel measures in milliseconds: pinned to one CPU, the service's p99
 // went from 4 ms to 12 ms with it, even when it was added only while the
-// ticker ran.
+// ticker ran. A container's CPU limit is the same case: the extra P would
+// only run over the quota (Go rounds a limit under two CPUs up to two).
 //
-// Setting GOMAXPROCS stops Go from following a later change of the
-// container's CPU limit; the limit at start-up is still respected.
+// Setting GOMAXPROCS stops Go from following later changes of the
+// process's CPU affinity.
 func addIOProc() int {
 	n := runtime.GOMAXPROCS(0)
-	if os.Getenv("GOMAXPROCS") != "" || n < 2 {
+	if os.Getenv("GOMAXPROCS") != "" || n < 2 || n != runtime.NumCPU() {
 		return n
 	}
 	runtime.GOMAXPROCS(n + 1)
