@@ -45,13 +45,13 @@ type logBuffer struct {
 	// Write that fills the second buffer while the first is still being
 	// written waits for it, holding mu, and so does Flush.
 	out   sync.Mutex // guards the fields below
-	spare []byte     // the other buffer, empty, or nil before the first swap
+	spare []byte     // the other buffer, empty
 }
 
 // newLogBuffer returns a logBuffer writing to w in writes of up to size
 // bytes (a single longer Write goes to w whole).
 func newLogBuffer(w io.Writer, size int) *logBuffer {
-	b := &logBuffer{w: w, buf: make([]byte, 0, size)}
+	b := &logBuffer{w: w, buf: make([]byte, 0, size), spare: make([]byte, 0, size)}
 	if f, ok := w.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 			b.file = f
@@ -109,11 +109,7 @@ func (b *logBuffer) Flush() error {
 // swapLocked takes the buffer, to be written, and puts the spare one in
 // its place. b.mu and b.out must be held.
 func (b *logBuffer) swapLocked() (full []byte) {
-	full, b.buf = b.buf, b.spare
-	if b.buf == nil {
-		b.buf = make([]byte, 0, cap(full))
-	}
-	b.spare = nil
+	full, b.buf, b.spare = b.buf, b.spare, nil
 	return full
 }
 
