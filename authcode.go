@@ -486,11 +486,11 @@ type tokenError struct {
 func (e *tokenError) Error() string { return e.Err + ": " + e.Description }
 
 func invalidGrant(why string) *tokenError {
-	return &tokenError{http.StatusBadRequest, "invalid_grant", why}
+	return &tokenError{status: http.StatusBadRequest, Err: "invalid_grant", Description: why}
 }
 
 func invalidRequest(why string) *tokenError {
-	return &tokenError{http.StatusBadRequest, "invalid_request", why}
+	return &tokenError{status: http.StatusBadRequest, Err: "invalid_request", Description: why}
 }
 
 // tokenResponse is the success body of the token endpoint.
@@ -517,7 +517,7 @@ func (s *server) handleToken(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) token(r *http.Request) (*tokenResponse, *tokenError) {
 	if s.draining.Load() {
-		return nil, &tokenError{http.StatusServiceUnavailable, "temporarily_unavailable", "the service is shutting down; retry shortly"}
+		return nil, &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "the service is shutting down; retry shortly"}
 	}
 	p, terr := readTokenParams(r)
 	if terr != nil {
@@ -527,7 +527,7 @@ func (s *server) token(r *http.Request) (*tokenResponse, *tokenError) {
 	case p.GrantType == "":
 		return nil, invalidRequest("grant_type is required")
 	case p.GrantType != "authorization_code":
-		return nil, &tokenError{http.StatusBadRequest, "unsupported_grant_type", "only authorization_code is supported"}
+		return nil, &tokenError{status: http.StatusBadRequest, Err: "unsupported_grant_type", Description: "only authorization_code is supported"}
 	case p.Code == "":
 		return nil, invalidRequest("code is required")
 	}
@@ -595,7 +595,10 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	token := randomToken()
 	tk := tokenKey(token)
 	marker := redeemedValue(tk)
-	old, ok := s.store.Swap(ck, marker)
+	// The marker lives as long as the token it names, not as long as the
+	// code: a replay an hour later must still revoke it.
+	sessionExp := time.Now().Add(s.cfg.SessionTTL.D())
+	old, ok := s.store.Swap(ck, marker, sessionExp)
 	if !ok {
 		return nil, invalidGrant(unknown)
 	}
@@ -617,8 +620,8 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 		return nil, invalidGrant("code_verifier does not match the code_challenge")
 	}
 	sess := sessionRecord{StoreID: st.ID, Player: rec.Player}
-	if err := s.store.Insert(tk, sess.encode(), time.Now().Add(s.cfg.SessionTTL.D())); err != nil {
-		return nil, &tokenError{http.StatusServiceUnavailable, "temporarily_unavailable", "cannot store the session; start the sign-in again"}
+	if err := s.store.Insert(tk, sess.encode(), sessionExp); err != nil {
+		return nil, &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "cannot store the session; start the sign-in again"}
 	}
 	// A replay that swapped in between saw our marker and deleted a token
 	// not yet stored; if the marker is no longer ours, revoke the token

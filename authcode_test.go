@@ -913,16 +913,33 @@ func TestTokenFailedAttemptConsumesCode(t *testing.T) {
 	}
 }
 
+// TestTokenReplayRevokes replays a redeemed code, which API.md §4.2 says
+// revokes the token it issued, whenever the replay comes while that token
+// lives: the sweep is run as of the replay's time, so what the store would
+// have forgotten by then is gone.
 func TestTokenReplayRevokes(t *testing.T) {
-	_, ts := startService(t, cfgOpts{})
-	r := mustRegister(t, ts, storeA, keyA)
-	tok := requireToken(t, postForm(t, tokenURL(ts, storeA), r.form()))
-	require.Equal(t, http.StatusOK, me(t, ts, storeA, tok.AccessToken).status, "/me before the replay")
+	a, ts := startService(t, cfgOpts{authCodeTTL: "5m", sessionTTL: "24h"})
+	for _, tt := range []struct {
+		name  string
+		after time.Duration // from the redemption to the replay
+	}{
+		{"at once", 0},
+		{"once the code would have expired", 5*time.Minute + time.Second},
+		{"an hour later", time.Hour},
+		{"just before the token expires", 24*time.Hour - time.Minute},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mustRegister(t, ts, storeA, keyA)
+			tok := requireToken(t, postForm(t, tokenURL(ts, storeA), r.form()))
+			a.store.Sweep(time.Now().Add(tt.after))
+			require.Equal(t, http.StatusOK, me(t, ts, storeA, tok.AccessToken).status, "/me before the replay")
 
-	requireTokenError(t, postForm(t, tokenURL(ts, storeA), r.form()), "invalid_grant")
-	requireAPIError(t, me(t, ts, storeA, tok.AccessToken), http.StatusUnauthorized, "unauthorized")
-	// A third attempt is refused as well.
-	requireTokenError(t, postForm(t, tokenURL(ts, storeA), r.form()), "invalid_grant")
+			requireTokenError(t, postForm(t, tokenURL(ts, storeA), r.form()), "invalid_grant")
+			requireAPIError(t, me(t, ts, storeA, tok.AccessToken), http.StatusUnauthorized, "unauthorized")
+			// A third attempt is refused as well.
+			requireTokenError(t, postForm(t, tokenURL(ts, storeA), r.form()), "invalid_grant")
+		})
+	}
 }
 
 // TestTokenConcurrentRedemptions races 100 redemptions of one code, all with

@@ -233,7 +233,7 @@ func BenchmarkStoreConsume(b *testing.B) {
 			if err := s.Insert(k, val, exp); err != nil {
 				b.Fatal(err)
 			}
-			if old, ok := s.Swap(k, redeemed); !ok || len(old) != len(val) {
+			if old, ok := s.Swap(k, redeemed, time.Time{}); !ok || len(old) != len(val) {
 				b.Fatal("swap did not find the code just inserted")
 			}
 		}

@@ -34,12 +34,13 @@ type Store interface {
 	Insert(k Key, val []byte, exp time.Time) error
 	// Get returns the value of the live entry k.
 	Get(k Key) (val []byte, ok bool)
-	// Swap replaces the value of the live entry k with val, keeping its
-	// expiry, and returns the value it had. Of any number of concurrent
-	// Swaps of one key, each sees the value the previous one wrote, so
-	// exactly one sees the value that was first inserted. It stores
-	// nothing and returns ok == false when k is not live.
-	Swap(k Key, val []byte) (old []byte, ok bool)
+	// Swap replaces the value of the live entry k with val, and its expiry
+	// with exp unless exp is zero, and returns the value it had. Of any
+	// number of concurrent Swaps of one key, each sees the value the
+	// previous one wrote, so exactly one sees the value that was first
+	// inserted. It stores nothing and returns ok == false when k is not
+	// live.
+	Swap(k Key, val []byte, exp time.Time) (old []byte, ok bool)
 	// Delete removes k, live or not.
 	Delete(k Key)
 }
@@ -425,7 +426,7 @@ func (s *memStore) Get(k Key) ([]byte, bool) {
 	return val, true
 }
 
-func (s *memStore) Swap(k Key, val []byte) ([]byte, bool) {
+func (s *memStore) Swap(k Key, val []byte, exp time.Time) ([]byte, bool) {
 	now := time.Now().UnixNano()
 	sh := s.shard(k)
 	sh.mu.Lock()
@@ -434,13 +435,18 @@ func (s *memStore) Swap(k Key, val []byte) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	_, exp, old := sh.entryLocked(e.ref)
-	if exp <= now {
+	_, was, old := sh.entryLocked(e.ref)
+	if was <= now {
 		return nil, false
 	}
+	until := was
+	if !exp.IsZero() {
+		until = exp.UnixNano()
+		sh.expiring.add(e.hash, until) // the entry's old second drops it as stale
+	}
 	sh.dropValLocked(e.ref)
-	e.ref = sh.putValLocked(&k, exp, val)
-	s.logLocked(sh, k, true, exp, val)
+	e.ref = sh.putValLocked(&k, until, val)
+	s.logLocked(sh, k, true, until, val)
 	return old, true
 }
 

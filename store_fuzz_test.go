@@ -213,7 +213,7 @@ func FuzzStoreOps(f *testing.F) {
 					live[k] = v
 				}
 			case 1: // swap
-				old, ok := s.Swap(k, v)
+				old, ok := s.Swap(k, v, time.Time{})
 				if ok != had || had && !bytes.Equal(old, live[k]) {
 					t.Fatalf("op %d: Swap = %q, %v; want %q, %v", i/3, old, ok, live[k], had)
 				}

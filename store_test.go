@@ -135,7 +135,7 @@ func TestMemStoreCopiesValues(t *testing.T) {
 	got, _ := s.Get(k)
 	assert.Equal(t, "inserted", string(got), "after the caller reused its buffer")
 	w := []byte("swapped")
-	_, ok := s.Swap(k, w)
+	_, ok := s.Swap(k, w, time.Time{})
 	require.True(t, ok)
 	copy(w, "YYYYYYY")
 	got, _ = s.Get(k)
@@ -148,7 +148,7 @@ func TestMemStoreExpiryIsImmediate(t *testing.T) {
 	require.NoError(t, s.Insert(k, []byte("v"), time.Now().Add(time.Millisecond)))
 	// No sweep runs: the entry must vanish from Get and Swap on its own.
 	require.Eventually(t, func() bool { _, ok := s.Get(k); return !ok }, time.Second, time.Millisecond)
-	_, ok := s.Swap(k, []byte("x"))
+	_, ok := s.Swap(k, []byte("x"), time.Time{})
 	assert.False(t, ok, "Swap of an expired entry")
 	assert.Equal(t, 1, s.Len(), "Len counts the expired entry until a sweep")
 	require.NoError(t, s.Insert(k, []byte("again"), future()))
@@ -195,7 +195,7 @@ func TestMemStoreSwap(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(s)
 			}
-			old, ok := s.Swap(k, []byte("new"))
+			old, ok := s.Swap(k, []byte("new"), time.Time{})
 			require.Equal(t, tt.wantOK, ok)
 			assert.Equal(t, tt.wantOld, string(old))
 			got, live := s.Get(k)
@@ -205,22 +205,61 @@ func TestMemStoreSwap(t *testing.T) {
 	}
 }
 
-func TestMemStoreSwapKeepsExpiry(t *testing.T) {
-	s := newTestStore(t, "", 10)
-	k := testKey("exp")
-	exp := time.Now().Add(time.Hour).Truncate(time.Second)
-	require.NoError(t, s.Insert(k, []byte("v1"), exp))
-	_, ok := s.Swap(k, []byte("v2"))
-	require.True(t, ok)
-	sh := s.shard(k)
-	e, _ := sh.findLocked(k)
-	assert.Equal(t, exp.UnixNano(), sh.expLocked(e.ref), "Swap changed the expiry")
+// TestMemStoreSwapExpiry checks the expiry a Swap leaves: the entry's own
+// when exp is zero, exp otherwise, in memory, for the sweep, and after a
+// restart.
+func TestMemStoreSwapExpiry(t *testing.T) {
+	inserted := time.Now().Add(time.Hour).Truncate(time.Second)
+	tests := []struct {
+		name string
+		exp  time.Time // given to Swap
+		want time.Time // the entry's expiry after it
+	}{
+		{"zero keeps the expiry", time.Time{}, inserted},
+		{"later", inserted.Add(23 * time.Hour), inserted.Add(23 * time.Hour)},
+		{"earlier", inserted.Add(-30 * time.Minute), inserted.Add(-30 * time.Minute)},
+		{"in the same second", inserted.Add(time.Millisecond), inserted.Add(time.Millisecond)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newTestStore(t, dir, 10)
+			k := testKey("exp")
+			require.NoError(t, s.Insert(k, []byte("v1"), inserted))
+			_, ok := s.Swap(k, []byte("v2"), tt.exp)
+			require.True(t, ok)
+			require.NoError(t, s.Flush())
+			sh := s.shard(k)
+			e, _ := sh.findLocked(k)
+			if got := sh.expLocked(e.ref); got != tt.want.UnixNano() {
+				t.Errorf("expiry after Swap(%v) = %v; want %v", tt.exp, time.Unix(0, got), tt.want)
+			}
 
-	// And an entry about to expire still expires after a swap.
-	k2 := testKey("short")
-	require.NoError(t, s.Insert(k2, []byte("v1"), time.Now().Add(time.Millisecond)))
-	s.Swap(k2, []byte("v2"))
-	require.Eventually(t, func() bool { _, ok := s.Get(k2); return !ok }, time.Second, time.Millisecond)
+			// A sweep just before the expiry keeps the entry, one at it
+			// removes it, whatever the second the insert indexed.
+			s.Sweep(tt.want.Add(-time.Nanosecond))
+			_, ok = s.Get(k)
+			assert.True(t, ok, "swept before its expiry")
+			s.Sweep(tt.want)
+			assert.Equal(t, 0, s.Len(), "entries left by a sweep at its expiry")
+
+			r := newTestStore(t, dir, 10) // the state written before the sweeps
+			rsh := r.shard(k)
+			re, ok := rsh.findLocked(k)
+			require.True(t, ok, "restored")
+			if got := rsh.expLocked(re.ref); got != tt.want.UnixNano() {
+				t.Errorf("expiry after a restart = %v; want %v", time.Unix(0, got), tt.want)
+			}
+		})
+	}
+
+	// And an entry about to expire still expires after a swap that keeps
+	// its expiry.
+	s := newTestStore(t, "", 10)
+	k := testKey("short")
+	require.NoError(t, s.Insert(k, []byte("v1"), time.Now().Add(time.Millisecond)))
+	s.Swap(k, []byte("v2"), time.Time{})
+	require.Eventually(t, func() bool { _, ok := s.Get(k); return !ok }, time.Second, time.Millisecond)
 }
 
 func TestMemStoreDelete(t *testing.T) {
@@ -336,7 +375,7 @@ func TestMemStoreSwapRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			old, ok := s.Swap(k, []byte(fmt.Sprint("g", i)))
+			old, ok := s.Swap(k, []byte(fmt.Sprint("g", i)), time.Time{})
 			if ok {
 				olds[i] = string(old)
 			}
@@ -395,7 +434,7 @@ func TestMemStoreSnapshotRestore(t *testing.T) {
 	}
 	// A swapped and a deleted entry persist as they are now.
 	swapped := testKey("live0")
-	_, ok := s.Swap(swapped, []byte("swapped"))
+	_, ok := s.Swap(swapped, []byte("swapped"), time.Time{})
 	require.True(t, ok)
 	live[swapped] = want{"swapped", live[swapped].exp}
 	deleted := testKey("live1")
@@ -475,7 +514,7 @@ func TestMemStoreCompacts(t *testing.T) {
 	val := bytes.Repeat([]byte("v"), 64<<10)
 	require.NoError(t, s.Insert(k, val, future()))
 	for i := range 20 { // 20 swaps of 64 KiB: the log passes 1 MiB
-		_, ok := s.Swap(k, append([]byte(fmt.Sprint(i)), val...))
+		_, ok := s.Swap(k, append([]byte(fmt.Sprint(i)), val...), time.Time{})
 		require.True(t, ok)
 	}
 	require.NoError(t, s.Flush())
@@ -508,7 +547,7 @@ func TestMemStoreCompactsWhenRecordsDie(t *testing.T) {
 		{"replaced three times", func(s *memStore, keys []Key) {
 			for range 3 {
 				for _, k := range keys {
-					s.Swap(k, val)
+					s.Swap(k, val, time.Time{})
 				}
 			}
 		}},
@@ -563,7 +602,7 @@ func TestMemStoreTick(t *testing.T) {
 	assert.Greater(t, logSize(), int64(len(keys))<<16, "log after the append")
 
 	for i := range 40 { // dead records: 2.5 MiB against 384 KiB live
-		_, ok := s.Swap(keys[0], append([]byte(fmt.Sprint(i)), val...))
+		_, ok := s.Swap(keys[0], append([]byte(fmt.Sprint(i)), val...), time.Time{})
 		require.True(t, ok)
 	}
 	s.Tick(time.Now().Add(time.Second))
@@ -587,7 +626,7 @@ func TestMemStoreCompactionsAreSpread(t *testing.T) {
 			require.NoError(t, s.Insert(k, val, future()))
 		}
 		for i := range 20 {
-			_, ok := s.Swap(k, append([]byte(fmt.Sprint(i)), val...))
+			_, ok := s.Swap(k, append([]byte(fmt.Sprint(i)), val...), time.Time{})
 			require.True(t, ok)
 		}
 	}
@@ -633,7 +672,7 @@ func TestMemStoreValueCompactionsAreSpread(t *testing.T) {
 		k := keyInShard("k", sh)
 		require.NoError(t, s.Insert(k, val, future()))
 		for range 8 {
-			_, ok := s.Swap(k, val)
+			_, ok := s.Swap(k, val, time.Time{})
 			require.True(t, ok)
 		}
 	}
@@ -697,7 +736,7 @@ func TestMemStoreValuesSurviveCompaction(t *testing.T) {
 					switch rng.IntN(4) {
 					case 0:
 						v := value("swapped")
-						_, ok := s.Swap(k, v)
+						_, ok := s.Swap(k, v, time.Time{})
 						require.True(t, ok)
 						model[k] = v
 					case 1:
@@ -786,7 +825,7 @@ func TestMemStoreCompactsWhileWritten(t *testing.T) {
 					s.Delete(k)
 					delete(m, k)
 				default:
-					s.Swap(k, []byte(v))
+					s.Swap(k, []byte(v), time.Time{})
 					m[k] = v
 				}
 			}
@@ -1101,7 +1140,7 @@ func TestMemStoreWritePendingSurvivesProcess(t *testing.T) {
 			require.NoError(t, s.Insert(kept, []byte("v1"), future()))
 			require.NoError(t, s.Insert(gone, []byte("x"), future()))
 			require.NoError(t, s.WritePending())
-			_, ok := s.Swap(kept, []byte("v2"))
+			_, ok := s.Swap(kept, []byte("v2"), time.Time{})
 			require.True(t, ok)
 			s.Delete(gone)
 			require.NoError(t, s.WritePending())
