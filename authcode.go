@@ -479,6 +479,7 @@ func (st *StoreConfig) allowsHost(host string) bool {
 // tokenError is the OAuth error body of the token endpoint (RFC 6749 §5.2).
 type tokenError struct {
 	status      int
+	retryAfter  int    // seconds; sent as Retry-After when positive (every 503, API.md §3)
 	Err         string `json:"error"`
 	Description string `json:"error_description"`
 }
@@ -509,6 +510,9 @@ func (s *server) handleToken(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Pragma", "no-cache")
 	resp, terr := s.token(r)
 	if terr != nil {
+		if terr.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(terr.retryAfter))
+		}
 		writeJSON(w, terr.status, terr)
 		return
 	}
@@ -517,7 +521,7 @@ func (s *server) handleToken(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) token(r *http.Request) (*tokenResponse, *tokenError) {
 	if s.draining.Load() {
-		return nil, &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "the service is shutting down; retry shortly"}
+		return nil, &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "the service is shutting down; retry shortly", retryAfter: 2}
 	}
 	p, terr := readTokenParams(r)
 	if terr != nil {
@@ -621,7 +625,7 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	}
 	sess := sessionRecord{StoreID: st.ID, Player: rec.Player}
 	if err := s.store.Insert(tk, sess.encode(), sessionExp); err != nil {
-		return nil, &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "cannot store the session; start the sign-in again"}
+		return nil, &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "cannot store the session; start the sign-in again", retryAfter: 5}
 	}
 	// A replay that swapped in between saw our marker and deleted a token
 	// not yet stored; if the marker is no longer ours, revoke the token

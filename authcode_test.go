@@ -894,6 +894,32 @@ func TestTokenExpiredCode(t *testing.T) {
 	requireTokenError(t, postForm(t, tokenURL(ts, storeA), r.form()), "invalid_grant")
 }
 
+// TestTokenUnavailable checks the token endpoint's 503s: like every 503 of
+// API.md §3 they carry Retry-After, in the OAuth error body of §4.2.
+func TestTokenUnavailable(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		spoil func(a *app)
+	}{
+		{"shutting down", func(a *app) { a.srv.draining.Store(true) }},
+		{"no room for the session", func(a *app) { a.store.maxLive = a.store.live.Load() }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, ts := startService(t, cfgOpts{})
+			r := mustRegister(t, ts, storeA, keyA)
+			tt.spoil(a)
+			got := postForm(t, tokenURL(ts, storeA), r.form())
+			require.Equal(t, http.StatusServiceUnavailable, got.status, "status; body %s", got.body)
+			requireJSON(t, got)
+			var e tokenErrorBody
+			require.NoError(t, json.Unmarshal(got.body, &e), "body %s", got.body)
+			assert.Equal(t, "temporarily_unavailable", e.Error, "error")
+			assert.NotEmpty(t, e.Description, "error_description")
+			assert.NotEmpty(t, got.header.Get("Retry-After"), "Retry-After")
+		})
+	}
+}
+
 func TestTokenFailedAttemptConsumesCode(t *testing.T) {
 	_, ts := startService(t, cfgOpts{})
 	for _, tt := range []struct {
