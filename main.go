@@ -71,6 +71,11 @@ func productVersion() string {
 }
 
 func run() error {
+	// Signals are caught from the start: a SIGTERM while the state is
+	// restored (a while, for a large store, with /healthz already up)
+	// ends the start-up as it would end serving, state written, exit 0.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	procs := addIOProc() // procs.go
 	cfg, err := LoadConfig(*configFile)
 	if err != nil {
@@ -127,15 +132,16 @@ func run() error {
 		srv.Close()
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	go keepGCHeadroom(ctx, time.Second) // gc.go
-	serving := a.srv.handler()
-	handler.Store(&serving)
-	a.srv.ready.Store(true)
-	logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion(), "gomaxprocs", procs)
-	if demo {
-		printDemoBanner(cfg, ln.Addr().String())
+	// A signal while restoring: never ready, straight to the shutdown.
+	if ctx.Err() == nil {
+		serving := a.srv.handler()
+		handler.Store(&serving)
+		a.srv.ready.Store(true)
+		logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion(), "gomaxprocs", procs)
+		if demo {
+			printDemoBanner(cfg, ln.Addr().String())
+		}
 	}
 
 	select {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -248,4 +249,69 @@ func TestDataDirRemovedWhileRunning(t *testing.T) {
 	again.srv.hooks.mu.Lock()
 	defer again.srv.hooks.mu.Unlock()
 	assert.Contains(t, again.srv.hooks.endpoints, created.Data.ID, "a webhook endpoint made before the removal")
+}
+
+// TestSIGTERMWhileStarting stops the binary while it restores its state,
+// /healthz up and /readyz still 503: SIGTERM then ends it as API.md §1
+// says it ends a serving one, with exit code 0 and the state intact.
+func TestSIGTERMWhileStarting(t *testing.T) {
+	art, err := buildNative()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	// Enough state that restoring it takes a while (a few hundred ms).
+	const n = 200_000
+	s := newTestStore(t, data, n)
+	val := []byte("a value of the state")
+	exp := time.Now().Add(time.Hour)
+	for i := range uint64(n) {
+		require.NoError(t, s.Insert(benchKey(i), val, exp))
+	}
+	require.NoError(t, s.Flush())
+	cfg, err := json.Marshal(map[string]any{
+		"stores": []map[string]any{{
+			"id": testStoreID, "name": "Test store", "api_keys": []string{testAPIKey},
+			"redirect_domains": []string{"shop.example.com"},
+		}},
+	})
+	require.NoError(t, err)
+	cfgFile := filepath.Join(dir, "config.json")
+	require.NoError(t, os.WriteFile(cfgFile, cfg, 0o600))
+	addr, err := ctFreeAddr()
+	require.NoError(t, err)
+
+	p, err := ctLaunch([]string{art.native, "-config", cfgFile, "-addr", addr, "-data", data}, filepath.Join(dir, "log"))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+	})
+	status := func(path string) int {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for status("/healthz") != http.StatusOK {
+		select {
+		case <-p.exited:
+			t.Fatalf("exited before listening: %v\n%s", p.err, ctTail(p.logPath))
+		case <-tick.C:
+		}
+	}
+	require.Equal(t, http.StatusServiceUnavailable, status("/readyz"),
+		"/readyz before the signal: the state was restored already, too soon for this test")
+	require.NoError(t, p.terminate(30*time.Second))
+
+	r := newTestStore(t, data, n)
+	assert.Equal(t, n, r.Len(), "entries after the interrupted start-up")
+	log, err := os.ReadFile(p.logPath)
+	require.NoError(t, err)
+	assert.Contains(t, string(log), "state written", "log")
+	assert.NotContains(t, string(log), `"msg":"serving"`, "log: it never became ready")
 }
