@@ -500,13 +500,12 @@ func (s *server) handlePublish(w http.ResponseWriter, r *http.Request, st *Store
 		return
 	}
 	typ, object, fields := validateEvent(&req)
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 255 { // a field of the request too: listed with the body's (API.md §3)
+		fields = append(fields, fieldError{"Idempotency-Key", "is longer than 255 characters"})
+	}
 	if len(fields) > 0 {
 		writeError(w, validationError(fields))
-		return
-	}
-	key := r.Header.Get("Idempotency-Key")
-	if len(key) > 255 {
-		writeError(w, validationError([]fieldError{{"Idempotency-Key", "is longer than 255 characters"}}))
 		return
 	}
 	id := s.hooks.publish(st.ID, typ, object, key)

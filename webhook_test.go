@@ -821,10 +821,21 @@ func TestPublishIdempotency(t *testing.T) {
 	assert.EqualValues(t, 2, rc.count.Load(), "the repeat sent nothing")
 	assert.Len(t, w.whDeliveries(t, ep, ""), 2)
 
-	// An over-long key is refused rather than silently truncated.
-	r := w.do(t, whReq{method: "POST", path: "/stores/" + whStoreA + "/events", key: whKeyA,
-		body: map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}, header: map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}})
-	whRequireError(t, r, http.StatusUnprocessableEntity, "validation_failed")
+	// An over-long key is refused rather than silently truncated, and
+	// listed with the body's invalid fields, every one at once.
+	long := map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}
+	for _, tt := range []struct {
+		name string
+		body map[string]any
+		want []string
+	}{
+		{"valid body", map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}, []string{"Idempotency-Key"}},
+		{"unknown type", map[string]any{"type": "order.eaten", "data": whOrder("o1", "pending")}, []string{"type", "Idempotency-Key"}},
+	} {
+		r := w.do(t, whReq{method: "POST", path: "/stores/" + whStoreA + "/events", key: whKeyA, body: tt.body, header: long})
+		got := whRequireError(t, r, http.StatusUnprocessableEntity, "validation_failed")
+		assert.Equal(t, tt.want, got, "fields of the 422 with %s", tt.name)
+	}
 }
 
 // --- delivery log ---------------------------------------------------------
