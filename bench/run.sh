@@ -23,7 +23,8 @@
 #   CONNECTIONS  wrk connections                  (32)
 #   THREADS      wrk threads                      (2)
 #   ROUNDS       A/B rounds; the ratio is of the means, and with more
-#                than two each round's own ratio is printed too  (2)
+#                than two each round's own ratio is printed too, and the
+#                service's cap on live entries is raised to hold them all (2)
 #   PORT         service port                     (18080)
 #   YARD_PORT    yardstick port                   (18081)
 #   KEEP         directory for binaries and wrk logs (a temporary one, removed)
@@ -116,9 +117,17 @@ elif [ "$MODE" = spin ]; then
   "${srv_pin[@]}" "$work/yardstick" -addr "127.0.0.1:$YARD_PORT" 2>"$work/yardstick.err" &
   yard_pid=$!
 else
-  svc_flags=()
+  svc_flags=() extra=
   if [ -n "${CODE_TTL:-}" ]; then
-    sed '0,/{/s//{"auth_code_ttl": "'"$CODE_TTL"'",/' demo.json >"$work/config.json"
+    extra+='"auth_code_ttl": "'$CODE_TTL'", '
+  fi
+  if [ "$ROUNDS" -gt 2 ]; then
+    # More rounds register more codes than the default cap (2 000 000)
+    # holds; past it the service would answer 503.
+    extra+='"max_live_entries": '$((100000 * (DURATION * ROUNDS + ${WARMUP:-2})))', '
+  fi
+  if [ -n "$extra" ]; then
+    sed '0,/{/s//{'"$extra"'/' demo.json >"$work/config.json"
     svc_flags=(-config "$work/config.json")
   fi
   "${srv_pin[@]}" "$work/deeplink" "${svc_flags[@]}" -addr "127.0.0.1:$PORT" -data "$work/data" >"$work/service.out" 2>"$work/service.err" &
