@@ -25,11 +25,23 @@ import (
 // unless their endpoint already has perEndpointInFlight attempts under way,
 // in which case they wait on the endpoint. A fixed pool of workers takes
 // from the ready list. So a slow or dead endpoint holds at most
-// perEndpointInFlight workers and never delays another endpoint.
+// perEndpointInFlight workers, and the pool (dispatchWorkers) has room for
+// every endpoint the stores may have to hold that many with one worker
+// still free: however many endpoints are slow or dead, none delays another.
 const (
-	dispatchWorkers     = 32
 	perEndpointInFlight = 4
+	minDispatchWorkers  = 32
+	maxDispatchWorkers  = 1024 // about 8 MiB of idle goroutines; enough for 51 stores
 )
+
+// dispatchWorkers is the size of the pool for a configuration of stores
+// stores (each up to maxEndpointsPerStore endpoints), within
+// [minDispatchWorkers, maxDispatchWorkers]. Past 51 stores the bound no
+// longer holds for every endpoint at once: 256 endpoints, all slow at
+// their limit, would take every worker.
+func dispatchWorkers(stores int) int {
+	return min(maxDispatchWorkers, max(minDispatchWorkers, stores*maxEndpointsPerStore*perEndpointInFlight+1))
+}
 
 // timerHeap orders pending deliveries by their next attempt.
 type timerHeap []*delivery
@@ -80,11 +92,12 @@ func (hk *hooks) pokeLocked() {
 // start launches the scheduler and the workers.
 func (hk *hooks) start() error {
 	w := hk.cfg.Webhooks
+	workers := dispatchWorkers(len(hk.cfg.Stores))
 	client, err := egress.NewClient(egress.Options{
 		Timeout: w.Timeout.D(), AllowPrivate: w.AllowInsecureURLs,
 		// Endpoints of many stores may share a host; the pool bounds the
 		// connections in use, so keeping as many idle spares no redial.
-		TrustedCAFile: w.TrustedCAFile, MaxIdleConnsPerHost: dispatchWorkers,
+		TrustedCAFile: w.TrustedCAFile, MaxIdleConnsPerHost: workers,
 	})
 	if err != nil {
 		return err
@@ -94,9 +107,9 @@ func (hk *hooks) start() error {
 	hk.mu.Lock()
 	hk.d = d
 	hk.mu.Unlock()
-	d.wg.Add(1 + dispatchWorkers)
+	d.wg.Add(1 + workers)
 	go hk.scheduler()
-	for range dispatchWorkers {
+	for range workers {
 		go hk.worker()
 	}
 	return nil

@@ -510,6 +510,63 @@ func TestSlowEndpointDoesNotDelayAnotherStore(t *testing.T) {
 	assert.EqualValues(t, perEndpointInFlight, slow.count.Load(), "the slow endpoint holds at most its in-flight limit")
 }
 
+// TestSlowEndpointsNeverTakeEveryWorker makes every endpoint the two
+// stores may have slow but one, each slow one at its in-flight limit
+// (more attempts than the old fixed pool of 32 had workers): the last
+// endpoint still gets its delivery at once.
+func TestSlowEndpointsNeverTakeEveryWorker(t *testing.T) {
+	conf := whFast()
+	conf.Timeout = "10s" // the slow receiver holds its requests until the end
+	w := whStart(t, conf)
+	release := make(chan struct{})
+	slow := whNewReceiver(t, false, whBlock(release))
+	whReleaseAtEnd(t, release)
+	events := []string{eventOrderStatus}
+	for range maxEndpointsPerStore {
+		w.whEndpoint(t, slow.URL)
+	}
+	for range maxEndpointsPerStore - 1 {
+		w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": slow.URL, "events": events})
+	}
+	held := (2*maxEndpointsPerStore - 1) * perEndpointInFlight
+	require.Greater(t, held, minDispatchWorkers, "the case needs more slow attempts than the smallest pool")
+
+	for i := range perEndpointInFlight {
+		w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("a", i), "pending"), "")
+		w.whPublish(t, whStoreB, whKeyB, whOrder(fmt.Sprint("b", i), "pending"), "")
+	}
+	for range held {
+		slow.next(t, whWait) // every slow endpoint reaches its limit, all at once
+	}
+
+	fast := whNewReceiver(t, false, nil)
+	w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": fast.URL, "events": events})
+	evt := w.whPublish(t, whStoreB, whKeyB, whOrder("b-last", "completed"), "")
+	select {
+	case h := <-fast.hits:
+		assert.Equal(t, evt, h.header.Get("Webhook-Id"))
+	case <-time.After(2 * time.Second):
+		t.Fatal("the last endpoint waited for the slow ones")
+	}
+	assert.EqualValues(t, held, slow.count.Load(), "the slow endpoints hold at most their in-flight limit each")
+}
+
+func TestDispatchWorkers(t *testing.T) {
+	for _, tt := range []struct{ stores, want int }{
+		{0, minDispatchWorkers},
+		{1, minDispatchWorkers}, // 21 would do
+		{2, 41},
+		{10, 201},
+		{51, 1021},
+		{52, maxDispatchWorkers},
+		{100_000, maxDispatchWorkers},
+	} {
+		if got := dispatchWorkers(tt.stores); got != tt.want {
+			t.Errorf("dispatchWorkers(%d) = %d; want %d", tt.stores, got, tt.want)
+		}
+	}
+}
+
 func TestDeliveryResponseBodyCapped(t *testing.T) {
 	chunk := []byte(strings.Repeat("x", 32<<10))
 	cases := []struct {
