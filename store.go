@@ -786,7 +786,28 @@ func (s *memStore) Tick(now time.Time) {
 	var p pacer // one run of work, paced so that requests go first
 	s.sweep(now, &p)
 	s.growEarly(&p)
+	s.shrinkTables(&p)
 	s.flush(false, true, &p)
+}
+
+// shrinkTables gives back the slots of tables left mostly empty by the
+// sweep (table.shrinkSize), allocating the smaller ones outside the
+// shard's lock, as growEarly does for doublings.
+func (s *memStore) shrinkTables(p *pacer) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		size := sh.t.shrinkSize()
+		sh.mu.Unlock()
+		if size == 0 {
+			continue
+		}
+		slots := newSlots(size, p)
+		sh.mu.Lock()
+		sh.t.shrinkInto(slots)
+		sh.mu.Unlock()
+		p.yield()
+	}
 }
 
 // growEarly doubles, a little early, the tables about to double that the

@@ -1386,3 +1386,49 @@ func TestMemStorePrefetchDuringResizes(t *testing.T) {
 		}
 	}
 }
+
+// TestMemStoreShrinksAfterBurst fills the store with a burst of short-lived
+// entries beside a few long-lived ones: once the burst has expired, the
+// tick gives back its tables' slots, keeps every live entry, and the store
+// still grows.
+func TestMemStoreShrinksAfterBurst(t *testing.T) {
+	s := newTestStore(t, "", 1<<20)
+	now := time.Now()
+	val := []byte("v")
+	const burst, kept = 200_000, 1000
+	for i := range uint64(burst) {
+		require.NoError(t, s.Insert(benchKey(i), val, now.Add(time.Second)))
+	}
+	for i := range uint64(kept) {
+		require.NoError(t, s.Insert(benchKey(burst+i), val, now.Add(time.Hour)))
+	}
+	slots := func() (total int) {
+		for i := range s.shards {
+			total += len(s.shards[i].t.slots)
+		}
+		return total
+	}
+	before := slots()
+
+	s.Tick(now.Add(2 * time.Second))
+	require.Equal(t, kept, s.Len(), "entries after the sweep")
+	after := slots()
+	// 1000 entries over 64 shards: tables of minSlots, some twice that.
+	if after > 2*numShards*minSlots {
+		t.Errorf("slots after the burst expired = %d (%d before); want at most %d", after, before, 2*numShards*minSlots)
+	}
+	for i := range s.shards {
+		if tab := &s.shards[i].t; 4*tab.n > len(tab.slots) && len(tab.slots) > minSlots {
+			t.Errorf("shard %d: %d entries in %d slots, over a quarter full after shrinking", i, tab.n, len(tab.slots))
+		}
+	}
+	for i := range uint64(kept) {
+		if _, ok := s.Get(benchKey(burst + i)); !ok {
+			t.Fatalf("entry %d lost in the shrink", i)
+		}
+	}
+	for i := range uint64(burst) { // and it grows again
+		require.NoError(t, s.Insert(benchKey(2*burst+i), val, now.Add(time.Hour)))
+	}
+	assert.Equal(t, kept+burst, s.Len(), "entries after growing again")
+}

@@ -158,6 +158,33 @@ func newSlots(n int, p *pacer) []slot {
 	return s
 }
 
+// shrinkSize returns the size to move the table into once it holds no more
+// than a sixteenth of its slots, as after a burst of entries expired: the
+// smallest power of two, at least minSlots, at most a quarter full with
+// them; otherwise 0. Tables otherwise never shrink, and a burst's slots
+// would be kept for good. The caller may then shrink it (newSlots outside
+// any lock, then shrinkInto); it doubles again only once its entries have
+// doubled.
+func (t *table) shrinkSize() int {
+	if len(t.slots) <= minSlots || 16*t.n > len(t.slots) {
+		return 0
+	}
+	size := minSlots
+	for size < 4*t.n {
+		size *= 2
+	}
+	return size
+}
+
+// shrinkInto moves every slot into slots, from newSlots, unless the table
+// has changed size since shrinkSize asked for them or slots would now be
+// over a quarter full.
+func (t *table) shrinkInto(slots []slot) {
+	if len(slots) < len(t.slots) && 4*t.n <= len(slots) {
+		t.moveInto(slots)
+	}
+}
+
 // resize moves every slot into a new table of size slots, a power of two.
 func (t *table) resize(size int) { t.moveInto(make([]slot, size)) }
 

@@ -179,3 +179,25 @@ func TestTableGrowthSoon(t *testing.T) {
 		}
 	}
 }
+
+func TestTableShrinkSize(t *testing.T) {
+	for _, tc := range []struct{ slots, n, want int }{
+		{0, 0, 0},
+		{minSlots, 0, 0}, // never below minSlots
+		{2 * minSlots, 8, minSlots},
+		{2 * minSlots, 9, 0},   // over a sixteenth
+		{1 << 16, 0, minSlots}, // a burst gone entirely
+		{1 << 16, 1000, 4096},  // a quarter full at most: 4000 needs 4096
+		{1 << 16, 4096, 1 << 14},
+		{1 << 16, 4097, 0},
+	} {
+		tab := newTable()
+		if tc.slots > 0 {
+			tab.resize(tc.slots)
+		}
+		tab.n = tc.n
+		if got := tab.shrinkSize(); got != tc.want {
+			t.Errorf("shrinkSize() of %d slots holding %d = %d; want %d", tc.slots, tc.n, got, tc.want)
+		}
+	}
+}
