@@ -482,73 +482,54 @@ func TestPendingDeliverySurvivesRestart(t *testing.T) {
 	}
 }
 
-func TestSlowEndpointDoesNotDelayAnotherStore(t *testing.T) {
-	conf := whFast()
-	conf.Timeout = "10s" // the slow receiver holds its requests until the end
-	w := whStart(t, conf)
-	release := make(chan struct{})
-	slow := whNewReceiver(t, false, whBlock(release))
-	whReleaseAtEnd(t, release)
-	fast := whNewReceiver(t, false, nil)
-	w.whEndpoint(t, slow.URL)
-	epB := w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": fast.URL, "events": []string{eventOrderStatus}})["id"].(string)
-	require.NotEmpty(t, epB)
+// TestSlowEndpointsDoNotDelayAnother holds slow endpoints at their
+// in-flight limit, with more deliveries waiting behind them, then wants a
+// delivery to another endpoint at once: with one slow endpoint, and with
+// every endpoint the two stores may have slow but the last (more attempts
+// under way than the smallest pool has workers).
+func TestSlowEndpointsDoNotDelayAnother(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		slowA, slowB int // slow endpoints of stores A and B
+	}{
+		{"one slow endpoint of another store", 1, 0},
+		{"every other endpoint of both stores", maxEndpointsPerStore, maxEndpointsPerStore - 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conf := whFast()
+			conf.Timeout = "10s" // the slow receiver holds its requests until the end
+			w := whStart(t, conf)
+			release := make(chan struct{})
+			slow := whNewReceiver(t, false, whBlock(release))
+			whReleaseAtEnd(t, release)
+			events := []string{eventOrderStatus}
+			for range tt.slowA {
+				w.whEndpoint(t, slow.URL)
+			}
+			for range tt.slowB {
+				w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": slow.URL, "events": events})
+			}
+			for i := range 2 * perEndpointInFlight { // half of them wait on their endpoint
+				w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("a", i), "pending"), "")
+				w.whPublish(t, whStoreB, whKeyB, whOrder(fmt.Sprint("b", i), "pending"), "")
+			}
+			held := (tt.slowA + tt.slowB) * perEndpointInFlight
+			for range held {
+				slow.next(t, whWait) // every slow endpoint reaches its limit, all at once
+			}
 
-	for i := range 2 * perEndpointInFlight {
-		w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i), "pending"), "")
+			fast := whNewReceiver(t, false, nil)
+			w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": fast.URL, "events": events})
+			evt := w.whPublish(t, whStoreB, whKeyB, whOrder("b-last", "completed"), "")
+			select {
+			case h := <-fast.hits:
+				assert.Equal(t, evt, h.header.Get("Webhook-Id"))
+			case <-time.After(2 * time.Second):
+				t.Fatal("the last endpoint waited for the slow ones")
+			}
+			assert.EqualValues(t, held, slow.count.Load(), "the slow endpoints hold at most their in-flight limit each")
+		})
 	}
-	for range perEndpointInFlight {
-		slow.next(t, whWait) // the slow endpoint is at its in-flight limit
-	}
-	evt := w.whPublish(t, whStoreB, whKeyB, whOrder("b1", "completed"), "")
-	select {
-	case h := <-fast.hits:
-		assert.Equal(t, evt, h.header.Get("Webhook-Id"))
-	case <-time.After(2 * time.Second):
-		t.Fatal("store B's endpoint waited for store A's slow one")
-	}
-	assert.EqualValues(t, perEndpointInFlight, slow.count.Load(), "the slow endpoint holds at most its in-flight limit")
-}
-
-// TestSlowEndpointsNeverTakeEveryWorker makes every endpoint the two
-// stores may have slow but one, each slow one at its in-flight limit
-// (more attempts than the old fixed pool of 32 had workers): the last
-// endpoint still gets its delivery at once.
-func TestSlowEndpointsNeverTakeEveryWorker(t *testing.T) {
-	conf := whFast()
-	conf.Timeout = "10s" // the slow receiver holds its requests until the end
-	w := whStart(t, conf)
-	release := make(chan struct{})
-	slow := whNewReceiver(t, false, whBlock(release))
-	whReleaseAtEnd(t, release)
-	events := []string{eventOrderStatus}
-	for range maxEndpointsPerStore {
-		w.whEndpoint(t, slow.URL)
-	}
-	for range maxEndpointsPerStore - 1 {
-		w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": slow.URL, "events": events})
-	}
-	held := (2*maxEndpointsPerStore - 1) * perEndpointInFlight
-	require.Greater(t, held, minDispatchWorkers, "the case needs more slow attempts than the smallest pool")
-
-	for i := range perEndpointInFlight {
-		w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("a", i), "pending"), "")
-		w.whPublish(t, whStoreB, whKeyB, whOrder(fmt.Sprint("b", i), "pending"), "")
-	}
-	for range held {
-		slow.next(t, whWait) // every slow endpoint reaches its limit, all at once
-	}
-
-	fast := whNewReceiver(t, false, nil)
-	w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": fast.URL, "events": events})
-	evt := w.whPublish(t, whStoreB, whKeyB, whOrder("b-last", "completed"), "")
-	select {
-	case h := <-fast.hits:
-		assert.Equal(t, evt, h.header.Get("Webhook-Id"))
-	case <-time.After(2 * time.Second):
-		t.Fatal("the last endpoint waited for the slow ones")
-	}
-	assert.EqualValues(t, held, slow.count.Load(), "the slow endpoints hold at most their in-flight limit each")
 }
 
 func TestDispatchWorkers(t *testing.T) {

@@ -108,7 +108,7 @@ type shard struct {
 	dead     int64      // bytes of the snapshot, log and pending that no live entry needs
 	expiring expiries   // the entries by the second they expire in, for the sweep
 	fresh    bool       // the next Flush writes a whole snapshot and a new log (at start, after a failed write)
-	seen     int        // t.n when growEarly last looked, to tell how fast the table fills
+	seen     int        // t.n when resizeEarly last looked, to tell how fast the table fills
 	unsynced bool       // the log was written by WritePending and not synced since
 }
 
@@ -785,37 +785,18 @@ func (s *memStore) closeLogLocked(i int) error {
 func (s *memStore) Tick(now time.Time) {
 	var p pacer // one run of work, paced so that requests go first
 	s.sweep(now, &p)
-	s.growEarly(&p)
-	s.shrinkTables(&p)
+	s.resizeEarly(&p)
 	s.flush(false, true, &p)
 }
 
-// shrinkTables gives back the slots of tables left mostly empty by the
-// sweep (table.shrinkSize), allocating the smaller ones outside the
-// shard's lock, as growEarly does for doublings.
-func (s *memStore) shrinkTables(p *pacer) {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		size := sh.t.shrinkSize()
-		sh.mu.Unlock()
-		if size == 0 {
-			continue
-		}
-		slots := newSlots(size, p)
-		sh.mu.Lock()
-		sh.t.shrinkInto(slots)
-		sh.mu.Unlock()
-		p.yield()
-	}
-}
-
-// growEarly doubles, a little early, the tables about to double that the
-// store has room to fill: the new slots are allocated and mapped outside
-// the shard's lock (newSlots), so the doubling itself, under the lock,
-// only moves slots. A table the store cannot fill (it holds its maximum,
-// or its room spread over the shards would not reach the doubling) is
-// left to double, if ever, when an insert needs it.
+// resizeEarly doubles, a little early, the tables about to double that
+// the store has room to fill, and shrinks the tables a sweep has left
+// mostly empty (table.shrinkSize), as after a burst of codes expired.
+// Either way the new slots are allocated and mapped outside the shard's
+// lock (newSlots), so the resize itself, under the lock, only moves
+// slots. A table the store cannot fill (it holds its maximum, or its room
+// spread over the shards would not reach the doubling) is left to double,
+// if ever, when an insert needs it.
 //
 // A table is doubled when it is within an eighth of full, or within what
 // growLeadTicks ticks would add at the rate it grew since the last one.
@@ -826,26 +807,37 @@ func (s *memStore) shrinkTables(p *pacer) {
 // at a million. With an eighth alone, 18 of the 64 shards still doubled
 // under their lock as the store passed half a million at 47,000
 // registrations a second.
-func (s *memStore) growEarly(p *pacer) {
+func (s *memStore) resizeEarly(p *pacer) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		added := sh.t.n - sh.seen
 		sh.seen = sh.t.n
-		size, more := sh.t.growth(growLeadTicks * added)
+		grow, more := sh.t.growth(growLeadTicks * added)
+		if grow != 0 && (s.maxLive-s.live.Load())/numShards < int64(more) {
+			grow = 0
+		}
+		shrink := 0
+		if grow == 0 { // a table near half full is far from a sixteenth
+			shrink = sh.t.shrinkSize()
+		}
 		sh.mu.Unlock()
-		if size == 0 || (s.maxLive-s.live.Load())/numShards < int64(more) {
+		if grow == 0 && shrink == 0 {
 			continue
 		}
-		slots := newSlots(size, p)
+		slots := newSlots(max(grow, shrink), p)
 		sh.mu.Lock()
-		sh.t.growInto(slots)
+		if grow != 0 {
+			sh.t.growInto(slots)
+		} else {
+			sh.t.shrinkInto(slots)
+		}
 		sh.mu.Unlock()
 		p.yield()
 	}
 }
 
-// growLeadTicks is how many ticks of growth ahead growEarly doubles a
+// growLeadTicks is how many ticks of growth ahead resizeEarly doubles a
 // table.
 const growLeadTicks = 3
 

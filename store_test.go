@@ -1276,7 +1276,7 @@ func TestMemStorePrefetchHint(t *testing.T) {
 	for {
 		before := len(s.shards[0].t.slots)
 		s.Tick(time.Now())
-		if len(s.shards[0].t.slots) == before { // growEarly doubles only tables near full
+		if len(s.shards[0].t.slots) == before { // resizeEarly doubles only tables near full
 			keys = append(keys, keyInShard(fmt.Sprint("fill", len(keys)), 0))
 			require.NoError(t, s.Insert(keys[len(keys)-1], []byte("v"), future()))
 			continue
