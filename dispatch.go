@@ -174,11 +174,26 @@ func (hk *hooks) worker() {
 		if j == nil {
 			continue
 		}
+		ctx := hk.attemptsCtxLocked(j.d.EndpointID)
 		hk.mu.Unlock()
-		r := egress.Post(hk.d.ctx, hk.d.client, j.url, j.header, j.d.ev.Body)
+		r := egress.Post(ctx, hk.d.client, j.url, j.header, j.d.ev.Body)
 		hk.mu.Lock()
 		hk.finishLocked(j, r)
 	}
+}
+
+// attemptsCtxLocked returns the context for an attempt to the endpoint of
+// id: the dispatcher's, cancelled too when the endpoint is deleted
+// (removeEndpointLocked). hk.mu must be held.
+func (hk *hooks) attemptsCtxLocked(id string) context.Context {
+	e := hk.endpoints[id]
+	if e == nil { // takeLocked returns only jobs of endpoints that exist
+		return hk.d.ctx
+	}
+	if e.attempts == nil {
+		e.attempts, e.cancelAttempts = context.WithCancel(hk.d.ctx)
+	}
+	return e.attempts
 }
 
 // advanceLocked moves the deliveries due at now from the timer heap to the

@@ -532,6 +532,47 @@ func TestSlowEndpointsDoNotDelayAnother(t *testing.T) {
 	}
 }
 
+// TestDeletedEndpointGivesBackItsWorkers deletes slow endpoints with
+// attempts under way, and makes new ones, three times over: each time the
+// old attempts are cancelled, so store A never holds more than its
+// endpoints' limits and store B's delivery still goes at once.
+func TestDeletedEndpointGivesBackItsWorkers(t *testing.T) {
+	conf := whFast()
+	conf.Timeout = "10s"
+	w := whStart(t, conf)
+	release := make(chan struct{})
+	slow := whNewReceiver(t, false, whBlock(release))
+	whReleaseAtEnd(t, release)
+	perCycle := maxEndpointsPerStore * perEndpointInFlight
+	require.Greater(t, 3*perCycle, dispatchWorkers(len(w.cfg.Stores)), "the cycles need more attempts than the pool has workers")
+	for cycle := range 3 {
+		var ids []string
+		for range maxEndpointsPerStore {
+			id, _ := w.whEndpoint(t, slow.URL)
+			ids = append(ids, id)
+		}
+		for i := range perEndpointInFlight {
+			w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("a", cycle, i), "pending"), "")
+		}
+		for range perCycle {
+			slow.next(t, whWait) // every one under way at once
+		}
+		for _, id := range ids {
+			r := w.do(t, whReq{method: http.MethodDelete, path: whEndpointPath(whStoreA, id), key: whKeyA})
+			require.Equal(t, http.StatusNoContent, r.status, "delete: %s", r.raw)
+		}
+	}
+	fast := whNewReceiver(t, false, nil)
+	w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": fast.URL, "events": []string{eventOrderStatus}})
+	evt := w.whPublish(t, whStoreB, whKeyB, whOrder("b", "completed"), "")
+	select {
+	case h := <-fast.hits:
+		assert.Equal(t, evt, h.header.Get("Webhook-Id"))
+	case <-time.After(2 * time.Second):
+		t.Fatal("store B's endpoint waited behind store A's deleted ones")
+	}
+}
+
 func TestDispatchWorkers(t *testing.T) {
 	for _, tt := range []struct{ stores, want int }{
 		{0, minDispatchWorkers},

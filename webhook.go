@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
@@ -56,6 +57,12 @@ type endpoint struct {
 	inflight int         // attempts under way
 	waiting  []*delivery // due while inflight was at its limit
 	finished int         // deliveries in log no longer pending
+
+	// The context of e's attempts in the native build, made with the
+	// first; cancelled when e is deleted, so that its attempts under way,
+	// no longer counted anywhere, give their workers back at once.
+	attempts       context.Context
+	cancelAttempts context.CancelFunc
 }
 
 // view is the endpoint as API.md §5 shows it: no secret.
@@ -680,6 +687,9 @@ func (hk *hooks) removeEndpointLocked(e *endpoint) {
 	}
 	hk.ready = slices.DeleteFunc(hk.ready, func(d *delivery) bool { return d.EndpointID == e.ID })
 	e.waiting = nil
+	if e.cancelAttempts != nil {
+		e.cancelAttempts()
+	}
 	delete(hk.endpoints, e.ID)
 	hk.byStore[e.StoreID] = slices.DeleteFunc(hk.byStore[e.StoreID], func(o *endpoint) bool { return o == e })
 	hk.dirty = true
