@@ -351,6 +351,8 @@ func (s *memStore) restoreShard(i int, now int64) error {
 	switch {
 	case errors.Is(err, errStaleLog):
 		slog.Warn("store: ignoring a log older than its snapshot (a compaction was cut short)", "file", logf)
+	case errors.Is(err, errNewerLog):
+		return fmt.Errorf("restore %s: %w: %s is missing or older than the state it logs (put it back, or move both files away to start without them)", logf, err, snap)
 	case err != nil:
 		return fmt.Errorf("restore %s: %w (move the file away to start without it)", logf, err)
 	case torn:
@@ -962,7 +964,13 @@ const logMagic = "DLLOG1\n\x00"
 
 const logHeaderSize = int64(len(logMagic) + 8)
 
-var errStaleLog = errors.New("log continues an older snapshot")
+var (
+	errStaleLog = errors.New("log continues an older snapshot")
+	// A log is written after its snapshot, the directory synced between:
+	// one newer than its snapshot means the snapshot went missing or was
+	// replaced by an older copy, and its entries are not in the log.
+	errNewerLog = errors.New("log continues a newer snapshot than the one there")
+)
 
 func appendLogHeader(b []byte, epoch uint64) []byte {
 	return binary.BigEndian.AppendUint64(append(b, logMagic...), epoch)
@@ -990,8 +998,8 @@ func appendLogRecord(b []byte, put bool, k Key, exp int64, val []byte) []byte {
 var errBadLog = errors.New("log is corrupt")
 
 // replayLog calls fn for each record of the log b, in order. It returns
-// errStaleLog, calling fn for none, when the log does not continue the
-// snapshot of epoch want, and errBadLog when a whole record is damaged
+// errStaleLog or errNewerLog, calling fn for none, when the log continues
+// an older or a newer snapshot than that of epoch want, and errBadLog when a whole record is damaged
 // (after calling fn for the records before it: the caller gives up). An
 // unfinished last record, which a crash mid-write leaves, is reported as
 // torn and not passed on.
@@ -1000,8 +1008,11 @@ func replayLog(b []byte, fn func(put bool, k Key, exp int64, val []byte), want u
 		return 0, false, errBadLog
 	}
 	epoch = binary.BigEndian.Uint64(b[len(logMagic):])
-	if epoch != want {
+	switch {
+	case epoch < want:
 		return epoch, false, errStaleLog
+	case epoch > want:
+		return epoch, false, errNewerLog
 	}
 	p := b[logHeaderSize:]
 	for len(p) > 0 {

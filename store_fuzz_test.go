@@ -163,8 +163,11 @@ func FuzzReplayLog(f *testing.F) {
 		if err != nil || !torn || n != len(recs)-1 {
 			t.Fatalf("replayLog of a log cut by one byte = %d of %d records, torn %v, %v", n, len(recs), torn, err)
 		}
-		if _, _, err := replayLog(log, func(bool, Key, int64, []byte) {}, 8); !errors.Is(err, errStaleLog) {
-			t.Fatalf("replayLog with another epoch = %v; want errStaleLog", err)
+		if _, _, err := replayLog(log, func(bool, Key, int64, []byte) {}, 10); !errors.Is(err, errStaleLog) {
+			t.Fatalf("replayLog of epoch 9 after snapshot 10 = %v; want errStaleLog", err)
+		}
+		if _, _, err := replayLog(log, func(bool, Key, int64, []byte) {}, 8); !errors.Is(err, errNewerLog) {
+			t.Fatalf("replayLog of epoch 9 after snapshot 8 = %v; want errNewerLog", err)
 		}
 	})
 }

@@ -1046,6 +1046,44 @@ func TestMemStoreCorruptSnapshot(t *testing.T) {
 	}
 }
 
+// TestMemStoreLogWithoutItsSnapshot loses a shard's snapshot, or puts an
+// older copy of it back, beside a log that continues the newer one: the
+// entries the snapshot held are in neither, so start-up stops, naming
+// both files, rather than start without them.
+func TestMemStoreLogWithoutItsSnapshot(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		spoil func(t *testing.T, snap string, old []byte)
+	}{
+		{"snapshot deleted", func(t *testing.T, snap string, _ []byte) { require.NoError(t, os.Remove(snap)) }},
+		{"older snapshot put back", func(t *testing.T, snap string, old []byte) { require.NoError(t, os.WriteFile(snap, old, 0o600)) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newTestStore(t, dir, 100)
+			k := testKey("k")
+			require.NoError(t, s.Insert(k, []byte("v"), future()))
+			require.NoError(t, s.Compact()) // k is in a snapshot
+			i := int(k[0] % numShards)
+			snap, logf := s.snapPaths[i], s.logPaths[i]
+			old, err := os.ReadFile(snap)
+			require.NoError(t, err)
+			_, ok := s.Swap(k, []byte("v2"), time.Time{})
+			require.True(t, ok)
+			require.NoError(t, s.Compact()) // a newer snapshot, and a log continuing it
+			require.NoError(t, s.Insert(testKey("k2"), []byte("v"), future()))
+			require.NoError(t, s.Flush())
+			tt.spoil(t, snap, old)
+
+			r, err := newMemStore(dir, 100)
+			require.Error(t, err, "restored without the snapshot its log continues")
+			assert.Nil(t, r)
+			assert.Contains(t, err.Error(), logf)
+			assert.Contains(t, err.Error(), snap)
+		})
+	}
+}
+
 func TestMemStoreUnreadableSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	// A directory where a snapshot file should be cannot be read.
