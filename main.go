@@ -153,17 +153,26 @@ func run() error {
 	}
 	logger.Info("shutting down")
 	a.srv.draining.Store(true)
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		logger.Warn("shutdown: in-flight requests cut off", "err", err)
-	}
+	shutdown(srv, 10*time.Second, logger)
 	defer logOut.Flush()
 	if err := a.Close(); err != nil {
 		return fmt.Errorf("writing state: %w", err)
 	}
 	logger.Info("state written; bye")
 	return nil
+}
+
+// shutdown stops srv accepting and lets the requests under way finish
+// within grace; it then closes the connections of those still running, so
+// that none of them can answer once the caller has written the state
+// without what they did (a request whose body is still arriving, say).
+func shutdown(srv *http.Server, grace time.Duration, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		logger.Warn("shutdown: in-flight requests cut off", "err", err)
+		srv.Close()
+	}
 }
 
 // serveStarting answers while the state is being restored.
