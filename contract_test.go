@@ -1280,7 +1280,14 @@ func contractCases() []contractCase {
 		// The edge module's faults (wasm only; the routes exist only in a
 		// module built with -tags edgefault).
 		{name: "fault/a handler panic answers 500 and keeps state", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
-			ctFault(t, s, "/__fault/panic")
+			// API.md §7: no codes in the logs, the panic's line included.
+			const code = "a-code-never-to-be-logged"
+			ctFault(t, s, "/__fault/panic?code="+code)
+			s.stop() // the log is written out
+			log, err := os.ReadFile(s.log)
+			require.NoError(t, err)
+			assert.Contains(t, string(log), "handler panicked")
+			assert.NotContains(t, string(log), code, "the service's log")
 		}},
 		{name: "fault/a crashed instance is restored from data_dir", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
 			ctFault(t, s, "/__fault/crash")

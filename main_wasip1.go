@@ -140,7 +140,8 @@ func wasmHandle(n uint32) uint64 {
 func serveEdge(rec *recorder, req *wire.Request) {
 	defer func() {
 		if p := recover(); p != nil {
-			edge.app.srv.log.Error("handler panicked", "panic", fmt.Sprint(p), "path", req.URI)
+			path, _, _ := strings.Cut(req.URI, "?") // the query may carry codes and states
+			edge.app.srv.log.Error("handler panicked", "panic", fmt.Sprint(p), "path", path)
 			*rec = recorder{header: http.Header{}}
 			writeError(rec, &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"})
 		}
