@@ -47,8 +47,6 @@ func verifyCommand(args []string, stdin io.Reader, stdout, stderr io.Writer, now
 		return usage(fmt.Sprintf("unexpected argument %q; the body is read from stdin", fs.Arg(0)))
 	case *secret == "":
 		return usage("-secret is required")
-	case !strings.HasPrefix(*secret, secretPrefix):
-		return usage("-secret must start with " + secretPrefix) // never echo the value
 	case *header == "":
 		return usage("-header is required")
 	case *tolerance < 0:
@@ -70,6 +68,12 @@ func verifyCommand(args []string, stdin io.Reader, stdout, stderr io.Writer, now
 		return 2
 	}
 
+	if !strings.HasPrefix(*secret, secretPrefix) {
+		// No signature is valid under it: an answer, exit 1, not a usage
+		// error (API.md §1 has verify exit 0 or 1). Never echo the value.
+		fmt.Fprintln(stdout, "invalid: the secret does not start with "+secretPrefix+", so it is no endpoint's signing secret")
+		return 1
+	}
 	if err := verifySignature(*secret, h, body, now, *tolerance); err != nil {
 		msg := err.Error()
 		// The commonest way to break a good signature on the command line:

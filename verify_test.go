@@ -57,11 +57,12 @@ func TestVerifyCommand(t *testing.T) {
 			1, "invalid: malformed signature header: no t=", ""},
 		{"no v1", []string{"-secret", secret, "-header", "t=1,v0=abc"}, body, at,
 			1, "invalid: no v1 signature in header", ""},
+		{"secret without prefix", []string{"-secret", "abc", "-header", h.Signature}, body, at,
+			1, "invalid: the secret does not start with whsec_, so it is no endpoint's signing secret", ""},
 
 		{"missing secret", []string{"-header", h.Signature}, body, at, 2, "", "-secret is required"},
 		{"missing header", []string{"-secret", secret}, body, at, 2, "", "-header is required"},
 		{"no flags", nil, body, at, 2, "", verifyUsage},
-		{"secret without prefix", []string{"-secret", "abc", "-header", h.Signature}, body, at, 2, "", "must start with whsec_"},
 		{"unknown flag", []string{"-secret", secret, "-header", h.Signature, "-x"}, body, at, 2, "", "flag provided but not defined: -x"},
 		{"bad tolerance", []string{"-secret", secret, "-header", h.Signature, "-tolerance", "5"}, body, at, 2, "", "invalid value"},
 		{"negative tolerance", []string{"-secret", secret, "-header", h.Signature, "-tolerance", "-1s"}, body, at, 2, "", "must not be negative"},
