@@ -37,6 +37,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -749,6 +750,22 @@ func newCTReceiver(t *testing.T, status func(n int) int) *ctReceiver {
 
 func ctNewReceiverOK(t *testing.T) *ctReceiver { return newCTReceiver(t, ctAlways(http.StatusOK)) }
 
+// newCTHoldingReceiver answers nothing until the test ends or the client
+// gives up; held counts the requests it got.
+func newCTHoldingReceiver(t *testing.T) (srv *httptest.Server, held *atomic.Int64) {
+	release := make(chan struct{})
+	held = new(atomic.Int64)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	return srv, held
+}
+
 func ctAlways(status int) func(int) int { return func(int) int { return status } }
 
 func (rc *ctReceiver) got() []ctHit {
@@ -1194,6 +1211,37 @@ func contractCases() []contractCase {
 			ctStatus(t, one, http.StatusOK)
 			attempts, _ := one.data(t)["attempts"].([]any)
 			assert.Len(t, attempts, 1)
+		}},
+		// API.md §5: one slow or dead endpoint never delays another, nor
+		// do nine: every endpoint the two stores may have but one holds
+		// its attempts (4 each, 36 in all) while the last gets its own.
+		{name: "webhooks/slow endpoints never delay another", run: func(t *testing.T, s *ctService) {
+			slow, held := newCTHoldingReceiver(t)
+			fast := ctNewReceiverOK(t)
+			create := func(store, key, u string) {
+				ctStatus(t, s.do(t, http.MethodPost, "/stores/"+store+"/webhooks",
+					map[string]any{"url": u, "events": []string{"order.status.updated"}}, "X-API-Key", key), http.StatusCreated)
+			}
+			publish := func(store, key, order string) {
+				ctStatus(t, s.do(t, http.MethodPost, "/stores/"+store+"/events", map[string]any{
+					"type": "order.status.updated",
+					"data": map[string]any{"object": map[string]any{"id": order, "status": "pending"}},
+				}, "X-API-Key", key), http.StatusAccepted)
+			}
+			for range 5 {
+				create(ctStoreA, ctKeyA, slow.URL)
+			}
+			for range 4 {
+				create(ctStoreB, ctKeyB, slow.URL)
+			}
+			for i := range 4 {
+				publish(ctStoreA, ctKeyA, fmt.Sprint("a", i))
+				publish(ctStoreB, ctKeyB, fmt.Sprint("b", i))
+			}
+			ctEventually(t, 4*time.Second, func() bool { return held.Load() >= 36 }, "36 attempts under way at once")
+			create(ctStoreB, ctKeyB, fast.URL)
+			publish(ctStoreB, ctKeyB, "last")
+			ctEventually(t, 2*time.Second, func() bool { return len(fast.got()) > 0 }, "the last endpoint waited for the slow ones")
 		}},
 		{name: "webhooks/rotate-secret signs with both, test sends webhook.test", run: func(t *testing.T, s *ctService) {
 			rc := ctNewReceiverOK(t)

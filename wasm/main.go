@@ -399,12 +399,18 @@ func (h *host) pokeIfDue() {
 // loop drives the module's timed work: a tick at least every second (its
 // sweeps and syncs), at the next delivery's due time, and when a
 // request made one due. It makes the webhook requests the ticks hand out,
-// at most 32 at once, and reports their outcomes. When ctx ends it cancels
-// the requests under way, reports them, and returns.
+// at most maxDeliveries at once, and reports their outcomes. When ctx ends
+// it cancels the requests under way, reports them, and returns.
+// maxDeliveries caps the webhook requests under way at once. The module
+// hands out at most 4 at a time per endpoint, and a store has at most 5
+// endpoints, so up to 51 stores even all endpoints slow at once leave
+// room for another's (the native build's pool stops at the same 1024).
+const maxDeliveries = 1024
+
 func (h *host) loop(ctx context.Context) {
 	jobCtx, cancelJobs := context.WithCancel(context.Background())
 	results := make(chan wire.Result)
-	sem := make(chan struct{}, 32)
+	sem := make(chan struct{}, maxDeliveries)
 	var inflight sync.WaitGroup
 	timer := time.NewTimer(0)
 	defer timer.Stop()
