@@ -599,11 +599,15 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	token := randomToken()
 	tk := tokenKey(token)
 	marker := redeemedValue(tk)
-	// The marker lives as long as the token it names, not as long as the
-	// code: a replay an hour later must still revoke it.
-	sessionExp := time.Now().Add(s.cfg.SessionTTL.D())
-	old, ok := s.store.Swap(ck, marker, sessionExp)
+	old, ok := s.store.Swap(ck, marker, time.Time{}) // the marker goes with the code's TTL
 	if !ok {
+		// Unknown, or past its TTL: if it signed someone in, this is a
+		// replay all the same, and revokes what it issued.
+		if v, ok := s.store.Get(replayKey(st.ID, code)); ok {
+			if prev, ok := decodeRedeemed(v); ok {
+				s.store.Delete(prev)
+			}
+		}
 		return nil, invalidGrant(unknown)
 	}
 	if prev, replay := decodeRedeemed(old); replay {
@@ -623,8 +627,25 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	case !isCodeVerifier(verifier) || !verifyS256(verifier, rec.CodeChallenge):
 		return nil, invalidGrant("code_verifier does not match the code_challenge")
 	}
+	// The token is named under the replay key for as long as it lives,
+	// before it exists: a sign-in is answered only once a later replay
+	// can revoke it. (The same code string may have signed someone in
+	// before, registered again after its TTL: the newer token wins.)
+	sessionExp := time.Now().Add(s.cfg.SessionTTL.D())
+	rk := replayKey(st.ID, code)
+	err := s.store.Insert(rk, marker, sessionExp)
+	if err == errKeyExists {
+		if _, ok := s.store.Swap(rk, marker, sessionExp); ok {
+			err = nil
+		} else { // expired meanwhile
+			err = s.store.Insert(rk, marker, sessionExp)
+		}
+	}
 	sess := sessionRecord{StoreID: st.ID, Player: rec.Player}
-	if err := s.store.Insert(tk, sess.encode(), sessionExp); err != nil {
+	if err == nil {
+		err = s.store.Insert(tk, sess.encode(), sessionExp)
+	}
+	if err != nil {
 		return nil, &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "cannot store the session; start the sign-in again", retryAfter: 5}
 	}
 	// A replay that swapped in between saw our marker and deleted a token

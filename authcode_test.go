@@ -54,6 +54,7 @@ type cfgOpts struct {
 	sessionTTL    string // default 24h
 	insecure      bool   // webhooks.allow_insecure_urls
 	apps          string // the "apps" object; default none
+	maxLive       int    // max_live_entries; default the service's
 }
 
 // testConfig returns a configuration file with two stores: A, with a key in
@@ -76,7 +77,11 @@ func testConfig(o cfgOpts) string {
 		o.apps = "{}"
 	}
 	sum := sha256.Sum256([]byte(keyAHashed))
-	return fmt.Sprintf(`{
+	maxLive := ""
+	if o.maxLive > 0 {
+		maxLive = fmt.Sprintf(`"max_live_entries": %d,`, o.maxLive)
+	}
+	return fmt.Sprintf(`{%s
   "public_base_url": %q,
   "auth_code_ttl": %q,
   "session_ttl": %q,
@@ -99,7 +104,7 @@ func testConfig(o cfgOpts) string {
     }
   ],
   "apps": %s
-}`, o.publicBaseURL, o.authCodeTTL, o.sessionTTL, o.insecure,
+}`, maxLive, o.publicBaseURL, o.authCodeTTL, o.sessionTTL, o.insecure,
 		storeA, keyA, hex.EncodeToString(sum[:]), o.gameURL,
 		storeB, keyB, o.apps)
 }
@@ -769,6 +774,30 @@ func TestRegisterExpiredCodeDoesNotConflict(t *testing.T) {
 	requireOK(t, postJSON(t, registerURL(ts, storeA), keyA, registration(code, rfc7636Challenge)))
 }
 
+// TestRegisterRedeemedCode registers a code again once it signed someone
+// in: 409 while it is live (auth_code_ttl, API.md §3), 200 after, though
+// its token, which lives on, is still revoked by a replay (the replay key).
+func TestRegisterRedeemedCode(t *testing.T) {
+	a, ts := startService(t, cfgOpts{authCodeTTL: "5m", sessionTTL: "24h"})
+	for _, tt := range []struct {
+		name  string
+		after time.Duration // from the redemption
+		want  int
+	}{
+		{"while live", time.Minute, http.StatusConflict},
+		{"past auth_code_ttl", 5*time.Minute + time.Second, http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mustRegister(t, ts, storeA, keyA)
+			tok := requireToken(t, postForm(t, tokenURL(ts, storeA), r.form()))
+			a.store.Sweep(time.Now().Add(tt.after))
+			got := postJSON(t, registerURL(ts, storeA), keyA, registration(r.code, rfc7636Challenge))
+			require.Equal(t, tt.want, got.status, "registering it again: %s", got.body)
+			require.Equal(t, http.StatusOK, me(t, ts, storeA, tok.AccessToken).status, "/me with the first token")
+		})
+	}
+}
+
 func TestRegisterWhileShuttingDown(t *testing.T) {
 	a, ts := startService(t, cfgOpts{})
 	a.srv.draining.Store(true)
@@ -899,13 +928,14 @@ func TestTokenExpiredCode(t *testing.T) {
 func TestTokenUnavailable(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
+		opts  cfgOpts
 		spoil func(a *app)
 	}{
-		{"shutting down", func(a *app) { a.srv.draining.Store(true) }},
-		{"no room for the session", func(a *app) { a.store.maxLive = a.store.live.Load() }},
+		{"shutting down", cfgOpts{}, func(a *app) { a.srv.draining.Store(true) }},
+		{"no room for the session", cfgOpts{maxLive: 1}, func(*app) {}}, // the code fills the store
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			a, ts := startService(t, cfgOpts{})
+			a, ts := startService(t, tt.opts)
 			r := mustRegister(t, ts, storeA, keyA)
 			tt.spoil(a)
 			got := postForm(t, tokenURL(ts, storeA), r.form())

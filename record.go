@@ -9,12 +9,13 @@ import (
 // length-prefixed strings. Compactness matters: a million live codes must
 // fit in half a GiB.
 const (
-	kindCode      = 'c' // a registered, unredeemed auth code
-	kindRedeemed  = 'r' // a code that was redeemed once; holds the key of the token it issued
-	kindSession   = 's' // an access token's session
-	playerFields  = 7
-	keySeparator  = 0
-	tokenKeyLabel = "token"
+	kindCode       = 'c' // a registered, unredeemed auth code
+	kindRedeemed   = 'r' // a code that was redeemed once; holds the key of the token it issued
+	kindSession    = 's' // an access token's session
+	playerFields   = 7
+	keySeparator   = 0
+	tokenKeyLabel  = "token"
+	replayKeyLabel = "redeemed"
 )
 
 // Player is what the game app told us about the player, as returned by the
@@ -67,6 +68,20 @@ type sessionRecord struct {
 func codeKey(storeID, code string) Key {
 	var buf [36 + 1 + 255]byte
 	b := append(buf[:0], storeID...)
+	b = append(b, keySeparator)
+	b = append(b, code...)
+	return sha256.Sum256(b)
+}
+
+// replayKey is where a code that signed someone in names its token once
+// the code's own entry is gone (with auth_code_ttl), as long as the token
+// lives: a replay of the code then still finds the token to revoke. Store
+// ids are UUIDs, so neither this key nor tokenKey's can be a codeKey.
+func replayKey(storeID, code string) Key {
+	var buf [len(replayKeyLabel) + 1 + 36 + 1 + 255]byte
+	b := append(buf[:0], replayKeyLabel...)
+	b = append(b, keySeparator)
+	b = append(b, storeID...)
 	b = append(b, keySeparator)
 	b = append(b, code...)
 	return sha256.Sum256(b)
