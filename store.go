@@ -325,7 +325,7 @@ func (s *memStore) restoreShard(i int, now int64) error {
 			}
 		})
 		if err != nil {
-			return fmt.Errorf("restore %s: %w (move the file away to start without it)", snap, err)
+			return fmt.Errorf("restore %s: %w (move it and %s away to start without them: its log continues it)", snap, err, filepath.Base(logf))
 		}
 		sh.snapSize = int64(len(b))
 	}

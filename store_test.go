@@ -1042,6 +1042,17 @@ func TestMemStoreCorruptSnapshot(t *testing.T) {
 			require.Error(t, err, "a damaged snapshot restored silently")
 			assert.Nil(t, s)
 			assert.True(t, strings.Contains(err.Error(), path), "error %q does not name %s", err, path)
+
+			// Its advice works: with the snapshot and its log moved
+			// away, the store starts, without that shard's entries.
+			logf := strings.TrimSuffix(path, ".snap") + ".log"
+			require.Contains(t, err.Error(), filepath.Base(logf), "the advice names the log")
+			require.NoError(t, os.Rename(path, path+".bad"))
+			if _, err := os.Stat(logf); err == nil {
+				require.NoError(t, os.Rename(logf, logf+".bad"))
+			}
+			_, err = newMemStore(dir, 100)
+			assert.NoError(t, err, "after following the advice")
 		})
 	}
 }
