@@ -163,8 +163,9 @@ func newSlots(n int, p *pacer) []slot {
 // smallest power of two, at least minSlots, at most a quarter full with
 // them; otherwise 0. Tables otherwise never shrink, and a burst's slots
 // would be kept for good. The caller may then shrink it (newSlots outside
-// any lock, then shrinkInto); it doubles again only once its entries have
-// doubled.
+// any lock, then shrinkInto). A shrunk table, at most a quarter full, is
+// far from both thresholds: it doubles again only as its entries grow
+// back towards half of it (or fast enough for growth to ask early).
 func (t *table) shrinkSize() int {
 	if len(t.slots) <= minSlots || 16*t.n > len(t.slots) {
 		return 0

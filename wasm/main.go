@@ -396,17 +396,19 @@ func (h *host) pokeIfDue() {
 	}
 }
 
+// maxDeliveries caps the webhook requests under way at once. The module
+// hands out at most 4 at a time per endpoint, and a store has at most 5
+// endpoints, so up to 51 stores even all endpoints slow at once leave
+// room for another's (the native build's pool stops at the same 1024).
+// A deleted endpoint's requests are not cancelled here, unlike there:
+// they run to the webhook timeout.
+const maxDeliveries = 1024
+
 // loop drives the module's timed work: a tick at least every second (its
 // sweeps and syncs), at the next delivery's due time, and when a
 // request made one due. It makes the webhook requests the ticks hand out,
 // at most maxDeliveries at once, and reports their outcomes. When ctx ends
 // it cancels the requests under way, reports them, and returns.
-// maxDeliveries caps the webhook requests under way at once. The module
-// hands out at most 4 at a time per endpoint, and a store has at most 5
-// endpoints, so up to 51 stores even all endpoints slow at once leave
-// room for another's (the native build's pool stops at the same 1024).
-const maxDeliveries = 1024
-
 func (h *host) loop(ctx context.Context) {
 	jobCtx, cancelJobs := context.WithCancel(context.Background())
 	results := make(chan wire.Result)
