@@ -602,8 +602,9 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	old, ok := s.store.Swap(ck, marker, time.Time{}) // the marker goes with the code's TTL
 	if !ok {
 		// Unknown, or past its TTL: if it signed someone in, this is a
-		// replay all the same, and revokes what it issued.
-		if v, ok := s.store.Get(replayKey(st.ID, code)); ok {
+		// replay all the same, and revokes what it issued. The swap lets
+		// a redemption still under way see it (below).
+		if v, ok := s.store.Swap(replayKey(st.ID, code), replayedValue, time.Time{}); ok {
 			if prev, ok := decodeRedeemed(v); ok {
 				s.store.Delete(prev)
 			}
@@ -648,11 +649,14 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	if err != nil {
 		return nil, &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "cannot store the session; start the sign-in again", retryAfter: 5}
 	}
-	// A replay that swapped in between saw our marker and deleted a token
-	// not yet stored; if the marker is no longer ours, revoke the token
-	// now. It is still the one token this code issued, so it is answered,
-	// exactly as if the replay had come a moment later.
-	if cur, ok := s.store.Get(ck); !ok || !bytes.Equal(cur, marker) {
+	// A replay that swapped in between, at the code's key or the replay
+	// key, saw our marker and deleted a token not yet stored; if either
+	// marker is no longer ours, revoke the token now. It is still the one
+	// token this code issued, so it is answered, exactly as if the replay
+	// had come a moment later.
+	cur, ok := s.store.Get(ck)
+	replayed, live := s.store.Get(rk)
+	if !ok || !bytes.Equal(cur, marker) || live && !bytes.Equal(replayed, marker) {
 		s.store.Delete(tk)
 	}
 	return &tokenResponse{

@@ -111,6 +111,10 @@ func decodeCode(b []byte) (c codeRecord, ok bool) {
 	return c, r.ok()
 }
 
+// replayedValue is what a replay past the code's TTL leaves at the
+// replay key: a redeemed value naming no token.
+var replayedValue = redeemedValue(Key{})
+
 // redeemedValue marks a code as used, remembering the token it issued so a
 // replay can revoke it.
 func redeemedValue(tok Key) []byte { return append([]byte{kindRedeemed}, tok[:]...) }
