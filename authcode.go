@@ -586,6 +586,10 @@ func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 	return p, nil
 }
 
+// redeemGrace is how long a redeemed code's marker lives at least, past
+// its TTL if need be: far longer than a redemption takes, pauses included.
+const redeemGrace = time.Minute
+
 // redeem exchanges the code of st for an access token. Whatever the
 // outcome, the code is used up: the swap to a redeemed marker is the one
 // atomic step that decides which of concurrent redemptions wins. Redeeming
@@ -599,7 +603,9 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	token := randomToken()
 	tk := tokenKey(token)
 	marker := redeemedValue(tk)
-	old, ok := s.store.Swap(ck, marker, time.Time{}) // the marker goes with the code's TTL
+	// The marker goes with the code's TTL, but outlives this redemption
+	// (redeemGrace): its last check below must not find it expired.
+	old, ok := s.store.Swap(ck, marker, time.Now().Add(redeemGrace))
 	if !ok {
 		// Unknown, or past its TTL: if it signed someone in, this is a
 		// replay all the same, and revokes what it issued. The swap lets
@@ -644,7 +650,9 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	}
 	sess := sessionRecord{StoreID: st.ID, Player: rec.Player}
 	if err == nil {
-		err = s.store.Insert(tk, sess.encode(), sessionExp)
+		if err = s.store.Insert(tk, sess.encode(), sessionExp); err != nil {
+			s.store.Delete(rk) // it names no token: do not hold it for session_ttl
+		}
 	}
 	if err != nil {
 		return nil, &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "cannot store the session; start the sign-in again", retryAfter: 5}

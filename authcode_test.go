@@ -932,7 +932,8 @@ func TestTokenUnavailable(t *testing.T) {
 		spoil func(a *app)
 	}{
 		{"shutting down", cfgOpts{}, func(a *app) { a.srv.draining.Store(true) }},
-		{"no room for the session", cfgOpts{maxLive: 1}, func(*app) {}}, // the code fills the store
+		{"no room for the replay key", cfgOpts{maxLive: 1}, func(*app) {}}, // the code fills the store
+		{"no room for the session", cfgOpts{maxLive: 2}, func(*app) {}},    // the replay key fills it
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a, ts := startService(t, tt.opts)
@@ -946,8 +947,36 @@ func TestTokenUnavailable(t *testing.T) {
 			assert.Equal(t, "temporarily_unavailable", e.Error, "error")
 			assert.NotEmpty(t, e.Description, "error_description")
 			assert.NotEmpty(t, got.header.Get("Retry-After"), "Retry-After")
+			assert.Equal(t, 1, a.store.Len(), "entries left: the code's, and no replay key naming no token")
 		})
 	}
+}
+
+// TestTokenCodeExpiresMidRedemption lets the code's TTL run out while a
+// redemption that found it live is still storing the session (a GC pause,
+// a descheduled thread): the token it answers must work.
+func TestTokenCodeExpiresMidRedemption(t *testing.T) {
+	const ttl = 200 * time.Millisecond
+	a, ts := startService(t, cfgOpts{authCodeTTL: ttl.String()})
+	r := mustRegister(t, ts, storeA, keyA)
+	a.srv.store = slowSessions{Store: a.srv.store, until: time.Now().Add(ttl + 50*time.Millisecond)}
+	tok := requireToken(t, postForm(t, tokenURL(ts, storeA), r.form()))
+	assert.Equal(t, http.StatusOK, me(t, ts, storeA, tok.AccessToken).status, "/me with the token answered")
+}
+
+// slowSessions is a Store whose Insert of a session first waits for the
+// clock to pass until: the pause of a redemption just before it stores
+// its session.
+type slowSessions struct {
+	Store
+	until time.Time
+}
+
+func (s slowSessions) Insert(k Key, val []byte, exp time.Time) error {
+	if len(val) > 0 && val[0] == kindSession {
+		time.Sleep(time.Until(s.until)) // the clock passing a TTL is the subject
+	}
+	return s.Store.Insert(k, val, exp)
 }
 
 func TestTokenFailedAttemptConsumesCode(t *testing.T) {

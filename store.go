@@ -34,12 +34,12 @@ type Store interface {
 	Insert(k Key, val []byte, exp time.Time) error
 	// Get returns the value of the live entry k.
 	Get(k Key) (val []byte, ok bool)
-	// Swap replaces the value of the live entry k with val, and its expiry
-	// with exp unless exp is zero, and returns the value it had. Of any
-	// number of concurrent Swaps of one key, each sees the value the
-	// previous one wrote, so exactly one sees the value that was first
-	// inserted. It stores nothing and returns ok == false when k is not
-	// live.
+	// Swap replaces the value of the live entry k with val, extends its
+	// expiry to exp when that is later (a zero exp keeps it), and returns
+	// the value it had. Of any number of concurrent Swaps of one key,
+	// each sees the value the previous one wrote, so exactly one sees the
+	// value that was first inserted. It stores nothing and returns
+	// ok == false when k is not live.
 	Swap(k Key, val []byte, exp time.Time) (old []byte, ok bool)
 	// Delete removes k, live or not.
 	Delete(k Key)
@@ -442,8 +442,8 @@ func (s *memStore) Swap(k Key, val []byte, exp time.Time) ([]byte, bool) {
 		return nil, false
 	}
 	until := was
-	if !exp.IsZero() {
-		until = exp.UnixNano()
+	if n := exp.UnixNano(); !exp.IsZero() && n > was {
+		until = n
 		sh.expiring.add(e.hash, until) // the entry's old second drops it as stale
 	}
 	sh.dropValLocked(e.ref)

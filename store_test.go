@@ -206,8 +206,8 @@ func TestMemStoreSwap(t *testing.T) {
 }
 
 // TestMemStoreSwapExpiry checks the expiry a Swap leaves: the entry's own
-// when exp is zero, exp otherwise, in memory, for the sweep, and after a
-// restart.
+// when exp is zero or earlier, exp when later, in memory, for the sweep,
+// and after a restart.
 func TestMemStoreSwapExpiry(t *testing.T) {
 	inserted := time.Now().Add(time.Hour).Truncate(time.Second)
 	tests := []struct {
@@ -217,8 +217,8 @@ func TestMemStoreSwapExpiry(t *testing.T) {
 	}{
 		{"zero keeps the expiry", time.Time{}, inserted},
 		{"later", inserted.Add(23 * time.Hour), inserted.Add(23 * time.Hour)},
-		{"earlier", inserted.Add(-30 * time.Minute), inserted.Add(-30 * time.Minute)},
-		{"in the same second", inserted.Add(time.Millisecond), inserted.Add(time.Millisecond)},
+		{"earlier keeps the expiry", inserted.Add(-30 * time.Minute), inserted},
+		{"later in the same second", inserted.Add(time.Millisecond), inserted.Add(time.Millisecond)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
