@@ -1325,6 +1325,32 @@ func contractCases() []contractCase {
 			assert.Equal(t, got[0].body, got[1].body, "the same event")
 		}},
 
+		// API.md §7: /readyz is 503 while starting. The host takes the
+		// longest to start on a cold compilation cache: it answers then.
+		{name: "starting/the host answers while the module compiles", targets: wasmOnly, run: func(t *testing.T, s *ctService) {
+			s.stop()
+			argv := slices.Clone(s.argv)
+			i := slices.Index(argv, "-cache")
+			require.GreaterOrEqual(t, i, 0, "argv %q", argv)
+			argv[i+1] = t.TempDir() // cold: the module compiles for seconds
+			p, err := ctLaunch(argv, s.log)
+			require.NoError(t, err)
+			s.p = p // the cleanup stops it
+			ctEventually(t, time.Minute, func() bool {
+				r, err := s.client.Get(s.URL + "/healthz")
+				if err != nil {
+					return false
+				}
+				r.Body.Close()
+				return r.StatusCode == http.StatusOK
+			}, "/healthz answered 200")
+			r := s.do(t, http.MethodGet, "/readyz", nil)
+			ctError(t, r, http.StatusServiceUnavailable, "unavailable")
+			assert.NotEmpty(t, r.header.Get("Retry-After"), "Retry-After")
+			require.NoError(t, p.waitReady(s.URL, 3*time.Minute))
+			s.mustRegister(t) // and then it serves
+		}},
+
 		// The edge module's faults (wasm only; the routes exist only in a
 		// module built with -tags edgefault).
 		{name: "fault/a handler panic answers 500 and keeps state", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {

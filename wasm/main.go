@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -131,17 +132,14 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	start := time.Now()
-	h, err := newHost(context.Background(), wasmBytes, hc.DataDir, wire.StartArgs{Config: cfgBytes, DataDir: "/data", BaseURL: "http://" + ln.Addr().String()})
-	if err != nil {
-		return err
-	}
-	defer h.close()
-	h.client = client
-	slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
-
+	// Until the module is compiled and started (seconds on a cold cache),
+	// /healthz answers 200 and everything else 503, as the native build
+	// answers while it restores its state: probes see "starting".
+	var handler atomic.Pointer[http.Handler]
+	var starting http.Handler = http.HandlerFunc(serveStarting)
+	handler.Store(&starting)
 	srv := &http.Server{
-		Handler: h,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }),
 		// As the native server: headers within 5 s, a whole (≤64 KiB)
 		// request within 15 s, 30 s to write, idle keep-alives for 2 min.
 		ReadHeaderTimeout: 5 * time.Second,
@@ -152,6 +150,19 @@ func run() error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+
+	start := time.Now()
+	h, err := newHost(context.Background(), wasmBytes, hc.DataDir, wire.StartArgs{Config: cfgBytes, DataDir: "/data", BaseURL: "http://" + ln.Addr().String()})
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	defer h.close()
+	h.client = client
+	var serving http.Handler = h
+	handler.Store(&serving)
+	slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
+
 	loopDone := make(chan struct{})
 	go func() { defer close(loopDone); h.loop(ctx) }()
 
@@ -394,6 +405,18 @@ func (h *host) pokeIfDue() {
 		default:
 		}
 	}
+}
+
+// serveStarting answers while the module is compiled and started.
+func serveStarting(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Path == "/healthz" {
+		io.WriteString(w, `{"data":{"status":"ok"}}`+"\n")
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	io.WriteString(w, `{"error":{"code":"unavailable","message":"starting: compiling the module"}}`+"\n")
 }
 
 // maxDeliveries caps the webhook requests under way at once. The module
