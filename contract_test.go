@@ -750,20 +750,28 @@ func newCTReceiver(t *testing.T, status func(n int) int) *ctReceiver {
 
 func ctNewReceiverOK(t *testing.T) *ctReceiver { return newCTReceiver(t, ctAlways(http.StatusOK)) }
 
-// newCTHoldingReceiver answers nothing until the test ends or the client
-// gives up; held counts the requests it got.
-func newCTHoldingReceiver(t *testing.T) (srv *httptest.Server, held *atomic.Int64) {
+// ctHoldingReceiver answers nothing until the test ends or the client
+// gives up; held counts the requests it got, dropped those the client
+// gave up.
+type ctHoldingReceiver struct {
+	*httptest.Server
+	held, dropped atomic.Int64
+}
+
+func newCTHoldingReceiver(t *testing.T) *ctHoldingReceiver {
 	release := make(chan struct{})
-	held = new(atomic.Int64)
-	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		held.Add(1)
+	rc := &ctHoldingReceiver{}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // so that the server notices the client going
+		rc.held.Add(1)
 		select {
 		case <-release:
 		case <-r.Context().Done():
+			rc.dropped.Add(1)
 		}
 	}))
-	t.Cleanup(func() { close(release); srv.Close() })
-	return srv, held
+	t.Cleanup(func() { close(release); rc.Close() })
+	return rc
 }
 
 func ctAlways(status int) func(int) int { return func(int) int { return status } }
@@ -1216,7 +1224,7 @@ func contractCases() []contractCase {
 		// do nine: every endpoint the two stores may have but one holds
 		// its attempts (4 each, 36 in all) while the last gets its own.
 		{name: "webhooks/slow endpoints never delay another", run: func(t *testing.T, s *ctService) {
-			slow, held := newCTHoldingReceiver(t)
+			slow := newCTHoldingReceiver(t)
 			fast := ctNewReceiverOK(t)
 			create := func(store, key, u string) {
 				ctStatus(t, s.do(t, http.MethodPost, "/stores/"+store+"/webhooks",
@@ -1238,10 +1246,20 @@ func contractCases() []contractCase {
 				publish(ctStoreA, ctKeyA, fmt.Sprint("a", i))
 				publish(ctStoreB, ctKeyB, fmt.Sprint("b", i))
 			}
-			ctEventually(t, 4*time.Second, func() bool { return held.Load() >= 36 }, "36 attempts under way at once")
+			ctEventually(t, 4*time.Second, func() bool { return slow.held.Load() >= 36 }, "36 attempts under way at once")
 			create(ctStoreB, ctKeyB, fast.URL)
 			publish(ctStoreB, ctKeyB, "last")
 			ctEventually(t, 2*time.Second, func() bool { return len(fast.got()) > 0 }, "the last endpoint waited for the slow ones")
+		}},
+		// A deleted endpoint's attempts under way are given up at once,
+		// not held to the timeout (5 s here), counted against nothing.
+		{name: "webhooks/deleting an endpoint gives up its attempts", run: func(t *testing.T, s *ctService) {
+			slow := newCTHoldingReceiver(t)
+			ep, _ := s.createEndpoint(t, slow.URL)
+			s.publish(t, "held")
+			ctEventually(t, 4*time.Second, func() bool { return slow.held.Load() == 1 }, "the attempt under way")
+			ctStatus(t, s.do(t, http.MethodDelete, ctHooks("/"+ep), nil, "X-API-Key", ctKeyA), http.StatusNoContent)
+			ctEventually(t, 3*time.Second, func() bool { return slow.dropped.Load() == 1 }, "the attempt given up before the timeout")
 		}},
 		{name: "webhooks/rotate-secret signs with both, test sends webhook.test", run: func(t *testing.T, s *ctService) {
 			rc := ctNewReceiverOK(t)

@@ -191,6 +191,14 @@ func wasmTick(nowNanos int64) uint64 {
 	var t wire.Tick
 	hk.mu.Lock()
 	t.NextDue = hk.advanceLocked(now)
+	// A deleted endpoint's requests would hold the host's slots to the
+	// timeout, counted against nothing: as the native build cancels them
+	// (endpoint.cancelAttempts), the host is told to.
+	for id, j := range edge.jobs {
+		if hk.endpoints[j.d.EndpointID] == nil {
+			t.Cancel = append(t.Cancel, id)
+		}
+	}
 	for j := hk.takeLocked(now); j != nil; j = hk.takeLocked(now) {
 		edge.nextJob++
 		edge.jobs[edge.nextJob] = j

@@ -423,8 +423,8 @@ func serveStarting(w http.ResponseWriter, r *http.Request) {
 // hands out at most 4 at a time per endpoint, and a store has at most 5
 // endpoints, so up to 51 stores even all endpoints slow at once leave
 // room for another's (the native build's pool stops at the same 1024).
-// A deleted endpoint's requests are not cancelled here, unlike there:
-// they run to the webhook timeout.
+// A deleted endpoint's requests are cancelled at the next tick, as
+// the module lists them (wire.Tick.Cancel).
 const maxDeliveries = 1024
 
 // loop drives the module's timed work: a tick at least every second (its
@@ -435,6 +435,7 @@ const maxDeliveries = 1024
 func (h *host) loop(ctx context.Context) {
 	jobCtx, cancelJobs := context.WithCancel(context.Background())
 	results := make(chan wire.Result)
+	cancels := map[uint64]context.CancelFunc{} // of the jobs under way; only loop touches it
 	sem := make(chan struct{}, maxDeliveries)
 	var inflight sync.WaitGroup
 	timer := time.NewTimer(0)
@@ -460,6 +461,12 @@ func (h *host) loop(ctx context.Context) {
 					more = false
 				}
 			}
+			for _, r := range rs {
+				if cancel := cancels[r.ID]; cancel != nil {
+					cancel()
+					delete(cancels, r.ID)
+				}
+			}
 			h.finish(rs)
 			h.pokeIfDue()
 			continue
@@ -471,12 +478,19 @@ func (h *host) loop(ctx context.Context) {
 		if err == nil {
 			json.Unmarshal(out, &t)
 		}
+		for _, id := range t.Cancel {
+			if cancel := cancels[id]; cancel != nil {
+				cancel()
+			}
+		}
 		for _, j := range t.Jobs {
+			ctx, cancel := context.WithCancel(jobCtx)
+			cancels[j.ID] = cancel
 			inflight.Add(1)
 			go func() {
 				defer inflight.Done()
 				sem <- struct{}{}
-				r := egress.Post(jobCtx, h.client, j.URL, j.Header, j.Body)
+				r := egress.Post(ctx, h.client, j.URL, j.Header, j.Body)
 				<-sem
 				er := wire.Result{ID: j.ID, Status: r.Status, Body: r.Body, DurationNS: int64(r.Duration), Timeout: r.Timeout, RetryAfter: int64(r.RetryAfter)}
 				if r.Err != nil {

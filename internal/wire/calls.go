@@ -25,6 +25,10 @@ type Job struct {
 type Tick struct {
 	Jobs    []Job `json:"jobs"`
 	NextDue int64 `json:"next_due"` // unix nanoseconds; 0 when none is scheduled
+	// Cancel lists jobs handed out before whose endpoint has since been
+	// deleted: the host cancels those still under way, and reports them
+	// as usual.
+	Cancel []uint64 `json:"cancel,omitempty"`
 }
 
 // Result is the outcome of a Job, reported to finish.
