@@ -603,9 +603,7 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	token := randomToken()
 	tk := tokenKey(token)
 	marker := redeemedValue(tk)
-	// The marker goes with the code's TTL, but outlives this redemption
-	// (redeemGrace): its last check below must not find it expired.
-	old, ok := s.store.Swap(ck, marker, time.Now().Add(redeemGrace))
+	old, ok := s.store.Swap(ck, marker, time.Time{}) // the marker goes with the code's TTL
 	if !ok {
 		// Unknown, or past its TTL: if it signed someone in, this is a
 		// replay all the same, and revokes what it issued. The swap lets
@@ -633,6 +631,12 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 		return nil, invalidGrant("redirect_uri differs from the one the code was registered with")
 	case !isCodeVerifier(verifier) || !verifyS256(verifier, rec.CodeChallenge):
 		return nil, invalidGrant("code_verifier does not match the code_challenge")
+	}
+	// The winner's marker outlives its redemption (redeemGrace): the last
+	// check below must not find it expired. Only the winner's: attempts
+	// after it must not keep the code's key taken.
+	if !s.store.Extend(ck, time.Now().Add(redeemGrace)) {
+		return nil, invalidGrant(unknown) // it expired in between
 	}
 	// The token is named under the replay key for as long as it lives,
 	// before it exists: a sign-in is answered only once a later replay

@@ -964,6 +964,41 @@ func TestTokenCodeExpiresMidRedemption(t *testing.T) {
 	assert.Equal(t, http.StatusOK, me(t, ts, storeA, tok.AccessToken).status, "/me with the token answered")
 }
 
+// TestTokenAttemptsDoNotProlongTheCode checks who moves a code's expiry:
+// the winning redemption, to redeemGrace from then when that is later
+// (so that it cannot find its own code expired), and nobody else: a
+// failed attempt or a replay leaves it, or the code's key could be kept
+// taken for good by attempts.
+func TestTokenAttemptsDoNotProlongTheCode(t *testing.T) {
+	a, ts := startService(t, cfgOpts{authCodeTTL: "30s"}) // shorter than redeemGrace
+	expiry := func(code string) time.Time {
+		k := codeKey(storeA, code)
+		sh := a.store.shard(k)
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		e, ok := sh.findLocked(k)
+		require.True(t, ok, "the code's key")
+		return time.Unix(0, sh.expLocked(e.ref))
+	}
+
+	failed := mustRegister(t, ts, storeA, keyA)
+	registered := expiry(failed.code)
+	bad := failed.form()
+	bad.Set("code_verifier", oauth2.GenerateVerifier())
+	requireTokenError(t, postForm(t, tokenURL(ts, storeA), bad), "invalid_grant")
+	assert.Equal(t, registered, expiry(failed.code), "expiry after a failed attempt")
+
+	won := mustRegister(t, ts, storeA, keyA)
+	before := time.Now()
+	requireToken(t, postForm(t, tokenURL(ts, storeA), won.form()))
+	after := expiry(won.code)
+	assert.False(t, after.Before(before.Add(redeemGrace)), "expiry after the winning redemption: %v, want at least %v", after, before.Add(redeemGrace))
+	for range 3 {
+		requireTokenError(t, postForm(t, tokenURL(ts, storeA), won.form()), "invalid_grant")
+		assert.Equal(t, after, expiry(won.code), "expiry after a replay")
+	}
+}
+
 // slowSessions is a Store whose Insert of a session first waits for the
 // clock to pass until: the pause of a redemption just before it stores
 // its session.

@@ -41,6 +41,9 @@ type Store interface {
 	// value that was first inserted. It stores nothing and returns
 	// ok == false when k is not live.
 	Swap(k Key, val []byte, exp time.Time) (old []byte, ok bool)
+	// Extend moves the expiry of the live entry k to exp when that is
+	// later, its value unchanged; it reports whether k was live.
+	Extend(k Key, exp time.Time) bool
 	// Delete removes k, live or not.
 	Delete(k Key)
 }
@@ -429,6 +432,16 @@ func (s *memStore) Get(k Key) ([]byte, bool) {
 }
 
 func (s *memStore) Swap(k Key, val []byte, exp time.Time) ([]byte, bool) {
+	return s.swap(k, val, false, exp)
+}
+
+func (s *memStore) Extend(k Key, exp time.Time) bool {
+	_, ok := s.swap(k, nil, true, exp)
+	return ok
+}
+
+// swap is Swap, or with keep the entry keeps its value (Extend).
+func (s *memStore) swap(k Key, val []byte, keep bool, exp time.Time) ([]byte, bool) {
 	now := time.Now().UnixNano()
 	sh := s.shard(k)
 	sh.mu.Lock()
@@ -445,6 +458,12 @@ func (s *memStore) Swap(k Key, val []byte, exp time.Time) ([]byte, bool) {
 	if n := exp.UnixNano(); !exp.IsZero() && n > was {
 		until = n
 		sh.expiring.add(e.hash, until) // the entry's old second drops it as stale
+	}
+	if keep {
+		if until == was {
+			return old, true // nothing changes
+		}
+		val = old // chunks never change: old stays readable after the drop
 	}
 	sh.dropValLocked(e.ref)
 	e.ref = sh.putValLocked(&k, until, val)

@@ -262,6 +262,48 @@ func TestMemStoreSwapExpiry(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok := s.Get(k); return !ok }, time.Second, time.Millisecond)
 }
 
+// TestMemStoreExtend checks that Extend moves only a live entry's expiry,
+// only later, keeps its value, and persists.
+func TestMemStoreExtend(t *testing.T) {
+	inserted := time.Now().Add(time.Hour).Truncate(time.Second)
+	for _, tt := range []struct {
+		name   string
+		insert time.Time // zero: no entry
+		exp    time.Time
+		wantOK bool
+		want   time.Time
+	}{
+		{"missing", time.Time{}, inserted, false, time.Time{}},
+		{"expired", past(), inserted, false, time.Time{}},
+		{"later", inserted, inserted.Add(time.Hour), true, inserted.Add(time.Hour)},
+		{"earlier", inserted, inserted.Add(-time.Minute), true, inserted},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newTestStore(t, dir, 10)
+			k := testKey("k")
+			if !tt.insert.IsZero() {
+				require.NoError(t, s.Insert(k, []byte("v"), tt.insert))
+			}
+			if got := s.Extend(k, tt.exp); got != tt.wantOK {
+				t.Fatalf("Extend(%v) = %v; want %v", tt.exp, got, tt.wantOK)
+			}
+			if !tt.wantOK {
+				return
+			}
+			require.NoError(t, s.Flush())
+			for _, st := range []*memStore{s, newTestStore(t, dir, 10)} { // and after a restart
+				v, ok := st.Get(k)
+				require.True(t, ok)
+				assert.Equal(t, "v", string(v), "value")
+				sh := st.shard(k)
+				e, _ := sh.findLocked(k)
+				assert.Equal(t, tt.want.UnixNano(), sh.expLocked(e.ref), "expiry")
+			}
+		})
+	}
+}
+
 func TestMemStoreDelete(t *testing.T) {
 	s := newTestStore(t, "", 10)
 	live, expired := testKey("live"), testKey("expired")
