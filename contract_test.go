@@ -1345,13 +1345,17 @@ func contractCases() []contractCase {
 
 		// API.md §7: /readyz is 503 while starting. The host takes the
 		// longest to start on a cold compilation cache: it answers then.
+		// And SIGTERM then ends it as API.md §1 says: exit 0, state
+		// written, without ever becoming ready.
 		{name: "starting/the host answers while the module compiles", targets: wasmOnly, run: func(t *testing.T, s *ctService) {
+			c := s.mustRegister(t)
 			s.stop()
 			argv := slices.Clone(s.argv)
 			i := slices.Index(argv, "-cache")
 			require.GreaterOrEqual(t, i, 0, "argv %q", argv)
 			argv[i+1] = t.TempDir() // cold: the module compiles for seconds
-			p, err := ctLaunch(argv, s.log)
+			log := filepath.Join(t.TempDir(), "cold.log")
+			p, err := ctLaunch(argv, log)
 			require.NoError(t, err)
 			s.p = p // the cleanup stops it
 			ctEventually(t, time.Minute, func() bool {
@@ -1365,8 +1369,13 @@ func contractCases() []contractCase {
 			r := s.do(t, http.MethodGet, "/readyz", nil)
 			ctError(t, r, http.StatusServiceUnavailable, "unavailable")
 			assert.NotEmpty(t, r.header.Get("Retry-After"), "Retry-After")
-			require.NoError(t, p.waitReady(s.URL, 3*time.Minute))
-			s.mustRegister(t) // and then it serves
+
+			require.NoError(t, p.terminate(3*time.Minute))
+			b, err := os.ReadFile(log)
+			require.NoError(t, err)
+			assert.NotContains(t, string(b), "edge module ready", "stopped while starting, it became ready")
+			s.start() // the cache is warm now
+			ctToken(t, s.redeem(t, ctStoreA, c))
 		}},
 
 		// The edge module's faults (wasm only; the routes exist only in a

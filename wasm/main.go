@@ -159,12 +159,17 @@ func run() error {
 	}
 	defer h.close()
 	h.client = client
-	var serving http.Handler = h
-	handler.Store(&serving)
-	slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
-
 	loopDone := make(chan struct{})
-	go func() { defer close(loopDone); h.loop(ctx) }()
+	// A signal while the module started: never ready, straight to the
+	// shutdown, as the native build after a signal while restoring.
+	if ctx.Err() == nil {
+		var serving http.Handler = h
+		handler.Store(&serving)
+		slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
+		go func() { defer close(loopDone); h.loop(ctx) }()
+	} else {
+		close(loopDone)
+	}
 
 	select {
 	case err := <-serveErr:
