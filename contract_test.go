@@ -1396,6 +1396,17 @@ func contractCases() []contractCase {
 		{name: "fault/a trapped instance is restored from data_dir", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
 			ctFault(t, s, "/__fault/trap")
 		}},
+		// A replaced instance's webhook requests are given up: their
+		// outcomes could not be recorded, and its successor sends what
+		// is pending again.
+		{name: "fault/a replaced instance's requests are given up", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
+			slow := newCTHoldingReceiver(t)
+			s.createEndpoint(t, slow.URL)
+			s.publish(t, "held")
+			ctEventually(t, 4*time.Second, func() bool { return slow.held.Load() >= 1 }, "the attempt under way")
+			ctError(t, s.do(t, http.MethodGet, "/__fault/crash", nil), http.StatusInternalServerError, "internal")
+			ctEventually(t, 3*time.Second, func() bool { return slow.dropped.Load() >= 1 }, "the old instance's attempt given up before the timeout")
+		}},
 		{name: "fault/a runaway call is cut off at the call deadline", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
 			start := time.Now()
 			ctFault(t, s, "/__fault/spin")

@@ -198,6 +198,10 @@ type host struct {
 	args     wire.StartArgs
 	client   *http.Client
 	kick     chan struct{} // asks the loop to tick now
+	// instances counts the instances started: the loop cancels the
+	// requests of one replaced, whose outcomes its successor, knowing
+	// none of their jobs, would drop (it sends what is pending again).
+	instances atomic.Uint64
 
 	mu  sync.Mutex // guards the fields below
 	mod api.Module // nil after a failed start or restart
@@ -252,6 +256,7 @@ func newHost(ctx context.Context, wasmBytes []byte, dataDir string, args wire.St
 // from data_dir. h.mu must be held.
 func (h *host) instantiateLocked() error {
 	ctx := context.Background()
+	h.instances.Add(1)
 	if h.mod != nil {
 		h.mod.Close(ctx)
 		h.mod = nil
@@ -440,7 +445,11 @@ const maxDeliveries = 1024
 func (h *host) loop(ctx context.Context) {
 	jobCtx, cancelJobs := context.WithCancel(context.Background())
 	results := make(chan wire.Result)
-	cancels := map[uint64]context.CancelFunc{} // of the jobs under way; only loop touches it
+	type underWay struct {
+		cancel   context.CancelFunc
+		instance uint64 // h.instances when its tick handed it out
+	}
+	jobs := map[uint64]underWay{} // only loop touches it
 	sem := make(chan struct{}, maxDeliveries)
 	var inflight sync.WaitGroup
 	timer := time.NewTimer(0)
@@ -467,9 +476,9 @@ func (h *host) loop(ctx context.Context) {
 				}
 			}
 			for _, r := range rs {
-				if cancel := cancels[r.ID]; cancel != nil {
-					cancel()
-					delete(cancels, r.ID)
+				if j, ok := jobs[r.ID]; ok {
+					j.cancel()
+					delete(jobs, r.ID)
 				}
 			}
 			h.finish(rs)
@@ -478,19 +487,25 @@ func (h *host) loop(ctx context.Context) {
 		case <-h.kick:
 		case <-timer.C:
 		}
+		instance := h.instances.Load()
+		for _, j := range jobs {
+			if j.instance != instance {
+				j.cancel() // a replaced instance's
+			}
+		}
 		out, err := h.call("tick", nil, uint64(time.Now().UnixNano()))
 		var t wire.Tick
 		if err == nil {
 			json.Unmarshal(out, &t)
 		}
 		for _, id := range t.Cancel {
-			if cancel := cancels[id]; cancel != nil {
-				cancel()
+			if j, ok := jobs[id]; ok {
+				j.cancel()
 			}
 		}
 		for _, j := range t.Jobs {
 			ctx, cancel := context.WithCancel(jobCtx)
-			cancels[j.ID] = cancel
+			jobs[j.ID] = underWay{cancel, instance}
 			inflight.Add(1)
 			go func() {
 				defer inflight.Done()
