@@ -31,7 +31,7 @@ import (
 const (
 	perEndpointInFlight = 4
 	minDispatchWorkers  = 32
-	maxDispatchWorkers  = 1024 // about 8 MiB of idle goroutines; enough for 51 stores
+	maxDispatchWorkers  = egress.MaxInFlight // about 8 MiB of idle goroutines
 )
 
 // dispatchWorkers is the size of the pool for a configuration of stores

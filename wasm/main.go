@@ -429,19 +429,13 @@ func serveStarting(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, `{"error":{"code":"unavailable","message":"starting: compiling the module"}}`+"\n")
 }
 
-// maxDeliveries caps the webhook requests under way at once. The module
-// hands out at most 4 at a time per endpoint, and a store has at most 5
-// endpoints, so up to 51 stores even all endpoints slow at once leave
-// room for another's (the native build's pool stops at the same 1024).
-// A deleted endpoint's requests are cancelled at the next tick, as
-// the module lists them (wire.Tick.Cancel).
-const maxDeliveries = 1024
-
 // loop drives the module's timed work: a tick at least every second (its
 // sweeps and syncs), at the next delivery's due time, and when a
 // request made one due. It makes the webhook requests the ticks hand out,
-// at most maxDeliveries at once, and reports their outcomes. When ctx ends
-// it cancels the requests under way, reports them, and returns.
+// at most egress.MaxInFlight at once (a deleted endpoint's are cancelled
+// at the next tick, as the module lists them in wire.Tick.Cancel), and
+// reports their outcomes. When ctx ends it cancels the requests under
+// way, reports them, and returns.
 func (h *host) loop(ctx context.Context) {
 	jobCtx, cancelJobs := context.WithCancel(context.Background())
 	results := make(chan wire.Result)
@@ -450,7 +444,7 @@ func (h *host) loop(ctx context.Context) {
 		instance uint64 // h.instances when its tick handed it out
 	}
 	jobs := map[uint64]underWay{} // only loop touches it
-	sem := make(chan struct{}, maxDeliveries)
+	sem := make(chan struct{}, egress.MaxInFlight)
 	var inflight sync.WaitGroup
 	timer := time.NewTimer(0)
 	defer timer.Stop()

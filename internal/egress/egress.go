@@ -25,6 +25,12 @@ import (
 // MaxResponseBody is how much of a receiver's answer is read and kept.
 const MaxResponseBody = 4 << 10
 
+// MaxInFlight is the most webhook requests either build makes at once:
+// the native dispatcher's largest pool and the edge host's cap. With at
+// most 4 in flight per endpoint and 5 endpoints per store, it leaves
+// room for every endpoint of 51 stores to be slow at once.
+const MaxInFlight = 1024
+
 // Options configure NewClient.
 type Options struct {
 	Timeout             time.Duration // the whole exchange, body included
