@@ -654,11 +654,19 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	}
 	sess := sessionRecord{StoreID: st.ID, Player: rec.Player}
 	if err == nil {
-		if err = s.store.Insert(tk, sess.encode(), sessionExp); err != nil {
-			s.store.Delete(rk) // it names no token: do not hold it for session_ttl
+		err = s.store.Insert(tk, sess.encode(), sessionExp)
+	}
+	// Nothing is answered before the code's use is on disk: a crash after
+	// the answer must not give the code back, for whoever holds it and its
+	// verifier to sign in a second time. The token and its replay key go
+	// with it, so the sign-in survives too.
+	if err == nil {
+		if err = s.sync(ck, rk, tk); err != nil {
+			s.store.Delete(tk)
 		}
 	}
 	if err != nil {
+		s.store.Delete(rk) // it names no token: do not hold it for session_ttl
 		return nil, &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "cannot store the session; start the sign-in again", retryAfter: 5}
 	}
 	// A replay that swapped in between, at the code's key or the replay

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -934,6 +935,9 @@ func TestTokenUnavailable(t *testing.T) {
 		{"shutting down", cfgOpts{}, func(a *app) { a.srv.draining.Store(true) }},
 		{"no room for the replay key", cfgOpts{maxLive: 1}, func(*app) {}}, // the code fills the store
 		{"no room for the session", cfgOpts{maxLive: 2}, func(*app) {}},    // the replay key fills it
+		{"cannot write the redemption", cfgOpts{}, func(a *app) {
+			a.srv.sync = func(...Key) error { return errors.New("disk gone") }
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a, ts := startService(t, tt.opts)

@@ -186,6 +186,42 @@ func TestRestartKeepsCodesAndSessions(t *testing.T) {
 	assert.Equal(t, "invalid_grant", body["error"])
 }
 
+// TestRedemptionSurvivesCrash checks that a redemption is on disk before
+// it is answered: after the process dies without writing its state (kill
+// -9, a power cut), the code is still used up and the token still signs
+// in, until a replay of the code revokes it.
+func TestRedemptionSurvivesCrash(t *testing.T) {
+	cfg := storeTestConfig(t, t.TempDir())
+	// openApp starts no ticker: nothing is written but what a request
+	// writes itself, or the test's Flush.
+	open := func() *testApp {
+		a, err := openApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+		require.NoError(t, err)
+		ta := &testApp{app: a, ts: httptest.NewServer(a.srv.handler())}
+		a.srv.ready.Store(true)
+		t.Cleanup(ta.ts.Close)
+		return ta
+	}
+	const code = "code-redeemed-before-a-crash-01"
+	a1 := open()
+	require.Equal(t, http.StatusOK, a1.registerCode(t, code))
+	require.NoError(t, a1.store.Flush()) // as the ticker would within a second
+	status, body := a1.redeemCode(t, code)
+	require.Equal(t, http.StatusOK, status, "token: %v", body)
+	token, _ := body["access_token"].(string)
+	require.NotEmpty(t, token)
+	a1.ts.Close() // and a1 is dropped, its state never written
+
+	a2 := open()
+	status, body = a2.me(t, token)
+	assert.Equal(t, http.StatusOK, status, "me after the crash: %v", body)
+	status, body = a2.redeemCode(t, code)
+	assert.Equal(t, http.StatusBadRequest, status, "a second redemption after the crash: %v", body)
+	assert.Equal(t, "invalid_grant", body["error"])
+	status, _ = a2.me(t, token)
+	assert.Equal(t, http.StatusUnauthorized, status, "token of a replayed code still works")
+}
+
 func TestRestartCorruptSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	cfg := storeTestConfig(t, dir)

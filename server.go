@@ -16,10 +16,11 @@ import (
 type server struct {
 	cfg       *Config
 	store     Store
-	prefetch  func(Key)  // the store's Prefetch, or a no-op for a store without one
-	live      func() int // live entries of the store, for /metrics
-	liveCodes func() int // live, unredeemed auth codes, for /metrics
-	cookieKey []byte     // signs the link cookie; persisted in data_dir
+	prefetch  func(Key)          // the store's Prefetch, or a no-op for a store without one
+	sync      func(...Key) error // the store's Sync, or a no-op for a store durable as it writes
+	live      func() int         // live entries of the store, for /metrics
+	liveCodes func() int         // live, unredeemed auth codes, for /metrics
+	cookieKey []byte             // signs the link cookie; persisted in data_dir
 	log       *slog.Logger
 	metrics   *metrics
 	hooks     *hooks
@@ -41,6 +42,10 @@ func newServer(cfg *Config, st Store, live func() int, cookieKey []byte, log *sl
 	s.prefetch = func(Key) {}
 	if p, ok := st.(interface{ Prefetch(Key) }); ok {
 		s.prefetch = p.Prefetch
+	}
+	s.sync = func(...Key) error { return nil }
+	if d, ok := st.(interface{ Sync(...Key) error }); ok {
+		s.sync = d.Sync
 	}
 	return s
 }

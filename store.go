@@ -23,7 +23,7 @@ type Key [32]byte
 
 // Store is the expiring key-value state of the sign-in flow. It is kept
 // narrow on purpose: a shared backend for several replicas implements the
-// same four calls. Insert and Swap copy the values passed in, which the
+// same five calls. Insert and Swap copy the values passed in, which the
 // caller may reuse once they return; values returned belong to the store
 // and must not be modified.
 type Store interface {
@@ -589,18 +589,33 @@ func (s *memStore) rewriteAll() {
 // syncs it, compacting a shard whose log has outgrown its snapshot. A
 // failure marks the store unable to persist (writes answer 503) until a
 // later Flush succeeds; the changes are kept and written then.
-func (s *memStore) Flush() error { return s.flush(false, true, nil) }
+func (s *memStore) Flush() error { return s.flush(allShards, false, true, nil) }
 
 // WritePending appends every shard's changes to its log like Flush, but
 // leaves syncing them to the next Flush: once written, they survive the
 // process (a trapped wasm instance, kill -9), if not the machine. The edge
 // build calls it before answering each request that changed state.
-func (s *memStore) WritePending() error { return s.flush(false, false, nil) }
+func (s *memStore) WritePending() error { return s.flush(allShards, false, false, nil) }
+
+// Sync writes and syncs the changes of the shards that hold keys, so that
+// they survive a crash of the process or of the machine, and reports
+// whether that worked (a failure marks the store as Flush's does). It
+// waits for a Flush under way, which under load can take tens of
+// milliseconds, so it is for the rare change that must not be lost: the
+// token endpoint calls it before it answers a redemption, so that a code
+// once exchanged stays used up whatever happens to the process.
+func (s *memStore) Sync(keys ...Key) error {
+	var mask uint64
+	for _, k := range keys {
+		mask |= 1 << (k[0] % numShards)
+	}
+	return s.flush(mask, false, true, nil)
+}
 
 // Compact writes a fresh snapshot, and starts a new log, for every shard
 // whose log holds any record, is due for compaction, or must be rewritten
 // whole (at start, after a failed write).
-func (s *memStore) Compact() error { return s.flush(true, true, nil) }
+func (s *memStore) Compact() error { return s.flush(allShards, true, true, nil) }
 
 // compactDue reports when a shard's snapshot and log, disk bytes in all,
 // are folded into a new snapshot: once the dead among them, records of
@@ -631,23 +646,31 @@ const deleteRecordSize = 1 + 1 + int64(len(Key{})) + 4
 // bounded.
 const compactionsPerFlush = 2
 
-// flush is Flush, WritePending or Compact; p, when not nil, paces the
-// work (the ticker's: start-up and shutdown have no requests to make room
-// for).
-func (s *memStore) flush(compactAll, sync bool, p *pacer) error {
+// allShards selects every shard for flush.
+const allShards = 1<<numShards - 1
+
+// flush is Flush, WritePending, Sync or Compact, of the shards whose bits
+// are set in only; p, when not nil, paces the work (the ticker's:
+// start-up and shutdown have no requests to make room for). Compactions
+// that fall due are made only when every shard is visited: Sync, on a
+// request's path, never writes a snapshot it need not.
+func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 	if s.dir == "" {
 		return nil
 	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	var errs []error
-	mask := s.pendingMask.Swap(0)
+	mask := s.pendingMask.And(^only) & only
 	budget, first := compactionsPerFlush, s.compactNext
+	if only != allShards {
+		budget = 0
+	}
 	for n := range numShards {
 		i := (first + n) % numShards
 		// WritePending visits only the shards with changes; Flush visits
 		// all, for their syncs and compactions.
-		if !compactAll && !sync && mask&(1<<i) == 0 {
+		if only&(1<<i) == 0 || !compactAll && !sync && mask&(1<<i) == 0 {
 			continue
 		}
 		// A Flush can take tens of milliseconds of system time: between
@@ -807,7 +830,7 @@ func (s *memStore) Tick(now time.Time) {
 	var p pacer // one run of work, paced so that requests go first
 	s.sweep(now, &p)
 	s.resizeEarly(&p)
-	s.flush(false, true, &p)
+	s.flush(allShards, false, true, &p)
 }
 
 // resizeEarly doubles, a little early, the tables about to double that

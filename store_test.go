@@ -304,6 +304,54 @@ func TestMemStoreExtend(t *testing.T) {
 	}
 }
 
+// TestMemStoreSync checks that Sync puts on disk the changes of the
+// shards it is given, as a store opened on the files without a Flush (the
+// process gone) finds them, and leaves the other shards' changes pending
+// for the next write.
+func TestMemStoreSync(t *testing.T) {
+	exp := time.Now().Add(time.Hour)
+	synced, other := Key{0, 1}, Key{1, 1} // in shards 0 and 1
+	for _, tt := range []struct {
+		name   string
+		before bool                    // synced is on disk before the change
+		write  func(s *memStore) error // the change to synced
+		want   bool                    // synced is live after the crash
+	}{
+		{"insert", false, func(s *memStore) error { return s.Insert(synced, []byte("v"), exp) }, true},
+		{"swap", true, func(s *memStore) error {
+			if _, ok := s.Swap(synced, []byte("v"), time.Time{}); !ok {
+				return errors.New("not live")
+			}
+			return nil
+		}, true},
+		{"delete", true, func(s *memStore) error { s.Delete(synced); return nil }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newTestStore(t, dir, 10)
+			if tt.before {
+				require.NoError(t, s.Insert(synced, []byte("old"), exp))
+				require.NoError(t, s.Flush())
+			}
+			require.NoError(t, tt.write(s))
+			require.NoError(t, s.Insert(other, []byte("o"), exp))
+			require.NoError(t, s.Sync(synced))
+
+			crashed := newTestStore(t, dir, 10)
+			v, ok := crashed.Get(synced)
+			if ok != tt.want || ok && string(v) != "v" {
+				t.Fatalf("after a crash, Get(synced) = %q, %v; want %q, %v", v, ok, "v", tt.want)
+			}
+			_, ok = crashed.Get(other)
+			assert.False(t, ok, "the other shard's change was written by Sync")
+
+			require.NoError(t, s.WritePending()) // which writes only the shards marked pending
+			_, ok = newTestStore(t, dir, 10).Get(other)
+			assert.True(t, ok, "the other shard's change is lost to the next write")
+		})
+	}
+}
+
 func TestMemStoreDelete(t *testing.T) {
 	s := newTestStore(t, "", 10)
 	live, expired := testKey("live"), testKey("expired")
