@@ -171,9 +171,12 @@ func run() error {
 		close(loopDone)
 	}
 
+	// Serve fails only when the listener does; the state is written all
+	// the same, as after a signal.
+	var serveFailed error
 	select {
-	case err := <-serveErr:
-		return err
+	case serveFailed = <-serveErr:
+		stop() // ends the loop
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -183,7 +186,10 @@ func run() error {
 	}
 	<-loopDone // webhook requests under way are cancelled and reported
 	if err := h.stop(); err != nil {
-		return fmt.Errorf("writing state: %w", err)
+		return errors.Join(serveFailed, fmt.Errorf("writing state: %w", err))
+	}
+	if serveFailed != nil {
+		return serveFailed
 	}
 	slog.Info("state written; bye")
 	return nil
