@@ -38,9 +38,10 @@ func BenchmarkRegister(b *testing.B) { benchmarkRegister(b, 0) }
 // environment benchmarks without).
 func BenchmarkRegisterFullStore(b *testing.B) { benchmarkRegister(b, 1_000_000) }
 
-// benchmarkRegister registers codes in parallel through the service's
-// handler, with live codes already in the store.
-func benchmarkRegister(b *testing.B, live int) {
+// newBenchApp starts the service on the demo configuration, its data in
+// a temporary directory, logging nowhere; the benchmark's cleanup closes
+// it.
+func newBenchApp(b *testing.B) *app {
 	cfg, err := ParseConfig(demoConfig)
 	if err != nil {
 		b.Fatal(err)
@@ -53,7 +54,14 @@ func benchmarkRegister(b *testing.B, live int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer a.Close()
+	b.Cleanup(func() { a.Close() })
+	return a
+}
+
+// benchmarkRegister registers codes in parallel through the service's
+// handler, with live codes already in the store.
+func benchmarkRegister(b *testing.B, live int) {
+	a := newBenchApp(b)
 	if live > 0 {
 		rec := benchRecord(0)
 		v := rec.appendTo(nil)
@@ -115,17 +123,7 @@ func BenchmarkRedeem(b *testing.B) {
 	for _, synced := range []bool{true, false} {
 		name := map[bool]string{true: "synced", false: "memory"}[synced]
 		b.Run(name, func(b *testing.B) {
-			cfg, err := ParseConfig(demoConfig)
-			if err != nil {
-				b.Fatal(err)
-			}
-			cfg.DataDir = b.TempDir()
-			cfg.MaxLiveEntries = 1 << 30
-			a, err := newApp(cfg, slog.New(newLineHandler(io.Discard, slog.LevelInfo)), true)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer a.Close()
+			a := newBenchApp(b)
 			if !synced {
 				a.srv.sync = func(...Key) error { return nil }
 			}
