@@ -586,6 +586,10 @@ func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 	return p, nil
 }
 
+// unknownCode is the token endpoint's one answer for a code it does not
+// hold or that is used up: which of these it was is not told.
+const unknownCode = "the code is unknown, expired, already used, or for another store"
+
 // redeemGrace is how long a redeemed code's marker lives at least, past
 // its TTL if need be: far longer than a redemption takes, pauses included.
 const redeemGrace = time.Minute
@@ -595,48 +599,46 @@ const redeemGrace = time.Minute
 // atomic step that decides which of concurrent redemptions wins. Redeeming
 // an already redeemed code revokes the token the first redemption issued.
 func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*tokenResponse, *tokenError) {
-	const unknown = "the code is unknown, expired, already used, or for another store"
 	if len(code) > 255 {
-		return nil, invalidGrant(unknown)
+		return nil, invalidGrant(unknownCode)
 	}
 	ck := codeKey(st.ID, code)
 	token := randomToken()
 	tk := tokenKey(token)
 	marker := redeemedValue(tk)
+	// Whatever an attempt changed is on disk before it is answered (see
+	// s.sync below): a code used up, a token revoked. A failure to write
+	// is not the client's to handle here; the store reports it, and the
+	// next write retries it.
 	old, ok := s.store.Swap(ck, marker, time.Time{}) // the marker goes with the code's TTL
 	if !ok {
 		// Unknown, or past its TTL: if it signed someone in, this is a
 		// replay all the same, and revokes what it issued. The swap lets
 		// a redemption still under way see it (below).
-		if v, ok := s.store.Swap(replayKey(st.ID, code), replayedValue, time.Time{}); ok {
+		rk := replayKey(st.ID, code)
+		if v, ok := s.store.Swap(rk, replayedValue, time.Time{}); ok {
 			if prev, ok := decodeRedeemed(v); ok {
 				s.store.Delete(prev)
+				s.sync(rk, prev)
 			}
 		}
-		return nil, invalidGrant(unknown)
+		return nil, invalidGrant(unknownCode)
 	}
 	if prev, replay := decodeRedeemed(old); replay {
 		s.store.Delete(prev)
-		return nil, invalidGrant(unknown)
+		s.sync(ck, prev)
+		return nil, invalidGrant(unknownCode)
 	}
-	rec, ok := decodeCode(old)
-	switch {
-	case !ok:
-		return nil, invalidGrant(unknown)
-	case redirectURI == "":
-		return nil, invalidRequest("redirect_uri is required")
-	case verifier == "":
-		return nil, invalidRequest("code_verifier is required")
-	case redirectURI != rec.RedirectURI:
-		return nil, invalidGrant("redirect_uri differs from the one the code was registered with")
-	case !isCodeVerifier(verifier) || !verifyS256(verifier, rec.CodeChallenge):
-		return nil, invalidGrant("code_verifier does not match the code_challenge")
-	}
+	rec, terr := checkExchange(old, redirectURI, verifier)
 	// The winner's marker outlives its redemption (redeemGrace): the last
 	// check below must not find it expired. Only the winner's: attempts
 	// after it must not keep the code's key taken.
-	if !s.store.Extend(ck, time.Now().Add(redeemGrace)) {
-		return nil, invalidGrant(unknown) // it expired in between
+	if terr == nil && !s.store.Extend(ck, time.Now().Add(redeemGrace)) {
+		terr = invalidGrant(unknownCode) // it expired in between
+	}
+	if terr != nil {
+		s.sync(ck) // the attempt used the code up
+		return nil, terr
 	}
 	// The token is named under the replay key for as long as it lives,
 	// before it exists: a sign-in is answered only once a later replay
@@ -678,6 +680,7 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	replayed, live := s.store.Get(rk)
 	if !ok || !bytes.Equal(cur, marker) || live && !bytes.Equal(replayed, marker) {
 		s.store.Delete(tk)
+		s.sync(tk)
 	}
 	return &tokenResponse{
 		AccessToken: token,
@@ -685,6 +688,26 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 		ExpiresIn:   int64(s.cfg.SessionTTL.D() / time.Second),
 		Player:      rec.Player,
 	}, nil
+}
+
+// checkExchange decodes the value a redemption swapped out of a code's
+// key and checks the request against it: the code's record, or the error
+// to answer.
+func checkExchange(old []byte, redirectURI, verifier string) (codeRecord, *tokenError) {
+	rec, ok := decodeCode(old)
+	switch {
+	case !ok:
+		return rec, invalidGrant(unknownCode)
+	case redirectURI == "":
+		return rec, invalidRequest("redirect_uri is required")
+	case verifier == "":
+		return rec, invalidRequest("code_verifier is required")
+	case redirectURI != rec.RedirectURI:
+		return rec, invalidGrant("redirect_uri differs from the one the code was registered with")
+	case !isCodeVerifier(verifier) || !verifyS256(verifier, rec.CodeChallenge):
+		return rec, invalidGrant("code_verifier does not match the code_challenge")
+	}
+	return rec, nil
 }
 
 // allowCORS answers for browsers on the store's redirect domains, so a

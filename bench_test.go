@@ -114,54 +114,71 @@ func benchmarkRegister(b *testing.B, live int) {
 	})
 }
 
-// BenchmarkRedeem exchanges registered codes at the token endpoint, from
-// every P, as the service does ("synced": the redemption is on disk
-// before it is answered, memStore.Sync) and with the store left to write
-// it within the second ("memory"), side by side: the difference is what
-// durability costs a sign-in.
+// BenchmarkRedeem exchanges registered codes at the token endpoint as the
+// service does ("synced": what the redemption changed is on disk before
+// it is answered, memStore.Sync) and with the store left to write it
+// within the second ("memory"), side by side: the difference is what
+// durability costs a sign-in. "alone" is one redemption at a time, its
+// latency; "32" is 32 at once on two Ps, as bench/run.sh's connections,
+// whose ns/op is the inverse of the throughput.
 func BenchmarkRedeem(b *testing.B) {
 	for _, synced := range []bool{true, false} {
-		name := map[bool]string{true: "synced", false: "memory"}[synced]
-		b.Run(name, func(b *testing.B) {
-			a := newBenchApp(b)
-			if !synced {
-				a.srv.sync = func(...Key) error { return nil }
-			}
-			const verifier = "dBjftJeZ4CVP-mJ92K9ufU9mQOzzE8UvfBVdGpTWnWY"
-			rec := benchRecord(0)
-			rec.CodeChallenge = s256(verifier)
-			v := rec.appendTo(nil)
-			exp := time.Now().Add(time.Hour)
-			for i := range b.N {
-				if err := a.store.Insert(codeKey(benchStoreID, fmt.Sprintf("bench-code-%016d", i)), v, exp); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := a.store.Flush(); err != nil {
-				b.Fatal(err)
-			}
-			h := a.srv.handler()
-			const path = "/stores/" + benchStoreID + "/auth/token"
-			form := "grant_type=authorization_code&redirect_uri=" + url.QueryEscape(rec.RedirectURI) +
-				"&code_verifier=" + verifier + "&code=bench-code-"
-			var seq atomic.Int64
-			b.SetParallelism(16) // 32 redemptions at once on two Ps, as bench/run.sh's connections
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					body := fmt.Sprintf("%s%016d", form, seq.Add(1)-1)
-					r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
-					r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-					w := httptest.NewRecorder()
-					h.ServeHTTP(w, r)
-					if w.Code != http.StatusOK {
-						b.Fatalf("status %d: %s", w.Code, w.Body.String())
-					}
-				}
-			})
-		})
+		for _, par := range []int{0, 16} {
+			name := map[bool]string{true: "synced", false: "memory"}[synced] + map[int]string{0: "/alone", 16: "/32"}[par]
+			b.Run(name, func(b *testing.B) { benchmarkRedeem(b, synced, par) })
+		}
 	}
+}
+
+// benchmarkRedeem is BenchmarkRedeem, with par redemptions at once per P
+// (RunParallel), or one at a time if 0.
+func benchmarkRedeem(b *testing.B, synced bool, par int) {
+	a := newBenchApp(b)
+	if !synced {
+		a.srv.sync = func(...Key) error { return nil }
+	}
+	const verifier = "dBjftJeZ4CVP-mJ92K9ufU9mQOzzE8UvfBVdGpTWnWY"
+	rec := benchRecord(0)
+	rec.CodeChallenge = s256(verifier)
+	v := rec.appendTo(nil)
+	exp := time.Now().Add(time.Hour)
+	for i := range b.N {
+		if err := a.store.Insert(codeKey(benchStoreID, fmt.Sprintf("bench-code-%016d", i)), v, exp); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := a.store.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	h := a.srv.handler()
+	const path = "/stores/" + benchStoreID + "/auth/token"
+	form := "grant_type=authorization_code&redirect_uri=" + url.QueryEscape(rec.RedirectURI) +
+		"&code_verifier=" + verifier + "&code=bench-code-"
+	var seq atomic.Int64
+	redeem := func() {
+		body := fmt.Sprintf("%s%016d", form, seq.Add(1)-1)
+		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", w.Code, w.Body.String())
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if par == 0 {
+		for range b.N {
+			redeem()
+		}
+		return
+	}
+	b.SetParallelism(par)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			redeem()
+		}
+	})
 }
 
 // reportCPU reports the process's CPU time per operation (all goroutines:

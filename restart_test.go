@@ -186,40 +186,116 @@ func TestRestartKeepsCodesAndSessions(t *testing.T) {
 	assert.Equal(t, "invalid_grant", body["error"])
 }
 
-// TestRedemptionSurvivesCrash checks that a redemption is on disk before
-// it is answered: after the process dies without writing its state (kill
-// -9, a power cut), the code is still used up and the token still signs
-// in, until a replay of the code revokes it.
+// openTestApp restores cfg's state and serves it, like startApp, but
+// starts no ticker: nothing is written but what a request writes itself,
+// or the test. Dropping it unclosed is a crash (kill -9, a power cut).
+func openTestApp(t *testing.T, cfg *Config) *testApp {
+	t.Helper()
+	a, err := openApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	require.NoError(t, err)
+	ta := &testApp{app: a, ts: httptest.NewServer(a.srv.handler())}
+	a.srv.ready.Store(true)
+	t.Cleanup(ta.ts.Close)
+	return ta
+}
+
+// TestRedemptionSurvivesCrash checks that whatever a redemption attempt
+// changed is on disk before it is answered: after the process dies
+// without writing its state, a redeemed code is still used up and its
+// token still signs in, a replay's revocation holds, and so does the use
+// of a code by a failed attempt.
 func TestRedemptionSurvivesCrash(t *testing.T) {
 	cfg := storeTestConfig(t, t.TempDir())
-	// openApp starts no ticker: nothing is written but what a request
-	// writes itself, or the test's Flush.
-	open := func() *testApp {
-		a, err := openApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
-		require.NoError(t, err)
-		ta := &testApp{app: a, ts: httptest.NewServer(a.srv.handler())}
-		a.srv.ready.Store(true)
-		t.Cleanup(ta.ts.Close)
-		return ta
+	const (
+		code   = "code-redeemed-before-a-crash-01"
+		late   = "code-replayed-past-its-ttl-0003"
+		failed = "code-failed-before-a-crash-0002"
+	)
+	a1 := openTestApp(t, cfg)
+	for _, c := range []string{code, late, failed} {
+		require.Equal(t, http.StatusOK, a1.registerCode(t, c))
 	}
-	const code = "code-redeemed-before-a-crash-01"
-	a1 := open()
-	require.Equal(t, http.StatusOK, a1.registerCode(t, code))
 	require.NoError(t, a1.store.Flush()) // as the ticker would within a second
-	status, body := a1.redeemCode(t, code)
-	require.Equal(t, http.StatusOK, status, "token: %v", body)
-	token, _ := body["access_token"].(string)
-	require.NotEmpty(t, token)
-	a1.ts.Close() // and a1 is dropped, its state never written
+	redeem := func(a *testApp, code string) string {
+		status, body := a.redeemCode(t, code)
+		require.Equal(t, http.StatusOK, status, "token: %v", body)
+		token, _ := body["access_token"].(string)
+		require.NotEmpty(t, token)
+		return token
+	}
+	token, lateToken := redeem(a1, code), redeem(a1, late)
+	resp, err := a1.ts.Client().PostForm(a1.ts.URL+"/stores/"+testStoreID+"/auth/token", url.Values{
+		"grant_type": {"authorization_code"}, "code": {failed}, "redirect_uri": {testRedirectURI},
+		"code_verifier": {strings.Repeat("x", 43)},
+	})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "a wrong code_verifier")
+	a1.ts.Close() // a1 is dropped, its state never written
 
-	a2 := open()
-	status, body = a2.me(t, token)
+	a2 := openTestApp(t, cfg)
+	status, body := a2.me(t, token)
 	assert.Equal(t, http.StatusOK, status, "me after the crash: %v", body)
+	// The replay key, which revokes the token once the code's TTL is
+	// past, survived too.
+	v, ok := a2.store.Get(replayKey(testStoreID, code))
+	require.True(t, ok, "the replay key after the crash")
+	named, ok := decodeRedeemed(v)
+	assert.True(t, ok && named == tokenKey(token), "the replay key names the token")
+	status, body = a2.redeemCode(t, failed)
+	assert.Equal(t, http.StatusBadRequest, status, "the code a failed attempt used, redeemed after the crash: %v", body)
 	status, body = a2.redeemCode(t, code)
 	assert.Equal(t, http.StatusBadRequest, status, "a second redemption after the crash: %v", body)
 	assert.Equal(t, "invalid_grant", body["error"])
 	status, _ = a2.me(t, token)
 	assert.Equal(t, http.StatusUnauthorized, status, "token of a replayed code still works")
+	// A replay once the code's key has expired revokes through the
+	// replay key.
+	a2.store.Delete(codeKey(testStoreID, late))
+	status, _ = a2.redeemCode(t, late)
+	assert.Equal(t, http.StatusBadRequest, status, "a replay past the code's TTL")
+	status, _ = a2.me(t, lateToken)
+	assert.Equal(t, http.StatusUnauthorized, status, "token of a code replayed past its TTL still works")
+	a2.ts.Close()
+
+	a3 := openTestApp(t, cfg)
+	for _, tok := range []string{token, lateToken} {
+		status, _ = a3.me(t, tok)
+		assert.Equal(t, http.StatusUnauthorized, status, "a revocation was lost with a crash")
+	}
+}
+
+// TestRedemptionCannotSync makes writing the store fail under a
+// redemption: it is answered 503 with Retry-After, no token is left
+// behind, and the store refuses writes until a Flush works again.
+func TestRedemptionCannotSync(t *testing.T) {
+	cfg := storeTestConfig(t, t.TempDir())
+	a := openTestApp(t, cfg)
+	const code = "code-redeemed-when-disk-fails-1"
+	require.Equal(t, http.StatusOK, a.registerCode(t, code))
+	require.NoError(t, a.store.Flush())
+	logs, err := filepath.Glob(filepath.Join(cfg.DataDir, "store-*.log"))
+	require.NoError(t, err)
+	require.Len(t, logs, numShards)
+	for _, f := range logs { // appending to a log then fails
+		require.NoError(t, os.Remove(f))
+	}
+	resp, err := a.ts.Client().PostForm(a.ts.URL+"/stores/"+testStoreID+"/auth/token", url.Values{
+		"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {testRedirectURI},
+		"code_verifier": {testVerifier},
+	})
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "body %s", b)
+	assert.Contains(t, string(b), `"temporarily_unavailable"`)
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"), "Retry-After")
+	assert.Equal(t, 1, a.store.Len(), "entries: the code's alone")
+	assert.True(t, a.store.persistBad.Load(), "the store refuses writes")
+	require.NoError(t, a.store.Sync(Key{}))
+	assert.True(t, a.store.persistBad.Load(), "a Sync of one shard that worked ended the refusal")
+	require.NoError(t, a.store.Flush())
+	assert.False(t, a.store.persistBad.Load(), "the store refuses writes after a Flush that worked")
 }
 
 func TestRestartCorruptSnapshot(t *testing.T) {

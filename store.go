@@ -71,7 +71,7 @@ type memStore struct {
 	live       atomic.Int64 // entries in the maps, expired or not until swept
 	persistBad atomic.Bool  // the last write failed; writes answer 503
 
-	flushMu     sync.Mutex   // serialises Flush and Compact, so two never write one file
+	flushMu     sync.Mutex   // serialises writing the files (Flush, Sync, Compact); a paced Flush lets go of it between shards
 	compactNext int          // the shard the next Flush offers compaction first; flushMu guards
 	valsNext    atomic.Int64 // the shard the next Sweep offers value compaction first
 
@@ -674,8 +674,14 @@ func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 			continue
 		}
 		// A Flush can take tens of milliseconds of system time: between
-		// shards, let waiting requests run (see pacer).
-		p.yield()
+		// shards, let waiting requests run (see pacer), and a waiting
+		// Sync have the lock, so that a redemption waits for one shard's
+		// write at most, not the whole tick's.
+		if p != nil {
+			s.flushMu.Unlock()
+			p.yield()
+			s.flushMu.Lock()
+		}
 		compacted, err := s.flushShardLocked(i, compactAll, sync, budget > 0, p)
 		if compacted {
 			budget--
@@ -691,6 +697,8 @@ func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 		// The directory itself may have gone, taking the files of shards
 		// that had nothing to write: the next Flush rewrites them all.
 		s.rewriteAll()
+	} else if only != allShards {
+		return nil // a Sync that worked says nothing of the other shards
 	}
 	if s.persistBad.Swap(err != nil) != (err != nil) {
 		if err != nil {
