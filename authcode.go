@@ -421,7 +421,7 @@ func (s *server) knownZone(name string) bool {
 // invalid.
 func (s *server) checkRedirectURI(v string) (host, msg string) {
 	const invalid = "must be an absolute https URL without userinfo or fragment, at most 2048 characters"
-	if len(v) > 2048 || strings.ContainsAny(v, "\\# \t") {
+	if len(v) > 2048 && utf8.RuneCountInString(v) > 2048 || strings.ContainsAny(v, "\\# \t") {
 		return "", invalid
 	}
 	scheme, rest, ok := strings.Cut(v, "://")

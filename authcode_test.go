@@ -526,6 +526,8 @@ func TestRegisterValidation(t *testing.T) {
 		{name: "redirect_uri relative", set: map[string]any{"redirect_uri": "/cb"}, wantFields: []string{"redirect_uri"}},
 		{name: "redirect_uri 2048 chars", set: map[string]any{"redirect_uri": "https://shop.example.com/" + s("p", 2048-25)}},
 		{name: "redirect_uri 2049 chars", set: map[string]any{"redirect_uri": "https://shop.example.com/" + s("p", 2049-25)}, wantFields: []string{"redirect_uri"}},
+		{name: "redirect_uri 2048 chars, non-ASCII", set: map[string]any{"redirect_uri": "https://shop.example.com/" + s("é", 2048-25)}},
+		{name: "redirect_uri 2049 chars, non-ASCII", set: map[string]any{"redirect_uri": "https://shop.example.com/" + s("é", 2049-25)}, wantFields: []string{"redirect_uri"}},
 
 		{name: "client_reference_id missing", set: map[string]any{"client_reference_id": del}, wantFields: []string{"client_reference_id"}},
 		{name: "client_reference_id empty", set: map[string]any{"client_reference_id": ""}, wantFields: []string{"client_reference_id"}},

@@ -375,7 +375,7 @@ func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpoint
 // checkWebhookURL returns why u cannot be a webhook URL, or "".
 func (s *server) checkWebhookURL(u string) string {
 	const msg = "must be an absolute https URL without userinfo, at most 2048 characters"
-	if len(u) > 2048 || hasControl(u) || strings.ContainsAny(u, " \\") {
+	if len(u) > 2048 && utf8.RuneCountInString(u) > 2048 || hasControl(u) || strings.ContainsAny(u, " \\") {
 		return msg
 	}
 	p, err := url.Parse(u)

@@ -651,11 +651,17 @@ func TestEndpointCreateInvalid(t *testing.T) {
 	r := w.do(t, whReq{method: "GET", path: whHooksPath(whStoreA), key: whKeyA})
 	assert.Empty(t, r.list(), "no invalid request created an endpoint")
 
-	// Parameters on the media type are fine, and so is the longest URL.
-	long := "https://hooks.example.com/" + strings.Repeat("a", 2048-len("https://hooks.example.com/"))
-	r = w.do(t, whReq{method: "POST", path: whHooksPath(whStoreA), key: whKeyA, ctype: "application/json; charset=utf-8",
-		body: map[string]any{"url": long, "events": okEvents}})
-	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.raw)
+	// Parameters on the media type are fine, and so is the longest URL,
+	// counted in characters, not bytes.
+	for _, c := range []string{"a", "é"} {
+		long := "https://hooks.example.com/" + strings.Repeat(c, 2048-len("https://hooks.example.com/"))
+		r = w.do(t, whReq{method: "POST", path: whHooksPath(whStoreA), key: whKeyA, ctype: "application/json; charset=utf-8",
+			body: map[string]any{"url": long, "events": okEvents}})
+		require.Equal(t, http.StatusCreated, r.status, "URL of 2048 %q: body: %s", c, r.raw)
+	}
+	long := "https://hooks.example.com/" + strings.Repeat("é", 2049-len("https://hooks.example.com/"))
+	r = w.do(t, whReq{method: "POST", path: whHooksPath(whStoreA), key: whKeyA, body: map[string]any{"url": long, "events": okEvents}})
+	require.Equal(t, http.StatusUnprocessableEntity, r.status, "URL of 2049 characters: body: %s", r.raw)
 }
 
 func TestEndpointPatchInvalid(t *testing.T) {
