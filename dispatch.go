@@ -278,7 +278,7 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 		d.NextAt = time.Now().UnixNano()
 		return
 	}
-	hk.recordLocked(e, d, j.a.complete(r), r.RetryAfter)
+	hk.recordLocked(e, d, j.a.complete(r))
 }
 
 // disableLocked ends what e, just disabled, still had queued: only enabled
@@ -357,9 +357,9 @@ func (a attempt) complete(r egress.Result) attempt {
 
 // recordLocked adds a to d, logged on e, and decides what comes next:
 // done on 200, failed after the last scheduled retry, otherwise the next
-// attempt after the scheduled wait with up to 10 % jitter (or the
-// receiver's Retry-After, capped at twice that wait). hk.mu must be held.
-func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt, retryAfter time.Duration) {
+// attempt after the scheduled wait with up to 10 % jitter (API.md §5: a
+// receiver's Retry-After moves nothing). hk.mu must be held.
+func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 	d.Attempts = append(d.Attempts, a)
 	hk.dirty = true
 	sched := hk.cfg.Webhooks.RetrySchedule
@@ -375,9 +375,6 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt, retryAfter ti
 		hk.outcomes.retried.Add(1)
 		wait := sched[n-1].D()
 		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))
-		if retryAfter > 0 {
-			wait = min(retryAfter, 2*sched[n-1].D())
-		}
 		d.NextAt = time.Now().Add(wait).UnixNano()
 		hk.scheduleLocked(d)
 	}

@@ -159,6 +159,36 @@ func TestDeliveryRetries(t *testing.T) {
 	}
 }
 
+// TestRetryIgnoresRetryAfter checks that retries follow retry_schedule
+// alone (API.md §5): a receiver's Retry-After, shorter here, does not
+// bring the next attempt forward (nor, longer, push it back).
+func TestRetryIgnoresRetryAfter(t *testing.T) {
+	const wait = 1500 * time.Millisecond
+	conf := whFast()
+	conf.Retry = []string{wait.String()}
+	w := whStart(t, conf)
+	rc := whNewReceiver(t, false, func(h whHit, w http.ResponseWriter, r *http.Request) {
+		if h.n == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	ep, _ := w.whEndpoint(t, rc.URL)
+	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusSucceeded)
+	atts := whAttempts(t, d)
+	require.Len(t, atts, 2)
+	var at [2]time.Time
+	for i := range at {
+		var err error
+		at[i], err = time.Parse(time.RFC3339Nano, atts[i]["at"].(string))
+		require.NoError(t, err)
+	}
+	if gap := at[1].Sub(at[0]); gap < wait {
+		t.Errorf("second attempt %v after the first (Retry-After: 1); want at least the schedule's %v", gap, wait)
+	}
+}
+
 func TestDeliveryTimeout(t *testing.T) {
 	conf := whFast()
 	conf.Retry = []string{"20ms"}

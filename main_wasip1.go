@@ -225,7 +225,7 @@ func wasmFinish(n uint32) {
 			continue
 		}
 		delete(edge.jobs, r.ID)
-		er := egress.Result{Status: r.Status, Body: r.Body, Duration: time.Duration(r.DurationNS), Timeout: r.Timeout, RetryAfter: time.Duration(r.RetryAfter)}
+		er := egress.Result{Status: r.Status, Body: r.Body, Duration: time.Duration(r.DurationNS), Timeout: r.Timeout}
 		switch {
 		case r.Canceled:
 			er.Err = context.Canceled

@@ -512,7 +512,7 @@ func (h *host) loop(ctx context.Context) {
 				sem <- struct{}{}
 				r := egress.Post(ctx, h.client, j.URL, j.Header, j.Body)
 				<-sem
-				er := wire.Result{ID: j.ID, Status: r.Status, Body: r.Body, DurationNS: int64(r.Duration), Timeout: r.Timeout, RetryAfter: int64(r.RetryAfter)}
+				er := wire.Result{ID: j.ID, Status: r.Status, Body: r.Body, DurationNS: int64(r.Duration), Timeout: r.Timeout}
 				if r.Err != nil {
 					er.Err = r.Err.Error()
 					er.Canceled = errors.Is(r.Err, context.Canceled)

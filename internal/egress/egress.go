@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 )
@@ -78,12 +77,11 @@ func NewClient(o Options) (*http.Client, error) {
 
 // Result is the outcome of one Post.
 type Result struct {
-	Status     int           // 0 when no answer came
-	Body       []byte        // the first MaxResponseBody bytes of the answer
-	Duration   time.Duration // from the start to the body read
-	Err        error         // no answer, or the body could not be read
-	Timeout    bool          // Err is a timeout
-	RetryAfter time.Duration // the receiver's Retry-After on 429 or 503, else 0
+	Status   int           // 0 when no answer came
+	Body     []byte        // the first MaxResponseBody bytes of the answer
+	Duration time.Duration // from the start to the body read
+	Err      error         // no answer, or the body could not be read
+	Timeout  bool          // Err is a timeout
 }
 
 // Post sends body to url with header through c. A huge or never-ending
@@ -110,28 +108,7 @@ func Post(ctx context.Context, c *http.Client, url string, header http.Header, b
 	r.Body, r.Err = io.ReadAll(io.LimitReader(resp.Body, MaxResponseBody))
 	resp.Body.Close() // never read past the limit: closing drops the connection instead
 	r.Duration = time.Since(start)
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		r.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-	}
 	return r
-}
-
-// parseRetryAfter reads Retry-After as seconds or an HTTP date; 0 when
-// absent or unreadable.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		// The receiver writes this: clamp before multiplying, or a huge
-		// value wraps around to a short (or negative) wait.
-		const maxRetryAfter = 366 * 24 * time.Hour
-		return time.Duration(min(n, int(maxRetryAfter/time.Second))) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }
 
 // refuseNonPublic is a net.Dialer Control: it refuses to connect to an

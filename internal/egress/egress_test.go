@@ -1,10 +1,8 @@
 package egress
 
 import (
-	"net/http"
 	"net/netip"
 	"testing"
-	"time"
 )
 
 func TestIsPublicAddr(t *testing.T) {
@@ -58,28 +56,5 @@ func TestRefuseNonPublic(t *testing.T) {
 	}
 	if err := refuseNonPublic("tcp", "8.8.8.8:443", nil); err != nil {
 		t.Errorf("refuseNonPublic(8.8.8.8:443) = %v; want nil", err)
-	}
-}
-
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	tests := []struct {
-		v    string
-		want time.Duration
-	}{
-		{"", 0},
-		{"0", 0},
-		{"120", 2 * time.Minute},
-		{"18446744074", 366 * 24 * time.Hour}, // would wrap to 290 ms
-		{"9223372037", 366 * 24 * time.Hour},  // would wrap negative
-		{"-1", 0},
-		{"soon", 0},
-		{now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second},
-		{now.Add(-30 * time.Second).Format(http.TimeFormat), 0},
-	}
-	for _, tt := range tests {
-		if got := parseRetryAfter(tt.v, now); got != tt.want {
-			t.Errorf("parseRetryAfter(%q) = %v; want %v", tt.v, got, tt.want)
-		}
 	}
 }

@@ -40,5 +40,4 @@ type Result struct {
 	Err        string `json:"err"`
 	Timeout    bool   `json:"timeout"`
 	Canceled   bool   `json:"canceled"` // the host is stopping: not an attempt
-	RetryAfter int64  `json:"retry_after_ns"`
 }
