@@ -399,11 +399,14 @@ func TestRotateSecretSignatures(t *testing.T) {
 
 			r := w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/rotate-secret", key: whKeyA})
 			require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
-			assert.NotContains(t, r.data(), "secret", "secrets are shown on create and by /secret only")
+			assert.Equal(t, "no-store", r.header.Get("Cache-Control"), "Cache-Control of an answer with a secret")
+			assert.Equal(t, ep, r.data()["id"], "the answer is the endpoint")
+			answered, _ := r.data()["secret"].(string)
 			r = w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/secret", key: whKeyA})
 			newSecret, _ := r.data()["secret"].(string)
 			require.True(t, strings.HasPrefix(newSecret, "whsec_"), "secret %q", newSecret)
 			require.NotEqual(t, oldSecret, newSecret)
+			assert.Equal(t, newSecret, answered, "the rotation's answer shows the new secret")
 
 			w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
 			h := rc.next(t, whWait)

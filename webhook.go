@@ -417,6 +417,7 @@ func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st
 	v := e.view()
 	v["secret"] = e.Secret
 	hk.mu.Unlock()
+	w.Header().Set("Cache-Control", "no-store") // it shows the secret
 	writeJSON(w, http.StatusCreated, map[string]any{"data": v})
 }
 
@@ -470,9 +471,12 @@ func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, e *e
 	e.Secret = newSecret()
 	e.UpdatedAt = now.Unix()
 	s.hooks.dirty = true
-	// The new secret is shown by /secret only, like every secret after
-	// creation: a rotation answered to a proxy log leaks nothing.
-	writeJSON(w, http.StatusOK, map[string]any{"data": e.view()})
+	// The answer shows the new secret, as creation shows the first
+	// (API.md §5: rotate-secret is "new secret").
+	v := e.view()
+	v["secret"] = e.Secret
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"data": v})
 }
 
 func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *endpoint) {
