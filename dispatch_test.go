@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -186,6 +187,23 @@ func TestRetryIgnoresRetryAfter(t *testing.T) {
 	}
 	if gap := at[1].Sub(at[0]); gap < wait {
 		t.Errorf("second attempt %v after the first (Retry-After: 1); want at least the schedule's %v", gap, wait)
+	}
+}
+
+// TestDeliveryObjectAsPublished checks that the object arrives as it was
+// published (API.md §5.1: "body exactly"), compacted, and with "<", ">"
+// and "&" as sent rather than escaped as Go's encoder would.
+func TestDeliveryObjectAsPublished(t *testing.T) {
+	w := whStart(t, whFast())
+	rc := whNewReceiver(t, false, nil)
+	w.whEndpoint(t, rc.URL)
+	r := w.do(t, whReq{method: "POST", path: "/stores/" + whStoreA + "/events", key: whKeyA,
+		body: `{"type": "order.status.updated", "data": {"object": {"id": "o<1>&2", "status": "pending", "note": "a\u0026b é"}}}`})
+	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.raw)
+	h := rc.next(t, whWait)
+	const want = `"data":{"object":{"id":"o<1>&2","status":"pending","note":"a\u0026b é"}}}`
+	if !bytes.HasSuffix(h.body, []byte(want)) {
+		t.Errorf("body %s; want it to end %s", h.body, want)
 	}
 }
 

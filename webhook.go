@@ -587,10 +587,15 @@ func validateEvent(req *publishRequest) (typ string, object json.RawMessage, fie
 	return typ, data.Object, fields
 }
 
-// newEventLocked makes an event with its envelope. hk.mu must be held.
+// newEventLocked makes an event with its envelope. The object goes in as
+// it was published, compacted but not HTML-escaped: "<", ">" and "&"
+// arrive as sent, not as \u003c and the like. hk.mu must be held.
 func (hk *hooks) newEventLocked(typ string, object json.RawMessage) *event {
 	ev := &event{ID: newID("evt_"), Type: typ, CreatedAt: time.Now().Unix()}
-	body, _ := json.Marshal(struct {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.Encode(struct {
 		ID        string `json:"id"`
 		Type      string `json:"type"`
 		CreatedAt int64  `json:"created_at"`
@@ -600,7 +605,7 @@ func (hk *hooks) newEventLocked(typ string, object json.RawMessage) *event {
 	}{ID: ev.ID, Type: typ, CreatedAt: ev.CreatedAt, Data: struct {
 		Object json.RawMessage `json:"object"`
 	}{object}})
-	ev.Body = body
+	ev.Body = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	return ev
 }
 
