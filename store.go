@@ -68,8 +68,9 @@ const numShards = 64
 type memStore struct {
 	dir        string // where snapshots and logs live; "" keeps nothing on disk
 	maxLive    int64
-	live       atomic.Int64 // entries in the maps, expired or not until swept
-	persistBad atomic.Bool  // the last write failed; writes answer 503
+	live       atomic.Int64  // entries in the maps, expired or not until swept
+	persistBad atomic.Bool   // the last write failed; writes answer 503
+	failures   atomic.Uint64 // writes failed so far: a Flush during which one failed leaves persistBad set
 
 	flushMu     sync.Mutex   // serialises writing the files (Flush, Sync, Compact); a paced Flush lets go of it between shards
 	compactNext int          // the shard the next Flush offers compaction first; flushMu guards
@@ -599,11 +600,12 @@ func (s *memStore) WritePending() error { return s.flush(allShards, false, false
 
 // Sync writes and syncs the changes of the shards that hold keys, so that
 // they survive a crash of the process or of the machine, and reports
-// whether that worked (a failure marks the store as Flush's does). It
-// waits for a Flush under way, which under load can take tens of
-// milliseconds, so it is for the rare change that must not be lost: the
-// token endpoint calls it before it answers a redemption, so that a code
-// once exchanged stays used up whatever happens to the process.
+// whether that worked (a failure marks the store as Flush's does; a
+// success clears nothing, as it says nothing of the other shards). It
+// waits for the write of a shard under way (a paced Flush lets go
+// between shards), and writes and syncs files: it is for the rare change
+// that must not be lost, such as a redemption, which the token endpoint
+// syncs before it answers.
 func (s *memStore) Sync(keys ...Key) error {
 	var mask uint64
 	for _, k := range keys {
@@ -646,6 +648,10 @@ const deleteRecordSize = 1 + 1 + int64(len(Key{})) + 4
 // bounded.
 const compactionsPerFlush = 2
 
+// testHookFlushPause, when set by a test, runs where a paced flush has let
+// go of flushMu, before it writes shard i.
+var testHookFlushPause func(i int)
+
 // allShards selects every shard for flush.
 const allShards = 1<<numShards - 1
 
@@ -660,6 +666,7 @@ func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
+	failures := s.failures.Load()
 	var errs []error
 	mask := s.pendingMask.And(^only) & only
 	budget, first := compactionsPerFlush, s.compactNext
@@ -679,6 +686,9 @@ func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 		// write at most, not the whole tick's.
 		if p != nil {
 			s.flushMu.Unlock()
+			if testHookFlushPause != nil {
+				testHookFlushPause(i)
+			}
 			p.yield()
 			s.flushMu.Lock()
 		}
@@ -696,9 +706,13 @@ func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 	if err != nil {
 		// The directory itself may have gone, taking the files of shards
 		// that had nothing to write: the next Flush rewrites them all.
+		s.failures.Add(1)
 		s.rewriteAll()
-	} else if only != allShards {
-		return nil // a Sync that worked says nothing of the other shards
+	} else if only != allShards || s.failures.Load() != failures {
+		// A Sync that worked says nothing of the other shards, and a
+		// Flush during which a Sync failed may have passed the shards
+		// that failed: the next Flush decides.
+		return nil
 	}
 	if s.persistBad.Swap(err != nil) != (err != nil) {
 		if err != nil {

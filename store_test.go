@@ -356,6 +356,39 @@ func TestMemStoreSync(t *testing.T) {
 	}
 }
 
+// TestMemStoreSyncFailsDuringFlush fails a Sync while a paced Flush (the
+// ticker's) has let go of the files between shards, on a shard the Flush
+// has passed: the Flush, which then works for every shard it writes, must
+// leave the store refusing writes, as the failed shard is still to be
+// rewritten; the next Flush rewrites it and ends the refusal.
+func TestMemStoreSyncFailsDuringFlush(t *testing.T) {
+	dir := t.TempDir()
+	s := newTestStore(t, dir, 10)
+	exp := time.Now().Add(time.Hour)
+	failed := keyInShard("failed", 0)
+	var syncErr error
+	prev := -1
+	testHookFlushPause = func(i int) {
+		if prev == 0 && syncErr == nil { // the Flush has written shard 0
+			require.NoError(t, os.Remove(s.logPaths[0]))
+			require.NoError(t, s.Insert(failed, []byte("v"), exp))
+			syncErr = s.Sync(failed)
+		}
+		prev = i
+	}
+	t.Cleanup(func() { testHookFlushPause = nil })
+	var p pacer
+	require.NoError(t, s.flush(allShards, false, true, &p))
+	testHookFlushPause = nil
+	require.Error(t, syncErr, "the Sync with its shard's log removed")
+	assert.True(t, s.persistBad.Load(), "writes accepted after a Flush during which a Sync failed")
+
+	require.NoError(t, s.Flush())
+	assert.False(t, s.persistBad.Load(), "writes refused after a Flush of every shard worked")
+	_, ok := newTestStore(t, dir, 10).Get(failed)
+	assert.True(t, ok, "the failed Sync's change after the next Flush")
+}
+
 func TestMemStoreDelete(t *testing.T) {
 	s := newTestStore(t, "", 10)
 	live, expired := testKey("live"), testKey("expired")
