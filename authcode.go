@@ -607,9 +607,9 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	tk := tokenKey(token)
 	marker := redeemedValue(tk)
 	// Whatever an attempt changed is on disk before it is answered (see
-	// s.sync below): a code used up, a token revoked. A failure to write
-	// is not the client's to handle here; the store reports it, and the
-	// next write retries it.
+	// s.sync below): a code used up, a token revoked. Only the sign-in
+	// itself depends on it; a failure to write what a refused attempt
+	// changed is the store's to report, and its next write retries it.
 	old, ok := s.store.Swap(ck, marker, time.Time{}) // the marker goes with the code's TTL
 	if !ok {
 		// Unknown, or past its TTL: if it signed someone in, this is a
@@ -617,7 +617,7 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 		// a redemption still under way see it (below).
 		rk := replayKey(st.ID, code)
 		if v, ok := s.store.Swap(rk, replayedValue, time.Time{}); ok {
-			if prev, ok := decodeRedeemed(v); ok {
+			if prev, ok := decodeRedeemed(v); ok && prev != (Key{}) { // not replayed before
 				s.store.Delete(prev)
 				s.sync(rk, prev)
 			}
@@ -669,6 +669,7 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 	}
 	if err != nil {
 		s.store.Delete(rk) // it names no token: do not hold it for session_ttl
+		s.sync(ck, rk, tk) // the code is used up all the same
 		return nil, &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "cannot store the session; start the sign-in again", retryAfter: 5}
 	}
 	// A replay that swapped in between, at the code's key or the replay

@@ -265,6 +265,26 @@ func TestRedemptionSurvivesCrash(t *testing.T) {
 	}
 }
 
+// TestRefusedRedemptionSurvivesCrash checks that a redemption answered
+// 503 (here the store is full) has used the code up on disk too: after a
+// crash, and with room again, the code does not sign anyone in.
+func TestRefusedRedemptionSurvivesCrash(t *testing.T) {
+	cfg := storeTestConfig(t, t.TempDir())
+	cfg.MaxLiveEntries = 1 // the code fills it: no room for the replay key
+	a1 := openTestApp(t, cfg)
+	const code = "code-refused-before-a-crash-004"
+	require.Equal(t, http.StatusOK, a1.registerCode(t, code))
+	require.NoError(t, a1.store.Flush())
+	status, body := a1.redeemCode(t, code)
+	require.Equal(t, http.StatusServiceUnavailable, status, "token: %v", body)
+	a1.ts.Close() // a1 is dropped, its state never written
+
+	roomy := *cfg
+	roomy.MaxLiveEntries = 100
+	status, body = openTestApp(t, &roomy).redeemCode(t, code)
+	assert.Equal(t, http.StatusBadRequest, status, "the code redeemed after a crash: %v", body)
+}
+
 // TestRedemptionCannotSync makes writing the store fail under a
 // redemption: it is answered 503 with Retry-After, no token is left
 // behind, and the store refuses writes until a Flush works again.
