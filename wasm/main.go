@@ -160,13 +160,17 @@ func run() error {
 	defer h.close()
 	h.client = client
 	loopDone := make(chan struct{})
+	// The loop has its own end, for a failed Serve: stop would also let a
+	// second signal kill the host before it wrote its state.
+	loopCtx, endLoop := context.WithCancel(ctx)
+	defer endLoop()
 	// A signal while the module started: never ready, straight to the
 	// shutdown, as the native build after a signal while restoring.
 	if ctx.Err() == nil {
 		var serving http.Handler = h
 		handler.Store(&serving)
 		slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
-		go func() { defer close(loopDone); h.loop(ctx) }()
+		go func() { defer close(loopDone); h.loop(loopCtx) }()
 	} else {
 		close(loopDone)
 	}
@@ -176,7 +180,7 @@ func run() error {
 	var serveFailed error
 	select {
 	case serveFailed = <-serveErr:
-		stop() // ends the loop
+		endLoop()
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
