@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -250,6 +251,98 @@ func FuzzStoreOps(f *testing.F) {
 		}
 		if s.Len() != len(live) {
 			t.Fatalf("Len() = %d after a sweep; want %d", s.Len(), len(live))
+		}
+	})
+}
+
+// FuzzStoreCrash runs operations decoded from the input, two bytes each
+// (operation, key), on a store kept in a directory, and at each "crash"
+// opens a second store on a copy of its files, as a restart after kill -9
+// would: it must hold, for every key, exactly what was last written for
+// the key's shard (by Flush, WritePending, Compact or a Sync of a key in
+// it), whatever was changed in memory since. The keys spread over three
+// shards, so that a Sync writes some of the changes and not others.
+func FuzzStoreCrash(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 9, 6, 1, 7, 0, 1, 1, 7, 0})
+	f.Add([]byte{0, 0, 0, 1, 0, 2, 3, 0, 1, 1, 2, 2, 6, 1, 7, 0, 4, 0, 7, 0, 5, 0, 7, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 64 {
+			ops = ops[:64] // each crash restores a store: keep a run short
+		}
+		dir := t.TempDir()
+		s := newTestStore(t, dir, 1000)
+		exp := time.Now().Add(time.Hour)
+		key := func(b byte) Key { return keyInShard(fmt.Sprint(b%6), int(b%3)) }
+		mem := map[Key][]byte{}  // what the store holds
+		disk := map[Key][]byte{} // what a crash keeps
+		persist := func(shards uint64) {
+			for b := range byte(6) {
+				k := key(b)
+				if shards&(1<<(k[0]%numShards)) == 0 {
+					continue
+				}
+				if v, ok := mem[k]; ok {
+					disk[k] = v
+				} else {
+					delete(disk, k)
+				}
+			}
+		}
+		for i := 0; i+1 < len(ops); i += 2 {
+			k := key(ops[i+1])
+			v := []byte(fmt.Sprint("v", i))
+			switch ops[i] % 8 {
+			case 0:
+				if err := s.Insert(k, v, exp); err == nil {
+					mem[k] = v
+				} else if _, had := mem[k]; !had || !errors.Is(err, errKeyExists) {
+					t.Fatalf("op %d: Insert: %v", i/2, err)
+				}
+			case 1:
+				if _, ok := s.Swap(k, v, time.Time{}); ok {
+					mem[k] = v
+				}
+			case 2:
+				s.Delete(k)
+				delete(mem, k)
+			case 3:
+				if err := s.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				persist(allShards)
+			case 4:
+				if err := s.WritePending(); err != nil {
+					t.Fatal(err)
+				}
+				persist(allShards)
+			case 5:
+				if err := s.Compact(); err != nil {
+					t.Fatal(err)
+				}
+				persist(allShards)
+			case 6:
+				if err := s.Sync(k); err != nil {
+					t.Fatal(err)
+				}
+				persist(1 << (k[0] % numShards))
+			case 7: // crash, and look at what a restart finds
+				crashDir := t.TempDir()
+				if err := os.CopyFS(crashDir, os.DirFS(dir)); err != nil {
+					t.Fatal(err)
+				}
+				r, err := newMemStore(crashDir, 1000)
+				if err != nil {
+					t.Fatalf("op %d: restart after a crash: %v", i/2, err)
+				}
+				for b := range byte(6) {
+					k := key(b)
+					got, ok := r.Get(k)
+					want, wantOK := disk[k]
+					if ok != wantOK || !bytes.Equal(got, want) {
+						t.Fatalf("op %d: after a crash, key %d = %q, %v; want %q, %v", i/2, b, got, ok, want, wantOK)
+					}
+				}
+			}
 		}
 	})
 }
