@@ -18,11 +18,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	_ "time/tzdata" // timezone checks must work in a static binary without /usr/share/zoneinfo
+
+	"deeplink/internal/serving"
 )
 
 var (
@@ -107,23 +108,12 @@ func run() error {
 
 	// Until the state is restored, which takes a while for a large store,
 	// /healthz answers 200 and everything else 503: probes see "starting".
-	var handler atomic.Pointer[http.Handler]
-	var starting http.Handler = http.HandlerFunc(serveStarting)
-	handler.Store(&starting)
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }),
-		// A slow client may hold a connection only so long: headers within
-		// 5 s, a whole (≤64 KiB) request within 15 s. Handlers answer from
-		// memory, so 30 s to write is generous. Idle keep-alives go after 2 min.
-		// Each to within a quarter of a second: the listener keeps the
-		// deadlines coarsely, which is cheaper (deadline.go).
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	handler := serving.NewSwitch(http.HandlerFunc(serveStarting))
+	// The connection limits (serving.NewServer) hold to within a quarter
+	// of a second: the listener keeps the deadlines coarsely, which is
+	// cheaper (deadline.go).
+	srv := serving.NewServer(handler)
+	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(newCoarseListener(ln, deadlineTick)) }()
 
@@ -135,8 +125,7 @@ func run() error {
 	go keepGCHeadroom(ctx, time.Second) // gc.go
 	// A signal while restoring: never ready, straight to the shutdown.
 	if ctx.Err() == nil {
-		serving := a.srv.handler()
-		handler.Store(&serving)
+		handler.Set(a.srv.handler())
 		a.srv.ready.Store(true)
 		logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion(), "gomaxprocs", procs)
 		if demo {

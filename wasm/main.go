@@ -38,6 +38,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"deeplink/internal/egress"
+	"deeplink/internal/serving"
 	"deeplink/internal/wire"
 )
 
@@ -135,19 +136,8 @@ func run() error {
 	// Until the module is compiled and started (seconds on a cold cache),
 	// /healthz answers 200 and everything else 503, as the native build
 	// answers while it restores its state: probes see "starting".
-	var handler atomic.Pointer[http.Handler]
-	var starting http.Handler = http.HandlerFunc(serveStarting)
-	handler.Store(&starting)
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }),
-		// As the native server: headers within 5 s, a whole (≤64 KiB)
-		// request within 15 s, 30 s to write, idle keep-alives for 2 min.
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
+	handler := serving.NewSwitch(http.HandlerFunc(serveStarting))
+	srv := serving.NewServer(handler) // the native server's limits
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -167,8 +157,7 @@ func run() error {
 	// A signal while the module started: never ready, straight to the
 	// shutdown, as the native build after a signal while restoring.
 	if ctx.Err() == nil {
-		var serving http.Handler = h
-		handler.Store(&serving)
+		handler.Set(h)
 		slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
 		go func() { defer close(loopDone); h.loop(loopCtx) }()
 	} else {
