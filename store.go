@@ -25,7 +25,10 @@ type Key [32]byte
 // narrow on purpose: a shared backend for several replicas implements the
 // same five calls. Insert and Swap copy the values passed in, which the
 // caller may reuse once they return; values returned belong to the store
-// and must not be modified.
+// and must not be modified. A store that keeps changes in memory before
+// it writes them also has Sync(keys ...Key) error, to write those of the
+// keys given now (memStore.Sync); the token endpoint calls it, when the
+// store has it, before it answers.
 type Store interface {
 	// Insert stores val under k until exp. It fails with errKeyExists when a
 	// live entry already holds k (that entry is left untouched), with
