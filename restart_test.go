@@ -58,9 +58,15 @@ func startApp(t *testing.T, cfg *Config) *testApp {
 	t.Helper()
 	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
 	require.NoError(t, err)
+	ta := serveTestApp(a)
+	t.Cleanup(func() { ta.stop(t) })
+	return ta
+}
+
+// serveTestApp serves a, ready, behind an httptest server.
+func serveTestApp(a *app) *testApp {
 	ta := &testApp{app: a, ts: httptest.NewServer(a.srv.handler())}
 	a.srv.ready.Store(true)
-	t.Cleanup(func() { ta.stop(t) })
 	return ta
 }
 
@@ -193,8 +199,7 @@ func openTestApp(t *testing.T, cfg *Config) *testApp {
 	t.Helper()
 	a, err := openApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
 	require.NoError(t, err)
-	ta := &testApp{app: a, ts: httptest.NewServer(a.srv.handler())}
-	a.srv.ready.Store(true)
+	ta := serveTestApp(a)
 	t.Cleanup(ta.ts.Close)
 	return ta
 }
