@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"reflect"
@@ -43,7 +44,14 @@ type Config struct {
 	// default (about 1 GiB of heap at 2 M entries).
 	MaxLiveEntries int `json:"max_live_entries"`
 
-	stores map[string]*StoreConfig // by id, built by validate
+	// TrustedProxies are the addresses (or CIDR prefixes) of the proxies
+	// in front of the service, whose X-Forwarded-For names the client
+	// that the API-key guard counts failures for. Not in API.md; the
+	// default trusts loopback alone, for a proxy on the same host.
+	TrustedProxies []string `json:"trusted_proxies"`
+
+	stores  map[string]*StoreConfig // by id, built by validate
+	proxies []netip.Prefix          // TrustedProxies, parsed by validate
 }
 
 // WebhookConfig is the "webhooks" object of the configuration file.
@@ -131,6 +139,7 @@ func defaultConfig() *Config {
 			DeliveryLogSize:     1000,
 		},
 		MaxLiveEntries: 2_000_000,
+		TrustedProxies: []string{"127.0.0.0/8", "::1/128"},
 	}
 }
 
@@ -194,6 +203,18 @@ func (c *Config) validate() error {
 	}
 	if c.MaxLiveEntries <= 0 {
 		return errors.New("max_live_entries: must be positive")
+	}
+	c.proxies = c.proxies[:0]
+	for i, p := range c.TrustedProxies {
+		prefix, err := netip.ParsePrefix(p)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(p)
+			if aerr != nil {
+				return fmt.Errorf("trusted_proxies[%d]: %q is neither an IP address nor a CIDR prefix", i, p)
+			}
+			prefix = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		c.proxies = append(c.proxies, prefix.Masked())
 	}
 	if c.Webhooks.Timeout <= 0 {
 		return errors.New("webhooks.timeout: must be positive")

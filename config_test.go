@@ -33,6 +33,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		{"webhooks.allow_insecure_urls", cfg.Webhooks.AllowInsecureURLs, false},
 		{"webhooks.trusted_ca_file", cfg.Webhooks.TrustedCAFile, ""},
 		{"stores", len(cfg.Stores), 1},
+		{"trusted_proxies", fmt.Sprint(cfg.proxies), "[127.0.0.0/8 ::1/128]"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -144,6 +145,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad secret_rotation_grace", `{"webhooks": {"secret_rotation_grace": "1d"}, ` + store("") + `}`, "secret_rotation_grace"},
 		{"missing trusted_ca_file", `{"webhooks": {"trusted_ca_file": "/nonexistent/ca.pem"}, ` + store("") + `}`, "trusted_ca_file"},
 		{"allow_insecure_urls a string", `{"webhooks": {"allow_insecure_urls": "yes"}, ` + store("") + `}`, "allow_insecure_urls"},
+		{"trusted_proxies not an address", `{"trusted_proxies": ["10.0.0.0/8", "proxy.local"], ` + store("") + `}`, "trusted_proxies[1]"},
+		{"trusted_proxies a bad prefix", `{"trusted_proxies": ["10.0.0.0/33"], ` + store("") + `}`, "trusted_proxies[0]"},
 
 		{"unknown top-level field", `{"listn": "x", ` + store("") + `}`, "listn"},
 		{"unknown webhooks field", `{"webhooks": {"retries": 3}, ` + store("") + `}`, "retries"},

@@ -4,6 +4,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,13 +46,48 @@ func newKeyGuard(burst int, interval time.Duration) *keyGuard {
 	return &keyGuard{burst: float64(burst), interval: interval, clients: map[string]*failBudget{}}
 }
 
-// clientAddr is the address a budget belongs to: the peer's IP.
-func clientAddr(r *http.Request) string {
+// clientAddr is the address a budget belongs to: the peer's IP, or, when
+// the peer is one of the trusted proxies, the client their
+// X-Forwarded-For names: the last address in it that is not a trusted
+// proxy's (those before it are the client's to write, and could be
+// forged). Behind a proxy, every client would otherwise share its
+// address, and one guessing keys would lock out all the others.
+func clientAddr(r *http.Request, trusted []netip.Prefix) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	peer, err := netip.ParseAddr(host)
+	if err != nil || !isTrusted(peer, trusted) {
+		return host
+	}
+	client := host
+	forwarded := r.Header.Values("X-Forwarded-For")
+	for i := len(forwarded) - 1; i >= 0; i-- {
+		hops := strings.Split(forwarded[i], ",")
+		for j := len(hops) - 1; j >= 0; j-- {
+			a, err := netip.ParseAddr(strings.TrimSpace(hops[j]))
+			if err != nil {
+				return client // garbage: the last address known good
+			}
+			client = a.Unmap().String()
+			if !isTrusted(a, trusted) {
+				return client
+			}
+		}
+	}
+	return client
+}
+
+// isTrusted reports whether a is in one of the trusted prefixes.
+func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
+	a = a.Unmap()
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // refillLocked brings b up to now. g.mu must be held.
@@ -77,6 +114,10 @@ func (g *keyGuard) blocked(client string, now func() time.Time) (bool, time.Dura
 	}
 	return true, time.Duration((1 - b.left) * float64(g.interval))
 }
+
+// anyFailing reports whether some client has spent part of its budget,
+// so that blocked may say yes to someone.
+func (g *keyGuard) anyFailing() bool { return g.failing.Load() > 0 }
 
 // failed spends one of client's failures.
 func (g *keyGuard) failed(client string, now time.Time) {

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"testing"
 	"time"
@@ -66,4 +70,63 @@ func TestWrongKeysRateLimited(t *testing.T) {
 	for range 20 {
 		require.Equal(t, http.StatusOK, register(keyA).status, "a client with the right key is never limited")
 	}
+}
+
+func TestClientAddr(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	tests := []struct {
+		name, peer string
+		forwarded  []string // X-Forwarded-For lines
+		want       string
+	}{
+		{"direct client", "203.0.113.7:5000", nil, "203.0.113.7"},
+		{"direct client naming another", "203.0.113.7:5000", []string{"198.51.100.9"}, "203.0.113.7"},
+		{"proxy without the header", "127.0.0.1:5000", nil, "127.0.0.1"},
+		{"proxy naming the client", "127.0.0.1:5000", []string{"198.51.100.9"}, "198.51.100.9"},
+		{"two proxies", "127.0.0.1:5000", []string{"198.51.100.9, 10.1.2.3"}, "198.51.100.9"},
+		{"forged first hop", "127.0.0.1:5000", []string{"192.0.2.1, 198.51.100.9"}, "198.51.100.9"},
+		{"hops over two lines", "127.0.0.1:5000", []string{"192.0.2.1", "198.51.100.9, 10.1.2.3"}, "198.51.100.9"},
+		{"only proxies", "127.0.0.1:5000", []string{"10.9.9.9, 10.1.2.3"}, "10.9.9.9"},
+		{"garbage after a proxy", "127.0.0.1:5000", []string{"not-an-ip, 10.1.2.3"}, "10.1.2.3"},
+		{"garbage", "127.0.0.1:5000", []string{"not-an-ip"}, "127.0.0.1"},
+		{"IPv6 proxy and client", "[::1]:5000", []string{"2001:db8::7"}, "2001:db8::7"},
+		{"IPv4-mapped client", "127.0.0.1:5000", []string{"::ffff:198.51.100.9"}, "198.51.100.9"},
+		{"no proxies trusted", "127.0.0.1:5000", []string{"198.51.100.9"}, "127.0.0.1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/", nil)
+			r.RemoteAddr = tt.peer
+			for _, f := range tt.forwarded {
+				r.Header.Add("X-Forwarded-For", f)
+			}
+			tr := trusted
+			if tt.name == "no proxies trusted" {
+				tr = nil
+			}
+			if got := clientAddr(r, tr); got != tt.want {
+				t.Errorf("clientAddr(%s, X-Forwarded-For %q) = %q; want %q", tt.peer, tt.forwarded, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestWrongKeysBehindProxy: behind a proxy on the same host, the guard
+// counts each client the proxy names, so one guessing keys does not lock
+// out the others.
+func TestWrongKeysBehindProxy(t *testing.T) {
+	a, ts := startService(t, cfgOpts{}) // the test server's peer is 127.0.0.1, trusted by default
+	a.srv.keys = newKeyGuard(5, time.Hour)
+	register := func(key, client string) response {
+		body, err := json.Marshal(registration(newAuthCode(t), oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())))
+		require.NoError(t, err)
+		return call(t, http.MethodPost, registerURL(ts, storeA), bytes.NewReader(body),
+			"X-API-Key", key, "Content-Type", "application/json", "X-Forwarded-For", client)
+	}
+	const guesser, player = "203.0.113.7", "198.51.100.9"
+	for range 5 {
+		requireAPIError(t, register("wrong-key", guesser), http.StatusUnauthorized, "unauthorized")
+	}
+	requireAPIError(t, register(keyA, guesser), http.StatusTooManyRequests, "rate_limited")
+	assert.Equal(t, http.StatusOK, register(keyA, player).status, "another client behind the same proxy")
 }

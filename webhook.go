@@ -218,14 +218,22 @@ func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h
 	if st == nil {
 		return
 	}
-	client := clientAddr(r)
-	if blocked, wait := s.keys.blocked(client, time.Now); blocked {
-		writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
-			Message:    "too many requests with a wrong or missing X-API-Key from this address; retry later",
-			retryAfter: max(1, int(wait.Seconds()+0.999))})
-		return
+	// The client's address is worked out only when it is needed: while
+	// no client has failed, a request with the right key never is.
+	client := ""
+	if s.keys.anyFailing() {
+		client = clientAddr(r, s.cfg.proxies)
+		if blocked, wait := s.keys.blocked(client, time.Now); blocked {
+			writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
+				Message:    "too many requests with a wrong or missing X-API-Key from this address; retry later",
+				retryAfter: max(1, int(wait.Seconds()+0.999))})
+			return
+		}
 	}
 	if !authorized(st, r) {
+		if client == "" {
+			client = clientAddr(r, s.cfg.proxies)
+		}
 		s.keys.failed(client, time.Now())
 		writeError(w, errUnauthorized)
 		return
