@@ -46,8 +46,9 @@ type Config struct {
 
 	// TrustedProxies are the addresses (or CIDR prefixes) of the proxies
 	// in front of the service, whose X-Forwarded-For names the client
-	// that the API-key guard counts failures for. Not in API.md; the
-	// default trusts loopback alone, for a proxy on the same host.
+	// that the API-key guard counts failures for. Not in API.md; none by
+	// default, as a proxy that passes the header on as the client sent it
+	// would let the client pick the address it is counted as.
 	TrustedProxies []string `json:"trusted_proxies"`
 
 	stores  map[string]*StoreConfig // by id, built by validate
@@ -139,7 +140,6 @@ func defaultConfig() *Config {
 			DeliveryLogSize:     1000,
 		},
 		MaxLiveEntries: 2_000_000,
-		TrustedProxies: []string{"127.0.0.0/8", "::1/128"},
 	}
 }
 
@@ -209,10 +209,18 @@ func (c *Config) validate() error {
 		prefix, err := netip.ParsePrefix(p)
 		if err != nil {
 			addr, aerr := netip.ParseAddr(p)
-			if aerr != nil {
+			if aerr != nil || addr.Zone() != "" {
 				return fmt.Errorf("trusted_proxies[%d]: %q is neither an IP address nor a CIDR prefix", i, p)
 			}
 			prefix = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		if prefix.Addr().Is4In6() {
+			// Peers are compared unmapped: ::ffff:10.0.0.1 is 10.0.0.1.
+			bits := prefix.Bits() - 96
+			if bits < 0 {
+				return fmt.Errorf("trusted_proxies[%d]: %q is wider than the IPv4-mapped range", i, p)
+			}
+			prefix = netip.PrefixFrom(prefix.Addr().Unmap(), bits)
 		}
 		c.proxies = append(c.proxies, prefix.Masked())
 	}

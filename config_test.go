@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"strings"
 	"testing"
 	"time"
@@ -33,12 +34,23 @@ func TestParseConfigDefaults(t *testing.T) {
 		{"webhooks.allow_insecure_urls", cfg.Webhooks.AllowInsecureURLs, false},
 		{"webhooks.trusted_ca_file", cfg.Webhooks.TrustedCAFile, ""},
 		{"stores", len(cfg.Stores), 1},
-		{"trusted_proxies", fmt.Sprint(cfg.proxies), "[127.0.0.0/8 ::1/128]"},
+		{"trusted_proxies", fmt.Sprint(cfg.proxies), "[]"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
 			t.Errorf("ParseConfig(minimal).%s = %v; want %v", c.name, c.got, c.want)
 		}
+	}
+}
+
+// TestParseConfigTrustedProxies checks how trusted_proxies entries are
+// read: addresses as single-address prefixes, prefixes masked, and
+// IPv4-mapped ones unmapped, as peers are compared unmapped.
+func TestParseConfigTrustedProxies(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{"trusted_proxies": ["10.1.2.3", "192.168.7.9/16", "2001:db8::1", "::ffff:10.0.0.1", "::ffff:172.16.0.0/108"], "stores": [` + minimalStore + `]}`))
+	require.NoError(t, err)
+	if got, want := fmt.Sprint(cfg.proxies), "[10.1.2.3/32 192.168.0.0/16 2001:db8::1/128 10.0.0.1/32 172.16.0.0/12]"; got != want {
+		t.Errorf("proxies = %s; want %s", got, want)
 	}
 }
 
@@ -147,6 +159,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"allow_insecure_urls a string", `{"webhooks": {"allow_insecure_urls": "yes"}, ` + store("") + `}`, "allow_insecure_urls"},
 		{"trusted_proxies not an address", `{"trusted_proxies": ["10.0.0.0/8", "proxy.local"], ` + store("") + `}`, "trusted_proxies[1]"},
 		{"trusted_proxies a bad prefix", `{"trusted_proxies": ["10.0.0.0/33"], ` + store("") + `}`, "trusted_proxies[0]"},
+		{"trusted_proxies with a zone", `{"trusted_proxies": ["fe80::1%eth0"], ` + store("") + `}`, "trusted_proxies[0]"},
 
 		{"unknown top-level field", `{"listn": "x", ` + store("") + `}`, "listn"},
 		{"unknown webhooks field", `{"webhooks": {"retries": 3}, ` + store("") + `}`, "retries"},

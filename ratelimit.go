@@ -64,13 +64,24 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) string {
 	client := host
 	forwarded := r.Header.Values("X-Forwarded-For")
 	for i := len(forwarded) - 1; i >= 0; i-- {
-		hops := strings.Split(forwarded[i], ",")
-		for j := len(hops) - 1; j >= 0; j-- {
-			a, err := netip.ParseAddr(strings.TrimSpace(hops[j]))
-			if err != nil {
+		// From the right, without splitting: the walk usually stops at the
+		// last hop, and the header may be 64 KiB of commas.
+		for line := forwarded[i]; line != ""; {
+			var hop string
+			if j := strings.LastIndexByte(line, ','); j >= 0 {
+				line, hop = line[:j], line[j+1:]
+			} else {
+				line, hop = "", line
+			}
+			hop = strings.TrimSpace(hop)
+			if hop == "" {
+				continue // "a, , b" and a trailing comma
+			}
+			a, ok := parseHop(hop)
+			if !ok {
 				return client // garbage: the last address known good
 			}
-			client = a.Unmap().String()
+			client = a.String()
 			if !isTrusted(a, trusted) {
 				return client
 			}
@@ -79,9 +90,22 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) string {
 	return client
 }
 
-// isTrusted reports whether a is in one of the trusted prefixes.
+// parseHop reads one X-Forwarded-For element as proxies write them: an
+// address, with a port or not, IPv6 in brackets or not, quoted or not.
+// The address comes back unmapped (::ffff:1.2.3.4 as 1.2.3.4).
+func parseHop(hop string) (netip.Addr, bool) {
+	hop = strings.Trim(hop, `"`)
+	if ap, err := netip.ParseAddrPort(hop); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(hop, "["), "]"))
+	return a.Unmap(), err == nil
+}
+
+// isTrusted reports whether a is in one of the trusted prefixes, which
+// hold unmapped addresses without zones (Config.validate).
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
-	a = a.Unmap()
+	a = a.Unmap().WithZone("")
 	for _, p := range trusted {
 		if p.Contains(a) {
 			return true

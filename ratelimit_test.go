@@ -91,6 +91,13 @@ func TestClientAddr(t *testing.T) {
 		{"garbage", "127.0.0.1:5000", []string{"not-an-ip"}, "127.0.0.1"},
 		{"IPv6 proxy and client", "[::1]:5000", []string{"2001:db8::7"}, "2001:db8::7"},
 		{"IPv4-mapped client", "127.0.0.1:5000", []string{"::ffff:198.51.100.9"}, "198.51.100.9"},
+		{"client with a port", "127.0.0.1:5000", []string{"198.51.100.9:5678"}, "198.51.100.9"},
+		{"IPv6 client in brackets", "127.0.0.1:5000", []string{"[2001:db8::7]"}, "2001:db8::7"},
+		{"IPv6 client with a port", "127.0.0.1:5000", []string{"[2001:db8::7]:443"}, "2001:db8::7"},
+		{"quoted client", "127.0.0.1:5000", []string{`"198.51.100.9"`}, "198.51.100.9"},
+		{"empty hops", "127.0.0.1:5000", []string{"192.0.2.1, 198.51.100.9, , 10.1.2.3,"}, "198.51.100.9"},
+		{"IPv4-mapped proxy", "[::ffff:127.0.0.1]:5000", []string{"198.51.100.9"}, "198.51.100.9"},
+		{"peer without a port", "127.0.0.1", []string{"198.51.100.9"}, "198.51.100.9"},
 		{"no proxies trusted", "127.0.0.1:5000", []string{"198.51.100.9"}, "127.0.0.1"},
 	}
 	for _, tt := range tests {
@@ -111,22 +118,37 @@ func TestClientAddr(t *testing.T) {
 	}
 }
 
-// TestWrongKeysBehindProxy: behind a proxy on the same host, the guard
-// counts each client the proxy names, so one guessing keys does not lock
-// out the others.
+// TestWrongKeysBehindProxy: behind a trusted proxy, the guard counts each
+// client the proxy names, so one guessing keys does not lock out the
+// others; behind one not trusted, they share its budget.
 func TestWrongKeysBehindProxy(t *testing.T) {
-	a, ts := startService(t, cfgOpts{}) // the test server's peer is 127.0.0.1, trusted by default
+	for _, tt := range []struct {
+		name    string
+		trusted []netip.Prefix
+		player  int // the other client's status, once the guesser is limited
+	}{
+		{"proxy trusted", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, http.StatusOK},
+		// The default trusts no proxy: the header could be the client's own.
+		{"no proxy trusted", nil, http.StatusTooManyRequests},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testWrongKeysBehindProxy(t, tt.trusted, tt.player) })
+	}
+}
+
+func testWrongKeysBehindProxy(t *testing.T, trusted []netip.Prefix, player int) {
+	a, ts := startService(t, cfgOpts{}) // the test server's peer is 127.0.0.1
 	a.srv.keys = newKeyGuard(5, time.Hour)
+	a.srv.cfg.proxies = trusted // before any request
 	register := func(key, client string) response {
 		body, err := json.Marshal(registration(newAuthCode(t), oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())))
 		require.NoError(t, err)
 		return call(t, http.MethodPost, registerURL(ts, storeA), bytes.NewReader(body),
 			"X-API-Key", key, "Content-Type", "application/json", "X-Forwarded-For", client)
 	}
-	const guesser, player = "203.0.113.7", "198.51.100.9"
+	const guesser, other = "203.0.113.7", "198.51.100.9"
 	for range 5 {
 		requireAPIError(t, register("wrong-key", guesser), http.StatusUnauthorized, "unauthorized")
 	}
 	requireAPIError(t, register(keyA, guesser), http.StatusTooManyRequests, "rate_limited")
-	assert.Equal(t, http.StatusOK, register(keyA, player).status, "another client behind the same proxy")
+	assert.Equal(t, player, register(keyA, other).status, "another client behind the same proxy")
 }
