@@ -13,7 +13,7 @@ func firstCodeBlock(t *testing.T, doc, lang string) string {
 	t.Helper()
 	_, rest, ok := strings.Cut(doc, "\n```"+lang+"\n")
 	if !ok {
-		t.Fatalf("README.md has no ```%s block", lang)
+		t.Fatalf("docs/receiving-webhooks.md has no ```%s block", lang)
 	}
 	block, _, ok := strings.Cut(rest, "\n```\n")
 	if !ok {
@@ -122,12 +122,13 @@ echo $bad ? 'failed: ' . implode(', ', $bad) . "\n" : "ok\n";
 `
 )
 
-// TestMerchantDocSnippets runs the verification code in the README's merchants section
+// TestMerchantDocSnippets runs the verification code in the merchants' guide
+// (docs/receiving-webhooks.md)
 // (Go, Python, Node, PHP; test.sh installs what is missing)
 // against the test vector, so the documentation cannot drift from the
 // signer.
 func TestMerchantDocSnippets(t *testing.T) {
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile("docs/receiving-webhooks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
