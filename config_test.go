@@ -160,6 +160,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"trusted_proxies not an address", `{"trusted_proxies": ["10.0.0.0/8", "proxy.local"], ` + store("") + `}`, "trusted_proxies[1]"},
 		{"trusted_proxies a bad prefix", `{"trusted_proxies": ["10.0.0.0/33"], ` + store("") + `}`, "trusted_proxies[0]"},
 		{"trusted_proxies with a zone", `{"trusted_proxies": ["fe80::1%eth0"], ` + store("") + `}`, "trusted_proxies[0]"},
+		{"trusted_proxies wider than IPv4-mapped", `{"trusted_proxies": ["::ffff:0:0/95"], ` + store("") + `}`, "trusted_proxies[0]"},
 
 		{"unknown top-level field", `{"listn": "x", ` + store("") + `}`, "listn"},
 		{"unknown webhooks field", `{"webhooks": {"retries": 3}, ` + store("") + `}`, "retries"},

@@ -51,17 +51,21 @@ func newKeyGuard(burst int, interval time.Duration) *keyGuard {
 // X-Forwarded-For names: the last address in it that is not a trusted
 // proxy's (those before it are the client's to write, and could be
 // forged). Behind a proxy, every client would otherwise share its
-// address, and one guessing keys would lock out all the others.
+// address, and one guessing keys would lock out all the others. An IPv6
+// client is counted by its /64 (budgetKey).
 func clientAddr(r *http.Request, trusted []netip.Prefix) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
 	peer, err := netip.ParseAddr(host)
-	if err != nil || !isTrusted(peer, trusted) {
+	if err != nil {
 		return host
 	}
-	client := host
+	client := budgetKey(peer)
+	if !isTrusted(peer, trusted) {
+		return client
+	}
 	forwarded := r.Header.Values("X-Forwarded-For")
 	for i := len(forwarded) - 1; i >= 0; i-- {
 		// From the right, without splitting: the walk usually stops at the
@@ -81,13 +85,24 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) string {
 			if !ok {
 				return client // garbage: the last address known good
 			}
-			client = a.String()
+			client = budgetKey(a)
 			if !isTrusted(a, trusted) {
 				return client
 			}
 		}
 	}
 	return client
+}
+
+// budgetKey names the budget of a client at a: its IPv4 address, or its
+// IPv6 /64, the block one subscriber gets, which would otherwise give a
+// guesser 2^64 fresh budgets.
+func budgetKey(a netip.Addr) string {
+	a = a.Unmap().WithZone("")
+	if a.Is4() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
 }
 
 // parseHop reads one X-Forwarded-For element as proxies write them: an
