@@ -107,14 +107,14 @@ func budgetKey(a netip.Addr) string {
 
 // parseHop reads one X-Forwarded-For element as proxies write them: an
 // address, with a port or not, IPv6 in brackets or not, quoted or not.
-// The address comes back unmapped (::ffff:1.2.3.4 as 1.2.3.4).
+// (isTrusted and budgetKey unmap what it returns, as they do the peer.)
 func parseHop(hop string) (netip.Addr, bool) {
 	hop = strings.Trim(hop, `"`)
 	if ap, err := netip.ParseAddrPort(hop); err == nil {
-		return ap.Addr().Unmap(), true
+		return ap.Addr(), true
 	}
 	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(hop, "["), "]"))
-	return a.Unmap(), err == nil
+	return a, err == nil
 }
 
 // isTrusted reports whether a is in one of the trusted prefixes, which
