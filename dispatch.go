@@ -356,7 +356,7 @@ func (a attempt) complete(r egress.Result) attempt {
 }
 
 // recordLocked adds a to d, logged on e, and decides what comes next:
-// done on 200, failed after the last scheduled retry, otherwise the next
+// done on 200 with its body read, failed after the last scheduled retry, otherwise the next
 // attempt after the scheduled wait with up to 10 % jitter (API.md §5: a
 // receiver's Retry-After moves nothing). hk.mu must be held.
 func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
@@ -365,7 +365,7 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 	sched := hk.cfg.Webhooks.RetrySchedule
 	n := len(d.Attempts)
 	switch {
-	case a.Status == http.StatusOK:
+	case a.Status == http.StatusOK && a.Error == "": // not a 200 whose body then timed out
 		e.finishedLocked(d, statusSucceeded)
 		hk.outcomes.succeeded.Add(1)
 	case n > len(sched), !e.Enabled: // a disabled endpoint takes no retry

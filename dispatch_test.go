@@ -640,6 +640,42 @@ func TestDispatchWorkers(t *testing.T) {
 	}
 }
 
+// TestDeliveryAnswerCutShort checks answers that fail although they may
+// begin well (API.md §5: only 200 is success; a timeout is a failure and
+// is retried): a 200 whose body then stalls past the timeout, and a
+// header over egress.MaxResponseHeader, which is not read whole.
+func TestDeliveryAnswerCutShort(t *testing.T) {
+	cases := []struct {
+		name       string
+		respond    whRespond
+		wantStatus float64
+		wantError  string
+	}{
+		{"body stalls after 200", func(_ whHit, w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			w.Write([]byte("partial"))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}, 200, "reading the response"},
+		{"header over the limit", func(_ whHit, w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Junk", strings.Repeat("x", egress.MaxResponseHeader))
+			w.WriteHeader(http.StatusOK)
+		}, 0, "exceeded"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := whStart(t, whFast())
+			rc := whNewReceiver(t, false, tc.respond)
+			atts := w.whFailedAttempts(t, rc.URL)
+			require.Len(t, atts, 1+len(whFast().Retry), "every attempt fails and is retried")
+			for i, a := range atts {
+				assert.Equal(t, tc.wantStatus, a["response_status"], "attempt %d", i)
+				assert.Contains(t, a["error"], tc.wantError, "attempt %d", i)
+			}
+		})
+	}
+}
+
 func TestDeliveryResponseBodyCapped(t *testing.T) {
 	chunk := []byte(strings.Repeat("x", 32<<10))
 	cases := []struct {

@@ -24,6 +24,11 @@ import (
 // MaxResponseBody is how much of a receiver's answer is read and kept.
 const MaxResponseBody = 4 << 10
 
+// MaxResponseHeader bounds the header of a receiver's answer: past it the
+// attempt fails. net/http's own bound is 10 MiB, which a receiver could
+// send to every one of up to 1024 attempts under way at once.
+const MaxResponseHeader = 64 << 10
+
 // MaxInFlight is the most webhook requests either build makes at once:
 // the native dispatcher's largest pool and the edge host's cap. With at
 // most 4 in flight per endpoint and 5 endpoints per store, it leaves
@@ -63,13 +68,14 @@ func NewClient(o Options) (*http.Client, error) {
 	return &http.Client{
 		Timeout: o.Timeout,
 		Transport: &http.Transport{
-			DialContext:           dialer.DialContext,
-			TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-			TLSHandshakeTimeout:   o.Timeout,
-			ResponseHeaderTimeout: o.Timeout,
-			MaxIdleConnsPerHost:   max(o.MaxIdleConnsPerHost, 1),
-			IdleConnTimeout:       90 * time.Second,
-			ForceAttemptHTTP2:     true,
+			DialContext:            dialer.DialContext,
+			TLSClientConfig:        &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+			TLSHandshakeTimeout:    o.Timeout,
+			ResponseHeaderTimeout:  o.Timeout,
+			MaxResponseHeaderBytes: MaxResponseHeader,
+			MaxIdleConnsPerHost:    max(o.MaxIdleConnsPerHost, 1),
+			IdleConnTimeout:        90 * time.Second,
+			ForceAttemptHTTP2:      true,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}, nil
@@ -85,7 +91,8 @@ type Result struct {
 }
 
 // Post sends body to url with header through c. A huge or never-ending
-// answer costs at most the client's timeout and MaxResponseBody bytes.
+// answer costs at most the client's timeout, MaxResponseHeader bytes of
+// header and MaxResponseBody bytes of body.
 func Post(ctx context.Context, c *http.Client, url string, header http.Header, body []byte) Result {
 	start := time.Now()
 	// A *bytes.Reader body lets net/http send the headers and the body in
