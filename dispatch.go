@@ -224,15 +224,22 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 	return 0
 }
 
-// refusesLocked reports whether e takes no attempt of its delivery d: e is
-// disabled, and d is a retry or was not asked for explicitly (by the test
-// call or a manual retry). Disabling an endpoint fails its queued
-// deliveries at once (disableLocked), and an attempt that fails on a
-// disabled endpoint is not retried (recordLocked); this catches what a
-// restart brings back: an attempt under way when e was disabled, which the
-// shutdown or a crash left pending. hk.mu must be held.
+// refusesLocked reports whether e takes no attempt of its delivery d (API.md
+// §5: only enabled endpoints subscribed to the type receive it). A
+// delivery asked for explicitly, by the test call or a manual retry, goes
+// once whatever e's events, and even if e is disabled; its retries then
+// need e enabled. Any other needs e enabled and subscribed to its type.
+//
+// Disabling an endpoint or dropping a type fails the deliveries queued
+// for it at once (dropQueuedLocked), and a failed attempt e now refuses is
+// not retried (recordLocked); this catches what a restart brings back: an
+// attempt under way at the change, which the shutdown or a crash left
+// pending. hk.mu must be held.
 func (e *endpoint) refusesLocked(d *delivery) bool {
-	return !e.Enabled && (len(d.Attempts) > 0 || !d.Explicit)
+	if d.Explicit {
+		return !e.Enabled && len(d.Attempts) > 0
+	}
+	return !e.Enabled || !e.subscribed(d.ev.Type)
 }
 
 // job is one attempt of a delivery, signed and ready to send.
@@ -281,37 +288,51 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 	hk.recordLocked(e, d, j.a.complete(r))
 }
 
-// disableLocked ends what e, just disabled, still had queued: only enabled
-// endpoints receive deliveries (API.md §5), so every delivery of e that is
-// not under way (scheduled, waiting on e, or ready for a worker) is failed
-// at once, without an attempt. It stays in the log, and a manual retry
-// sends its event again. Attempts under way finish and are recorded, and
-// take no retry (recordLocked). Run in the step that disables e, so no
-// request starts for e after that answer. hk.mu must be held.
-func (hk *hooks) disableLocked(e *endpoint) {
+// dropQueuedLocked ends the deliveries of e that drop picks among those
+// not under way (scheduled, waiting on e, or ready for a worker): each is
+// failed at once, without an attempt. It stays in the log, and a manual
+// retry sends its event again. Attempts under way finish and are
+// recorded, and take no retry if e refuses them (recordLocked).
+//
+// Only enabled endpoints subscribed to the type receive it (API.md §5):
+// the request that disables e drops everything queued for it (dropAll),
+// and one that changes e's events drops what e now refuses, both in the
+// same step as the change, so that no request e no longer takes starts
+// after that answer. hk.mu must be held.
+func (hk *hooks) dropQueuedLocked(e *endpoint, drop func(*delivery) bool) {
 	fail := func(d *delivery) {
 		e.finishedLocked(d, statusFailed)
 		hk.dirty = true
 	}
 	for _, d := range e.log {
-		if d.index >= 0 {
+		if d.index >= 0 && drop(d) {
 			hk.sched.remove(d)
 			fail(d)
 		}
 	}
-	for _, d := range e.waiting {
-		fail(d)
-	}
-	e.waiting = nil
-	hk.ready = slices.DeleteFunc(hk.ready, func(d *delivery) bool {
-		if d.EndpointID != e.ID {
+	e.waiting = slices.DeleteFunc(e.waiting, func(d *delivery) bool {
+		if !drop(d) {
 			return false
 		}
 		fail(d)
-		e.inflight-- // a ready delivery holds one of e's places
 		return true
 	})
+	freed := 0 // a ready delivery holds one of e's places
+	hk.ready = slices.DeleteFunc(hk.ready, func(d *delivery) bool {
+		if d.EndpointID != e.ID || !drop(d) {
+			return false
+		}
+		fail(d)
+		freed++
+		return true
+	})
+	for range freed {
+		hk.releaseLocked(e) // the next delivery waiting on e, if any, takes the place
+	}
 }
+
+// dropAll is dropQueuedLocked's choice when an endpoint is disabled.
+func dropAll(*delivery) bool { return true }
 
 // releaseLocked frees one of e's places for attempts under way: the next
 // delivery waiting on e, if any, takes it and becomes ready. hk.mu must
@@ -356,7 +377,8 @@ func (a attempt) complete(r egress.Result) attempt {
 }
 
 // recordLocked adds a to d, logged on e, and decides what comes next:
-// done on 200 with its body read, failed after the last scheduled retry, otherwise the next
+// done on 200 with its body read, failed after the last scheduled retry
+// or when e refuses d now (refusesLocked), otherwise the next
 // attempt after the scheduled wait with up to 10 % jitter (API.md §5: a
 // receiver's Retry-After moves nothing). hk.mu must be held.
 func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
@@ -368,7 +390,7 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 	case a.Status == http.StatusOK && a.Error == "": // not a 200 whose body then timed out
 		e.finishedLocked(d, statusSucceeded)
 		hk.outcomes.succeeded.Add(1)
-	case n > len(sched), !e.Enabled: // a disabled endpoint takes no retry
+	case n > len(sched), e.refusesLocked(d):
 		e.finishedLocked(d, statusFailed)
 		hk.outcomes.failed.Add(1)
 	default:

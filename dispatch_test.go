@@ -281,31 +281,42 @@ func TestDeliveryOnlyToEnabledSubscribers(t *testing.T) {
 	assert.Equal(t, third, patchedOff.next(t, whWait).header.Get("Webhook-Id"))
 }
 
-// TestNoRetryAfterDisabling: disabling an endpoint stops the retries of
-// deliveries already pending (API.md §5.1: only enabled endpoints receive).
+// TestNoRetryAfterDisabling: disabling an endpoint, or dropping the type
+// from its events, fails the retries of deliveries already pending at
+// once (API.md §5: only enabled endpoints subscribed to the type receive
+// it). The test call still goes.
 func TestNoRetryAfterDisabling(t *testing.T) {
-	conf := whFast()
-	conf.Retry = []string{"50ms", "50ms", "50ms"}
-	w := whStart(t, conf)
-	rc := whNewReceiver(t, false, func(_ whHit, w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusInternalServerError)
-	})
-	ep, _ := w.whEndpoint(t, rc.URL)
-	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
-	dlv := w.whDeliveryOf(t, ep, evt)
-	rc.next(t, whWait)
-	w.whAwait(t, ep, dlv, func(d map[string]any) bool { return d["attempt_count"] == float64(1) })
-	r := w.do(t, whReq{method: "PATCH", path: whEndpointPath(whStoreA, ep), key: whKeyA, body: map[string]any{"enabled": false}})
-	require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
+	for _, patch := range []map[string]any{
+		{"enabled": false},
+		{"events": []string{eventTest}},
+	} {
+		t.Run(fmt.Sprint(patch), func(t *testing.T) {
+			conf := whFast()
+			conf.Retry = []string{"1h"} // so only the PATCH can end the delivery in time
+			w := whStart(t, conf)
+			rc := whNewReceiver(t, false, func(_ whHit, w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusInternalServerError)
+			})
+			ep, _ := w.whEndpoint(t, rc.URL)
+			evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+			dlv := w.whDeliveryOf(t, ep, evt)
+			rc.next(t, whWait)
+			w.whAwait(t, ep, dlv, func(d map[string]any) bool { return d["attempt_count"] == float64(1) })
+			r := w.do(t, whReq{method: "PATCH", path: whEndpointPath(whStoreA, ep), key: whKeyA, body: patch})
+			require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
 
-	d := w.whAwaitStatus(t, ep, dlv, statusFailed)
-	assert.Len(t, whAttempts(t, d), 1, "no attempt after disabling")
-	assert.EqualValues(t, 1, rc.count.Load(), "the disabled endpoint got no retry")
+			r = w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + dlv, key: whKeyA})
+			require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
+			assert.Equal(t, statusFailed, r.data()["status"], "the PATCH fails the pending retry")
+			assert.Len(t, whAttempts(t, r.data()), 1, "no attempt after the PATCH")
 
-	// The test call still reaches a disabled endpoint: it names it explicitly.
-	r = w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test", key: whKeyA})
-	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.raw)
-	assert.Equal(t, r.data()["id"], rc.next(t, whWait).header.Get("Webhook-Id"))
+			// The test call still goes: it names the endpoint explicitly.
+			r = w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test", key: whKeyA})
+			require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.raw)
+			assert.Equal(t, r.data()["id"], rc.next(t, whWait).header.Get("Webhook-Id"))
+			assert.EqualValues(t, 2, rc.count.Load(), "the endpoint got no retry")
+		})
+	}
 }
 
 // TestNoAttemptOfQueuedDeliveriesAfterDisabling: deliveries waiting on

@@ -461,8 +461,11 @@ func (s *server) handlePatchEndpoint(w http.ResponseWriter, r *http.Request, e *
 	}
 	wasEnabled := e.Enabled
 	c.apply(e, time.Now().Unix())
-	if wasEnabled && !e.Enabled {
-		s.hooks.disableLocked(e)
+	switch {
+	case wasEnabled && !e.Enabled:
+		s.hooks.dropQueuedLocked(e, dropAll)
+	case c.events != nil:
+		s.hooks.dropQueuedLocked(e, e.refusesLocked)
 	}
 	s.hooks.dirty = true
 	writeJSON(w, http.StatusOK, map[string]any{"data": e.view()})

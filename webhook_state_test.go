@@ -233,7 +233,7 @@ func TestDisableFailsQueuedDeliveries(t *testing.T) {
 	hk.dirty = false
 
 	e.Enabled = false
-	hk.disableLocked(e)
+	hk.dropQueuedLocked(e, dropAll)
 	for i, d := range append(queued, retry) {
 		assert.Equal(t, statusFailed, d.Status, "delivery %d", i)
 	}
@@ -264,6 +264,64 @@ func TestDisableFailsQueuedDeliveries(t *testing.T) {
 	assert.Empty(t, hk2.sched, "nothing is scheduled again after a restart")
 }
 
+// TestUnsubscribedTypeDropped checks that an endpoint whose events no
+// longer include a type takes no more deliveries of it (API.md §5: only
+// endpoints subscribed to the type receive it): what it had queued of that
+// type, retries included, is failed wherever it waited, the places those
+// held go to what waits behind them, an attempt under way takes no retry,
+// and a test call still goes; all of it holds after a reload.
+func TestUnsubscribedTypeDropped(t *testing.T) {
+	hk, eps := whHooks(t, whFast(), 1)
+	e := eps[0]
+	e.Events = []string{eventOrderStatus, eventTest}
+	hk.mu.Lock()
+	retry := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
+	whAttemptDue(hk, 500) // one failed attempt; the retry is scheduled
+	retry.NextAt = time.Now().Add(time.Hour).UnixNano()
+	heap.Fix(&hk.sched, retry.index)
+	var orders []*delivery
+	for range perEndpointInFlight {
+		orders = append(orders, hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`))))
+	}
+	hk.advanceLocked(time.Now())
+	underWay := hk.takeLocked(time.Now()) // the first order's attempt is under way
+	require.NotNil(t, underWay)
+	test := hk.enqueueLocked(e, hk.newEventLocked(eventTest, []byte(`{}`)))
+	test.Explicit = true // as the test call makes it
+	waiting := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
+	hk.advanceLocked(time.Now())
+	require.Len(t, hk.ready, perEndpointInFlight-1)
+	require.Equal(t, []*delivery{test, waiting}, e.waiting)
+
+	e.Events = []string{eventTest}
+	hk.dropQueuedLocked(e, e.refusesLocked)
+	for i, d := range append(orders[1:], retry, waiting) {
+		assert.Equal(t, statusFailed, d.Status, "order delivery %d", i)
+	}
+	assert.Equal(t, statusPending, underWay.d.Status, "an attempt under way finishes")
+	assert.Empty(t, hk.sched)
+	assert.Equal(t, []*delivery{test}, hk.ready, "the test call takes a freed place")
+	assert.Empty(t, e.waiting)
+	assert.Equal(t, 2, e.inflight, "the attempt under way and the test call")
+
+	hk.finishLocked(underWay, egress.Result{Status: 500})
+	assert.Equal(t, statusFailed, underWay.d.Status, "and takes no retry")
+	j := hk.takeLocked(time.Now())
+	require.NotNil(t, j)
+	assert.Same(t, test, j.d)
+	hk.finishLocked(j, egress.Result{Status: 500})
+	assert.Equal(t, statusPending, test.Status, "the test call is retried: the endpoint takes it")
+	assert.Zero(t, e.inflight, "every place is given back")
+	whCheckRefs(t, hk)
+	hk.mu.Unlock()
+
+	hk2 := whReloaded(t, hk)
+	for _, d := range append(orders, retry, waiting) {
+		assert.Equal(t, statusFailed, hk2.deliv[d.ID].Status)
+	}
+	assert.Equal(t, statusPending, hk2.deliv[test.ID].Status)
+}
+
 // TestDisabledEndpointAfterRestart: an attempt under way when its endpoint
 // was disabled is left pending by the shutdown (or a crash) and comes back
 // with the state. After the restart it is failed, not sent, unless it was
@@ -281,7 +339,7 @@ func TestDisabledEndpointAfterRestart(t *testing.T) {
 	// shutdown cancels both attempts, which leaves them pending.
 	j1, j2 := hk.takeLocked(time.Now()), hk.takeLocked(time.Now())
 	e.Enabled = false
-	hk.disableLocked(e)
+	hk.dropQueuedLocked(e, dropAll)
 	hk.finishLocked(j1, egress.Result{Err: context.Canceled})
 	hk.finishLocked(j2, egress.Result{Err: context.Canceled})
 	require.Equal(t, statusPending, published.Status)
