@@ -811,7 +811,7 @@ func (s *server) handleLink(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     linkCookie,
 		Value:    s.sign(ls),
-		Path:     "/stores/" + st.ID + "/auth/",
+		Path:     s.linkCookiePath(st),
 		MaxAge:   int(s.linkTTL() / time.Second),
 		HttpOnly: true,
 		Secure:   true,
@@ -835,6 +835,14 @@ func (s *server) linkTTL() time.Duration { return s.cfg.AuthCodeTTL.D() + 5*time
 
 func (s *server) callbackURL(st *StoreConfig) string {
 	return s.cfg.PublicBaseURL + "/stores/" + st.ID + "/auth/callback"
+}
+
+// linkCookiePath is the Path of the link cookie: the callback's directory
+// as the browser sees it, so under public_base_url's own path when it has
+// one (the service behind a proxy that strips it).
+func (s *server) linkCookiePath(st *StoreConfig) string {
+	u, _ := url.Parse(s.callbackURL(st)) // public_base_url is validated at start-up
+	return strings.TrimSuffix(u.EscapedPath(), "callback")
 }
 
 // safeReturnTo returns p when it is a path on this site, and "/" otherwise:
@@ -886,7 +894,7 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	// Whatever happens, this link attempt is over.
-	http.SetCookie(w, &http.Cookie{Name: linkCookie, Path: "/stores/" + st.ID + "/auth/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
+	http.SetCookie(w, &http.Cookie{Name: linkCookie, Path: s.linkCookiePath(st), MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
 	c, err := r.Cookie(linkCookie)
 	if err != nil {
 		callbackFailed(w, "This sign-in was not started in this browser, or it was already completed. Go back to the shop and choose “Link to game” again.")

@@ -1435,23 +1435,28 @@ func (g *fakeGame) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type flow struct {
 	app  *app
 	svc  *httptest.Server
+	base string // public_base_url: svc.URL and the prefix of startFlowAt
 	game *httptest.Server
 }
 
-func startFlow(t *testing.T) *flow {
+func startFlow(t *testing.T) *flow { return startFlowAt(t, "") }
+
+// startFlowAt starts a flow whose service is reached under prefix, as
+// behind a proxy that strips it: public_base_url is svc.URL+prefix.
+func startFlowAt(t *testing.T, prefix string) *flow {
 	t.Helper()
 	svc := httptest.NewUnstartedServer(nil)
 	game := httptest.NewUnstartedServer(nil)
-	svcURL := "https://" + svc.Listener.Addr().String()
+	base := "https://" + svc.Listener.Addr().String() + prefix
 	gameURL := "http://" + game.Listener.Addr().String() + "/oauth/authorize"
-	a := newTestApp(t, testConfig(cfgOpts{publicBaseURL: svcURL, gameURL: gameURL}))
-	svc.Config.Handler = a.srv.handler()
+	a := newTestApp(t, testConfig(cfgOpts{publicBaseURL: base, gameURL: gameURL}))
+	svc.Config.Handler = http.StripPrefix(prefix, a.srv.handler())
 	svc.StartTLS()
 	t.Cleanup(svc.Close)
-	game.Config.Handler = &fakeGame{svcURL: svcURL, client: svc.Client(), storeID: storeA, key: keyA}
+	game.Config.Handler = &fakeGame{svcURL: base, client: svc.Client(), storeID: storeA, key: keyA}
 	game.Start()
 	t.Cleanup(game.Close)
-	return &flow{app: a, svc: svc, game: game}
+	return &flow{app: a, svc: svc, base: base, game: game}
 }
 
 // get fetches u without following redirects, sending cookies.
@@ -1470,7 +1475,7 @@ func (f *flow) get(t *testing.T, u string, cookies ...*http.Cookie) response {
 }
 
 func (f *flow) linkURL(store, returnTo string) string {
-	u := f.svc.URL + "/stores/" + store + "/auth/link"
+	u := f.base + "/stores/" + store + "/auth/link"
 	if returnTo != "" {
 		u += "?return_to=" + url.QueryEscape(returnTo)
 	}
@@ -1532,6 +1537,7 @@ func TestLink(t *testing.T) {
 	assert.True(t, c.HttpOnly, "HttpOnly")
 	assert.True(t, c.Secure, "Secure")
 	assert.Equal(t, http.SameSiteLaxMode, c.SameSite, "SameSite")
+	assert.Equal(t, "/stores/"+storeA+"/auth/", c.Path, "Path: the callback's directory")
 
 	t.Run("fresh values each time", func(t *testing.T) {
 		again := f.get(t, f.linkURL(storeA, "/account"))
@@ -1546,39 +1552,45 @@ func TestLink(t *testing.T) {
 }
 
 // TestLinkFlowBrowser runs the whole browser flow with a cookie jar that
-// follows every redirect, as a browser would.
+// follows every redirect, as a browser would: with the service at the
+// root of its host, and under a path of public_base_url (behind a proxy
+// that strips it), where the link cookie must still reach the callback.
 func TestLinkFlowBrowser(t *testing.T) {
-	f := startFlow(t)
-	jar, err := cookiejar.New(nil)
-	require.NoError(t, err)
-	var visited []string
-	browser := &http.Client{
-		Transport: f.svc.Client().Transport,
-		Jar:       jar,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			visited = append(visited, req.URL.Scheme+"://"+req.URL.Host+req.URL.Path)
-			return nil
-		},
-	}
-	req, err := http.NewRequest(http.MethodGet, f.linkURL(storeA, "/account?tab=orders"), nil)
-	require.NoError(t, err)
-	got := send(t, browser, req)
-	// The shop's own /account page is not this service's: 404 there is the
-	// end of the flow.
-	assert.Equal(t, []string{
-		f.game.URL + "/oauth/authorize",
-		f.svc.URL + "/stores/" + storeA + "/auth/callback",
-		f.svc.URL + "/account",
-	}, visited, "redirects")
-	assert.Equal(t, "/account", got.resp.Request.URL.Path)
-	assert.Equal(t, "tab=orders", got.resp.Request.URL.RawQuery)
+	for _, prefix := range []string{"", "/signin"} {
+		t.Run("at "+prefix+"/", func(t *testing.T) {
+			f := startFlowAt(t, prefix)
+			jar, err := cookiejar.New(nil)
+			require.NoError(t, err)
+			var visited []string
+			browser := &http.Client{
+				Transport: f.svc.Client().Transport,
+				Jar:       jar,
+				CheckRedirect: func(req *http.Request, via []*http.Request) error {
+					visited = append(visited, req.URL.Scheme+"://"+req.URL.Host+req.URL.Path)
+					return nil
+				},
+			}
+			req, err := http.NewRequest(http.MethodGet, f.linkURL(storeA, "/account?tab=orders"), nil)
+			require.NoError(t, err)
+			got := send(t, browser, req)
+			// The shop's own /account page is not this service's: 404 there
+			// is the end of the flow.
+			assert.Equal(t, []string{
+				f.game.URL + "/oauth/authorize",
+				f.base + "/stores/" + storeA + "/auth/callback",
+				f.svc.URL + "/account",
+			}, visited, "redirects")
+			assert.Equal(t, "/account", got.resp.Request.URL.Path)
+			assert.Equal(t, "tab=orders", got.resp.Request.URL.RawQuery)
 
-	// The browser is signed in.
-	req, err = http.NewRequest(http.MethodGet, f.svc.URL+"/stores/"+storeA+"/auth/me", nil)
-	require.NoError(t, err)
-	who := send(t, browser, req)
-	require.Equal(t, http.StatusOK, who.status, "me: %s", who.body)
-	assert.Contains(t, string(who.body), `"client_reference_id":"player-42"`)
+			// The browser is signed in.
+			req, err = http.NewRequest(http.MethodGet, f.base+"/stores/"+storeA+"/auth/me", nil)
+			require.NoError(t, err)
+			who := send(t, browser, req)
+			require.Equal(t, http.StatusOK, who.status, "me: %s", who.body)
+			assert.Contains(t, string(who.body), `"client_reference_id":"player-42"`)
+		})
+	}
 }
 
 func TestCallback(t *testing.T) {
