@@ -808,9 +808,16 @@ func (s *server) handleLink(w http.ResponseWriter, r *http.Request) {
 		StoreID:  st.ID,
 		Expires:  time.Now().Add(s.linkTTL()).Unix(),
 	}
+	value := s.sign(ls)
+	if len(linkCookie)+len(value) > maxCookieSize {
+		// A return path too long for the cookie, which browsers would
+		// drop, and the sign-in with it: back to the start page instead.
+		ls.ReturnTo = "/"
+		value = s.sign(ls)
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     linkCookie,
-		Value:    s.sign(ls),
+		Value:    value,
 		Path:     s.linkCookiePath(st),
 		MaxAge:   int(s.linkTTL() / time.Second),
 		HttpOnly: true,
@@ -828,6 +835,11 @@ func (s *server) handleLink(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, target.String(), http.StatusFound)
 }
+
+// maxCookieSize is the most a cookie's name and value may take together:
+// browsers drop a larger one (RFC 6265 §6.1 asks them to take at least
+// 4096 bytes, and Chrome and Firefox take no more).
+const maxCookieSize = 4096
 
 // linkTTL is how long a started link flow may take: the code's own life
 // plus time for the player to find the app.

@@ -1502,6 +1502,9 @@ func (f *flow) startLink(t *testing.T, returnTo string) (cookies []*http.Cookie,
 	require.Equal(t, http.StatusFound, link.status, "link: %s", link.body)
 	cookies = setCookies(link)
 	require.NotEmpty(t, cookies, "link sets a cookie")
+	for _, c := range cookies {
+		require.LessOrEqual(t, len(c.Name)+len(c.Value), 4096, "cookie %s is small enough for browsers", c.Name)
+	}
 	toGame := link.header.Get("Location")
 	require.True(t, strings.HasPrefix(toGame, f.game.URL+"/oauth/authorize?"), "link redirects to %q", toGame)
 	back := f.get(t, toGame)
@@ -1683,27 +1686,36 @@ func TestCallbackReturnTo(t *testing.T) {
 	f := startFlow(t)
 	tests := []struct {
 		returnTo, want string
+		name           string // when returnTo is too long for one
 	}{
-		{"/path?x=1", "/path?x=1"},
-		{"/", "/"},
-		{"/a/b", "/a/b"},
-		{"", "/"},
-		{"https://evil.com", "/"},
-		{"https://evil.com/path", "/"},
-		{"//evil.com", "/"},
-		{"///evil.com", "/"},
-		{`/\evil.com`, "/"},
-		{`\\evil.com`, "/"},
-		{"/\t/evil.com", "/"},
-		{"javascript:alert(1)", "/"},
-		{"evil.com", "/"},
+		{"/path?x=1", "/path?x=1", ""},
+		{"/", "/", ""},
+		{"/a/b", "/a/b", ""},
+		{"", "/", ""},
+		{"https://evil.com", "/", ""},
+		{"https://evil.com/path", "/", ""},
+		{"//evil.com", "/", ""},
+		{"///evil.com", "/", ""},
+		{`/\evil.com`, "/", ""},
+		{`\\evil.com`, "/", ""},
+		{"/\t/evil.com", "/", ""},
+		{"javascript:alert(1)", "/", ""},
+		{"evil.com", "/", ""},
+		{"/" + strings.Repeat("a", 2000), "/" + strings.Repeat("a", 2000), "2000 bytes"},
+		{"/" + strings.Repeat("a", 4000), "/", "4000 bytes: no room in the cookie"},
+		{"/" + strings.Repeat("<", 1000), "/", "1000 bytes, 6000 escaped in the cookie"},
+		{"/x?q=" + strings.Repeat("%E2%82%AC", 300), "/x?q=" + strings.Repeat("%E2%82%AC", 300), "percent-encoded"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.returnTo, func(t *testing.T) {
+		name := tt.name
+		if name == "" {
+			name = tt.returnTo
+		}
+		t.Run(name, func(t *testing.T) {
 			cookies, callback := f.startLink(t, tt.returnTo)
 			got := f.get(t, callback, cookies...)
 			require.Equal(t, http.StatusFound, got.status, "callback: %s", got.body)
-			assert.Equal(t, tt.want, got.header.Get("Location"), "return_to %q", tt.returnTo)
+			assert.Equal(t, tt.want, got.header.Get("Location"), "return_to %q", name)
 		})
 	}
 }
