@@ -1309,6 +1309,25 @@ func contractCases() []contractCase {
 			assert.Contains(t, lines[len(lines)-1], "auth_code_ttl", "output %s", out)
 		}},
 
+		{name: "config/an unusable data_dir exits non-zero naming it, before listening", run: func(t *testing.T, s *ctService) {
+			s.stop()
+			file := filepath.Join(t.TempDir(), "not-a-dir")
+			require.NoError(t, os.WriteFile(file, nil, 0o600))
+			// The service's address, taken: a service that listened first
+			// would fail on that instead.
+			ln, err := net.Listen("tcp", strings.TrimPrefix(s.URL, "http://"))
+			require.NoError(t, err)
+			defer ln.Close()
+			argv := slices.Clone(s.argv)
+			argv[slices.Index(argv, "-data")+1] = file
+			out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "output %s", out)
+			assert.NotZero(t, exit.ExitCode())
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			assert.Contains(t, lines[len(lines)-1], "data_dir", "output %s", out)
+		}},
+
 		// §6 restart.
 		{name: "restart/a code and an endpoint survive; the code redeems once", run: func(t *testing.T, s *ctService) {
 			c := s.mustRegister(t)

@@ -89,6 +89,11 @@ func run() error {
 	if *dataFlag != "" {
 		cfg.DataDir = *dataFlag
 	}
+	// An unusable data_dir is a configuration error like any other:
+	// reported before listening (API.md §1), not once restoring fails.
+	if err := checkDataDir(cfg.DataDir); err != nil {
+		return err
+	}
 	logger := slog.New(newLineHandler(logOut, slog.LevelInfo))
 	slog.SetDefault(logger)
 
@@ -209,6 +214,20 @@ func newApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 		}
 	}()
 	return a, nil
+}
+
+// checkDataDir makes dir if it is missing and checks that files can be
+// made in it, as the state's are.
+func checkDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // openApp restores the state in cfg.DataDir and starts nothing: the wasm
