@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -24,7 +25,7 @@ func metricValue(t *testing.T, body, series string) float64 {
 }
 
 func TestMetrics(t *testing.T) {
-	_, ts := startService(t, cfgOpts{})
+	a, ts := startService(t, cfgOpts{})
 	scrape := func() string {
 		t.Helper()
 		resp, err := http.Get(ts.URL + "/metrics")
@@ -60,5 +61,12 @@ func TestMetrics(t *testing.T) {
 		if got := metricValue(t, after, tt.series); got != tt.now {
 			t.Errorf("after: %s = %v; want %v", tt.series, got, tt.now)
 		}
+	}
+
+	// An empty value, which no request writes but a damaged file whose
+	// checksums hold could restore, is no code, and no panic.
+	require.NoError(t, a.store.Insert(Key{1}, nil, time.Now().Add(time.Hour)))
+	if got := metricValue(t, scrape(), "auth_codes_live"); got != 1 {
+		t.Errorf("with an empty value: auth_codes_live = %v; want 1", got)
 	}
 }

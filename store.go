@@ -487,22 +487,28 @@ func (s *memStore) Delete(k Key) {
 }
 
 // Count returns the live entries whose value satisfies keep. It visits
-// every entry, so it is for scrapes, not for requests.
+// every entry, so it is for scrapes, not for requests. keep runs under a
+// shard's lock, which a panic in it releases all the same.
 func (s *memStore) Count(keep func(val []byte) bool) int {
 	now := time.Now().UnixNano()
 	n := 0
 	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for _, e := range sh.t.slots {
-			if e.hash == 0 {
-				continue
-			}
-			if _, exp, val := sh.entryLocked(e.ref); exp > now && keep(val) {
-				n++
-			}
+		n += s.shards[i].count(now, keep)
+	}
+	return n
+}
+
+// count is Count for one shard; it takes and releases sh.mu.
+func (sh *shard) count(now int64, keep func(val []byte) bool) (n int) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, e := range sh.t.slots {
+		if e.hash == 0 {
+			continue
 		}
-		sh.mu.Unlock()
+		if _, exp, val := sh.entryLocked(e.ref); exp > now && keep(val) {
+			n++
+		}
 	}
 	return n
 }

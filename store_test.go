@@ -1676,3 +1676,22 @@ func TestMemStoreShrinksAfterBurst(t *testing.T) {
 	}
 	assert.Equal(t, kept+burst, s.Len(), "entries after growing again")
 }
+
+// TestCountReleasesLocksOnPanic: Count runs its callback under a shard's
+// lock; a callback that panics must not leave the lock held, or every
+// request on that shard, the ticker and the shutdown would wait forever.
+func TestCountReleasesLocksOnPanic(t *testing.T) {
+	s := newTestStore(t, t.TempDir(), 100)
+	k := Key{7}
+	require.NoError(t, s.Insert(k, []byte("v"), time.Now().Add(time.Hour)))
+	func() {
+		defer func() { require.NotNil(t, recover(), "the callback's panic goes on up") }()
+		s.Count(func([]byte) bool { panic("boom") })
+	}()
+	for i := range s.shards {
+		require.True(t, s.shards[i].mu.TryLock(), "shard %d is left locked", i)
+		s.shards[i].mu.Unlock()
+	}
+	_, ok := s.Get(k)
+	assert.True(t, ok)
+}
