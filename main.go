@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -230,6 +231,38 @@ func checkDataDir(dir string) error {
 	return os.Remove(f.Name())
 }
 
+// removeTempFiles removes from dir the temporary files of writeFileWith
+// that a crash left behind (NAME.tmpRANDOM, for the state's files: the
+// store's snapshots and logs, the webhook state, the cookie key). Each is
+// as large as the file it was to replace, and nothing else would remove
+// it. It runs before anything writes: only a dead process left these.
+func removeTempFiles(dir string, logger *slog.Logger) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return // restoring reports what is wrong with dir
+	}
+	for _, e := range entries {
+		base, _, ok := strings.Cut(e.Name(), ".tmp")
+		if !ok || !e.Type().IsRegular() || !isStateFile(base) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			logger.Warn("data_dir: cannot remove a temporary file a crash left", "file", e.Name(), "err", err)
+			continue
+		}
+		logger.Info("data_dir: removed a temporary file a crash left", "file", e.Name())
+	}
+}
+
+// isStateFile reports whether name is that of one of the state's files.
+func isStateFile(name string) bool {
+	switch name {
+	case hooksFileName, cookieKeyFile:
+		return true
+	}
+	return strings.HasPrefix(name, "store-") && (strings.HasSuffix(name, ".snap") || strings.HasSuffix(name, ".log"))
+}
+
 // openApp restores the state in cfg.DataDir and starts nothing: the wasm
 // build, whose goroutines run only while its host calls in, drives the
 // timed work from outside.
@@ -237,7 +270,8 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "cookie.key"))
+	removeTempFiles(cfg.DataDir, logger)
+	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, cookieKeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
@@ -294,12 +328,16 @@ func (a *app) ensureDataDir() {
 		a.srv.log.Error("data_dir: cannot recreate it", "err", err)
 		return
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "cookie.key"), a.srv.cookieKey); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, cookieKeyFile), a.srv.cookieKey); err != nil {
 		a.srv.log.Error("data_dir: cannot rewrite the cookie key", "err", err)
 	}
 	a.store.rewriteAll()
 	a.srv.hooks.markDirty()
 }
+
+// cookieKeyFile is the file in data_dir holding the key that signs the
+// link cookie.
+const cookieKeyFile = "cookie.key"
 
 // loadOrCreateKey returns the 32-byte key in path, creating it on first use.
 func loadOrCreateKey(path string) ([]byte, error) {

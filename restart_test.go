@@ -453,3 +453,22 @@ func TestSIGTERMWhileStarting(t *testing.T) {
 	assert.Contains(t, string(log), "state written", "log")
 	assert.NotContains(t, string(log), `"msg":"serving"`, "log: it never became ready")
 }
+
+// TestTempFilesRemovedAtStart: the temporary files a crash leaves while
+// writing the state (as large as what they were to replace) are removed
+// when the service next starts; other files in data_dir are left alone.
+func TestTempFilesRemovedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	crashLeft := []string{"store-07.snap.tmp123", "store-3f.log.tmp9", hooksFileName + ".tmp42", cookieKeyFile + ".tmp7"}
+	others := []string{"notes.tmp1", "store-07.snap.bak", "backup.tmp", "store-.tmp3x"}
+	for _, name := range append(crashLeft, others...) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("half"), 0o600))
+	}
+	openTestApp(t, storeTestConfig(t, dir))
+	for _, name := range crashLeft {
+		assert.NoFileExists(t, filepath.Join(dir, name))
+	}
+	for _, name := range others {
+		assert.FileExists(t, filepath.Join(dir, name))
+	}
+}
