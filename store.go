@@ -319,6 +319,7 @@ func (s *memStore) restoreShard(i int, now int64) error {
 	sh := &s.shards[i]
 	snap, logf := s.snapPaths[i], s.logPaths[i]
 	b, err := os.ReadFile(snap)
+	haveSnap := err == nil
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
@@ -338,6 +339,10 @@ func (s *memStore) restoreShard(i int, now int64) error {
 	}
 	b, err = os.ReadFile(logf)
 	switch {
+	case errors.Is(err, os.ErrNotExist) && haveSnap:
+		// A snapshot always has a log beside it (ensureLogLocked): this
+		// one was removed, and what changed since the snapshot with it.
+		return fmt.Errorf("restore %s: missing beside %s: it holds what changed since that snapshot, redemptions among them (put it back; or move %s away too, to start without this shard's entries)", logf, filepath.Base(snap), filepath.Base(snap))
 	case errors.Is(err, os.ErrNotExist):
 		return nil
 	case err != nil:
@@ -733,6 +738,28 @@ func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 	return err
 }
 
+// testHookSnapshotWritten, when set by a test, runs where a compaction has
+// put shard i's new snapshot in place and not yet its new log: what a
+// crash there leaves on disk.
+var testHookSnapshotWritten func(i int)
+
+// ensureLogLocked gives shard i an empty log, continuing its snapshot of
+// epoch prev (or none, with prev 0, when there is no snapshot file), if
+// it has no log at all: in a new or recreated data_dir, or one whose log
+// was removed. A compaction then writes its snapshot, then a new log:
+// with a log there first, a crash between the two leaves the snapshot
+// beside an older log, which restore ignores as stale, never alone, which
+// restore takes for a lost log. s.flushMu must be held.
+func (s *memStore) ensureLogLocked(i int, prev uint64) error {
+	if _, err := os.Stat(s.logPaths[i]); !errors.Is(err, os.ErrNotExist) {
+		return nil // there is one, or the writes that follow report the error
+	}
+	if _, err := os.Stat(s.snapPaths[i]); errors.Is(err, os.ErrNotExist) {
+		prev = 0
+	}
+	return writeFileAtomic(s.logPaths[i], appendLogHeader(nil, prev))
+}
+
 // flushShardLocked writes shard i's pending changes, folding its log into
 // a new snapshot when it must (fresh, compactAll) or, if mayCompact, when
 // that is due. It reports whether it wrote a snapshot. s.flushMu must be
@@ -758,22 +785,28 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool, p 
 
 		var size int64
 		s.closeLogLocked(i) // the log file is about to be replaced
-		err = writeFileWith(snapPath, p, func(w io.Writer) (err error) {
-			size, err = writeSnapshot(w, epoch, n, func(yield func(snapRecord) bool) {
-				for _, e := range s.snapSlots {
-					if e.hash == 0 {
-						continue
+		err = s.ensureLogLocked(i, epoch-1)
+		if err == nil {
+			err = writeFileWith(snapPath, p, func(w io.Writer) (err error) {
+				size, err = writeSnapshot(w, epoch, n, func(yield func(snapRecord) bool) {
+					for _, e := range s.snapSlots {
+						if e.hash == 0 {
+							continue
+						}
+						k, exp, val := entryAt(s.snapChunks[e.ref.chunk][e.ref.off:])
+						if !yield(snapRecord{*k, exp, val}) {
+							return
+						}
 					}
-					k, exp, val := entryAt(s.snapChunks[e.ref.chunk][e.ref.off:])
-					if !yield(snapRecord{*k, exp, val}) {
-						return
-					}
-				}
+				})
+				return err
 			})
-			return err
-		})
+		}
 		clear(s.snapChunks) // the chunks may be let go of meanwhile: hold on to none
 		if err == nil {
+			if testHookSnapshotWritten != nil {
+				testHookSnapshotWritten(i)
+			}
 			p.yield()
 			err = writeFileAtomic(logPath, appendLogHeader(nil, epoch))
 		}

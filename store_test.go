@@ -1695,3 +1695,91 @@ func TestCountReleasesLocksOnPanic(t *testing.T) {
 	_, ok := s.Get(k)
 	assert.True(t, ok)
 }
+
+// TestMemStoreSnapshotWithoutItsLog removes a shard's log beside its
+// snapshot: what changed since the snapshot, a redemption say, is in
+// neither, so start-up stops, naming both files, rather than start as if
+// nothing had; moving the snapshot away too, as the error says, starts the
+// store without that shard's entries.
+func TestMemStoreSnapshotWithoutItsLog(t *testing.T) {
+	dir := t.TempDir()
+	s := newTestStore(t, dir, 100)
+	k := testKey("k")
+	require.NoError(t, s.Insert(k, []byte("v"), future()))
+	require.NoError(t, s.Compact()) // k is in a snapshot
+	_, ok := s.Swap(k, []byte("redeemed"), time.Time{})
+	require.True(t, ok)
+	require.NoError(t, s.Flush()) // and its change in the log
+	i := int(k[0] % numShards)
+	snap, logf := s.snapPaths[i], s.logPaths[i]
+	require.NoError(t, os.Remove(logf))
+
+	r, err := newMemStore(dir, 100)
+	require.Error(t, err, "restored a snapshot without the log that continues it")
+	assert.Nil(t, r)
+	assert.Contains(t, err.Error(), logf)
+	assert.Contains(t, err.Error(), filepath.Base(snap))
+
+	require.NoError(t, os.Rename(snap, snap+".bad"))
+	r = newTestStore(t, dir, 100)
+	_, ok = r.Get(k)
+	assert.False(t, ok, "the shard starts empty")
+}
+
+// TestCompactionCrashBeforeItsLog takes the files as a crash leaves them
+// where a compaction has written a shard's new snapshot and not yet its
+// new log, in a new data_dir, with entries, and in a data_dir recreated
+// while running: each restores, with the snapshot's entries.
+func TestCompactionCrashBeforeItsLog(t *testing.T) {
+	k := testKey("k")
+	for _, tt := range []struct {
+		name string
+		// run makes the compaction to catch, calling arm just before it.
+		run     func(t *testing.T, dir string, arm func())
+		wantKey bool
+	}{
+		{"new data_dir", func(t *testing.T, dir string, arm func()) {
+			arm()
+			newTestStore(t, dir, 100)
+		}, false},
+		{"with entries", func(t *testing.T, dir string, arm func()) {
+			s := newTestStore(t, dir, 100)
+			require.NoError(t, s.Insert(k, []byte("v"), future()))
+			require.NoError(t, s.Flush())
+			arm()
+			require.NoError(t, s.Compact())
+		}, true},
+		{"data_dir recreated", func(t *testing.T, dir string, arm func()) {
+			s := newTestStore(t, dir, 100)
+			require.NoError(t, s.Insert(k, []byte("v"), future()))
+			require.NoError(t, s.Flush())
+			require.NoError(t, os.RemoveAll(dir))
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			s.rewriteAll() // as ensureDataDir does
+			arm()
+			require.NoError(t, s.Flush())
+		}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			var crashed string // the files at the crash
+			arm := func() {
+				testHookSnapshotWritten = func(i int) {
+					if i != int(k[0]%numShards) || crashed != "" {
+						return
+					}
+					crashed = filepath.Join(t.TempDir(), "crash")
+					require.NoError(t, os.CopyFS(crashed, os.DirFS(dir)))
+				}
+			}
+			t.Cleanup(func() { testHookSnapshotWritten = nil })
+			tt.run(t, dir, arm)
+			require.NotEmpty(t, crashed, "the compaction ran")
+			r, err := newMemStore(crashed, 100)
+			require.NoError(t, err, "restoring what the crash left")
+			_, ok := r.Get(k)
+			assert.Equal(t, tt.wantKey, ok, "the snapshot's entry")
+		})
+	}
+}
