@@ -15,6 +15,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -313,9 +314,10 @@ func ctFreeAddr() (string, error) {
 
 // ctOpts are what a case needs of its configuration and target.
 type ctOpts struct {
-	retry  []string // webhooks.retry_schedule; default 50ms, 50ms
-	apps   bool     // configure the association files
-	faults bool     // wasm: the edgefault module, -call-timeout ctCallTimeout
+	retry       []string      // webhooks.retry_schedule; default 50ms, 50ms
+	apps        bool          // configure the association files
+	faults      bool          // wasm: the edgefault module, -call-timeout ctCallTimeout
+	callTimeout time.Duration // wasm, with faults: -call-timeout instead of ctCallTimeout
 }
 
 // ctService is the service running as a process for one case, with a game
@@ -399,7 +401,7 @@ func startContractService(t *testing.T, target string, o ctOpts) *ctService {
 		module := art.module
 		timeout := 10 * time.Second
 		if o.faults {
-			module, timeout = art.faultModule, ctCallTimeout
+			module, timeout = art.faultModule, cmp.Or(o.callTimeout, ctCallTimeout)
 		}
 		s.argv = []string{art.host, "-config", cfgFile, "-module", module, "-addr", addr,
 			"-data", data, "-cache", art.cache, "-call-timeout", timeout.String()}
@@ -1432,6 +1434,18 @@ func contractCases() []contractCase {
 			ctFault(t, s, "/__fault/spin")
 			assert.Less(t, time.Since(start), ctCallTimeout+10*time.Second, "bounded by -call-timeout %v", ctCallTimeout)
 		}},
+		// Start restores the whole store, which for a large one takes
+		// longer than any call may: it runs without the call deadline, at
+		// launch and when a failed instance is replaced.
+		{name: "fault/a large store starts and recovers past the call deadline", targets: wasmOnly, opts: ctOpts{faults: true, callTimeout: 300 * time.Millisecond}, run: func(t *testing.T, s *ctService) {
+			s.stop()
+			c := ctPrefill(t, s.argv[slices.Index(s.argv, "-data")+1], 60_000)
+			start := time.Now()
+			s.start()
+			t.Logf("started with 60 000 codes in %v (-call-timeout 300ms)", time.Since(start))
+			ctFault(t, s, "/__fault/trap") // the replacement restores them all again
+			ctToken(t, s.redeem(t, ctStoreA, c))
+		}},
 		// API.md §3 503 "unable to persist": an instance that cannot write
 		// a change exits instead of answering; the host answers 503 and
 		// starts a fresh instance from data_dir, so what was not
@@ -1456,6 +1470,26 @@ func contractCases() []contractCase {
 			ctToken(t, s.redeem(t, ctStoreA, lost))
 		}},
 	}
+}
+
+// ctPrefill adds n live codes of store A to the state in dir, as the
+// service would have registered them, and returns one of them.
+func ctPrefill(t *testing.T, dir string, n int) ctCode {
+	t.Helper()
+	st, err := newMemStore(dir, n+1000)
+	require.NoError(t, err)
+	var c ctCode
+	exp := time.Now().Add(time.Hour)
+	for range n {
+		c = newCTCode(ctStoreA, ctKeyA)
+		rec := codeRecord{RedirectURI: ctShopCB, CodeChallenge: ctChallenge(c.verifier), Player: Player{
+			ClientReferenceID: "player-42", FirstName: "Ada", LastName: "Lovelace",
+			Language: "pt-BR", Currency: "EUR", Country: "PT", Timezone: "Europe/Lisbon",
+		}}
+		require.NoError(t, st.Insert(codeKey(ctStoreA, c.code), rec.appendTo(nil), exp))
+	}
+	require.NoError(t, st.Compact())
+	return c
 }
 
 // ctFault registers a code, creates an endpoint and redeems another code,

@@ -305,7 +305,7 @@ func (h *host) callLocked(name string, in []byte, args ...uint64) ([]byte, error
 	if h.mod == nil {
 		return nil, errors.New("module is not running")
 	}
-	ctx, cancel := callContext()
+	ctx, cancel := callContext(name)
 	defer cancel()
 	if in != nil {
 		res, err := h.fn["buffer"].Call(ctx, uint64(len(in)))
@@ -332,10 +332,15 @@ func (h *host) callLocked(name string, in []byte, args ...uint64) ([]byte, error
 	return append([]byte(nil), b...), nil
 }
 
-// callContext is the context of one call into the module: with the
-// -call-timeout deadline, if any.
-func callContext() (context.Context, context.CancelFunc) {
-	if *callTimeout > 0 {
+// callContext is the context of one call into the module, export name:
+// with the -call-timeout deadline, if any, except for start. Start
+// restores the whole state from data_dir, which takes seconds for a large
+// store (about 16 s for a million codes without the deadline's checks):
+// under the deadline a store past about half a million codes could
+// neither start nor recover from a failed call, and every request would
+// wait for another restore cut short.
+func callContext(name string) (context.Context, context.CancelFunc) {
+	if *callTimeout > 0 && name != "start" {
 		return context.WithTimeout(context.Background(), *callTimeout)
 	}
 	return context.Background(), func() {}
@@ -402,7 +407,7 @@ func (h *host) pokeIfDue() {
 	h.mu.Lock()
 	var due bool
 	if h.mod != nil {
-		ctx, cancel := callContext()
+		ctx, cancel := callContext("wake")
 		res, err := h.fn["wake"].Call(ctx)
 		cancel()
 		due = err == nil && len(res) == 1 && res[0] == 1
