@@ -272,8 +272,10 @@ func (hk *hooks) takeLocked(now time.Time) *job {
 
 // finishLocked records the outcome r of j: it frees j's place on its
 // endpoint and decides what comes next for the delivery. An attempt
-// abandoned because the service is stopping is not recorded: the delivery
-// stays pending, due at once. hk.mu must be held.
+// abandoned (the service stopping, the edge host giving up a replaced
+// instance's requests) is not recorded: the delivery is scheduled again,
+// due at once, so that it is neither lost nor left pending with nothing
+// to send it. hk.mu must be held.
 func (hk *hooks) finishLocked(j *job, r egress.Result) {
 	d := j.d
 	e := hk.endpoints[d.EndpointID]
@@ -283,6 +285,7 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 	hk.releaseLocked(e)
 	if errors.Is(r.Err, context.Canceled) {
 		d.NextAt = time.Now().UnixNano()
+		hk.scheduleLocked(d)
 		return
 	}
 	hk.recordLocked(e, d, j.a.complete(r))

@@ -354,3 +354,27 @@ func TestDisabledEndpointAfterRestart(t *testing.T) {
 	assert.Equal(t, explicit.ID, j.d.ID)
 	assert.Nil(t, hk2.takeLocked(time.Now()))
 }
+
+// TestAbandonedAttemptScheduledAgain: an attempt given up unrecorded (the
+// service stopping, or the edge host giving up the requests of an
+// instance it replaced) leaves its delivery scheduled, due at once, so the
+// next round sends it; before, it stayed pending in no queue until a
+// restart.
+func TestAbandonedAttemptScheduledAgain(t *testing.T) {
+	hk, eps := whHooks(t, whFast(), 1)
+	hk.mu.Lock()
+	defer hk.mu.Unlock()
+	d := hk.enqueueLocked(eps[0], hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
+	hk.advanceLocked(time.Now())
+	j := hk.takeLocked(time.Now())
+	require.NotNil(t, j)
+	hk.finishLocked(j, egress.Result{Err: context.Canceled})
+	assert.Equal(t, statusPending, d.Status)
+	assert.Empty(t, d.Attempts, "not recorded")
+	assert.Zero(t, eps[0].inflight, "its place is given back")
+	require.GreaterOrEqual(t, d.index, 0, "scheduled again")
+	hk.advanceLocked(time.Now())
+	again := hk.takeLocked(time.Now())
+	require.NotNil(t, again, "due at once")
+	assert.Same(t, d, again.d)
+}

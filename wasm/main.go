@@ -350,16 +350,26 @@ func callContext(name string) (context.Context, context.CancelFunc) {
 // fresh one restored from data_dir (which the module writes before it
 // answers each request).
 func (h *host) call(name string, in []byte, args ...uint64) ([]byte, error) {
+	out, _, err := h.callIn(name, in, args...)
+	return out, err
+}
+
+// callIn is call, and also returns the instance the call went to (its
+// number in h.instances). Read under h.mu, it is the one that ran the
+// call even when a failed call on another goroutine replaced the one
+// there before: the loop tags a tick's jobs with it.
+func (h *host) callIn(name string, in []byte, args ...uint64) (out []byte, instance uint64, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out, err := h.callLocked(name, in, args...)
+	instance = h.instances.Load()
+	out, err = h.callLocked(name, in, args...)
 	if err != nil {
 		slog.Error("edge module failed; restarting it from data_dir", "call", name, "err", err)
 		if rerr := h.instantiateLocked(); rerr != nil {
 			slog.Error("edge module restart failed", "err", rerr)
 		}
 	}
-	return out, err
+	return out, instance, err
 }
 
 func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -485,13 +495,12 @@ func (h *host) loop(ctx context.Context) {
 		case <-h.kick:
 		case <-timer.C:
 		}
-		instance := h.instances.Load()
+		out, instance, err := h.callIn("tick", nil, uint64(time.Now().UnixNano()))
 		for _, j := range jobs {
 			if j.instance != instance {
 				j.cancel() // a replaced instance's
 			}
 		}
-		out, err := h.call("tick", nil, uint64(time.Now().UnixNano()))
 		var t wire.Tick
 		if err == nil {
 			json.Unmarshal(out, &t)
