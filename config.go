@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
-	"crypto/x509"
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
@@ -242,12 +241,8 @@ func (c *Config) validate() error {
 		return errors.New("webhooks.secret_rotation_grace: must not be negative")
 	}
 	if f := c.Webhooks.TrustedCAFile; f != "" {
-		pem, err := os.ReadFile(f)
-		if err != nil {
+		if err := checkTrustedCAFile(f); err != nil {
 			return fmt.Errorf("webhooks.trusted_ca_file: %v", err)
-		}
-		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
-			return fmt.Errorf("webhooks.trusted_ca_file: %s holds no PEM certificate", f)
 		}
 	}
 	if len(c.Stores) == 0 {

@@ -22,6 +22,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -1295,6 +1296,25 @@ func contractCases() []contractCase {
 			assert.EqualValues(t, 3, s.deliveries(t, ep)[0]["attempt_count"])
 		}},
 
+		// §2 trusted_ca_file: the roots the webhook client trusts.
+		{name: "webhooks/trusted_ca_file adds a root the receiver's certificate needs", run: func(t *testing.T, s *ctService) {
+			var hits atomic.Int32
+			rc := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+			t.Cleanup(rc.Close)
+			s.stop()
+			ca := filepath.Join(t.TempDir(), "receiver-ca.pem")
+			require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rc.Certificate().Raw}), 0o600))
+			s.editConfig(t, func(c map[string]any) { c["webhooks"].(map[string]any)["trusted_ca_file"] = ca })
+			s.start()
+			ep, _ := s.createEndpoint(t, rc.URL)
+			s.publish(t, "order-ca")
+			ctEventually(t, 20*time.Second, func() bool {
+				d := s.deliveries(t, ep)
+				return len(d) == 1 && d[0]["status"] == "succeeded"
+			}, "delivered over TLS to a certificate only trusted_ca_file vouches for")
+			assert.EqualValues(t, 1, hits.Load())
+		}},
+
 		// §1 a configuration error.
 		{name: "config/a bad field exits non-zero naming it", run: func(t *testing.T, s *ctService) {
 			s.stop()
@@ -1470,6 +1490,21 @@ func contractCases() []contractCase {
 			ctToken(t, s.redeem(t, ctStoreA, lost))
 		}},
 	}
+}
+
+// editConfig rewrites the service's configuration file through edit; the
+// service reads it when it next starts.
+func (s *ctService) editConfig(t *testing.T, edit func(map[string]any)) {
+	t.Helper()
+	path := s.argv[slices.Index(s.argv, "-config")+1]
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var c map[string]any
+	require.NoError(t, json.Unmarshal(b, &c))
+	edit(c)
+	b, err = json.Marshal(c)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
 }
 
 // ctPrefill adds n live codes of store A to the state in dir, as the
