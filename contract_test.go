@@ -1454,6 +1454,19 @@ func contractCases() []contractCase {
 			ctFault(t, s, "/__fault/spin")
 			assert.Less(t, time.Since(start), ctCallTimeout+10*time.Second, "bounded by -call-timeout %v", ctCallTimeout)
 		}},
+		// data_dir removed under a running instance: the host recreates
+		// it, and the instance writes its whole state there again rather
+		// than exit, so a crash after that loses nothing acknowledged.
+		{name: "fault/data_dir removed while running keeps what was acknowledged", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
+			before := s.mustRegister(t)
+			ep, _ := s.createEndpoint(t, "https://merchant.example.com/hooks")
+			require.NoError(t, os.RemoveAll(s.argv[slices.Index(s.argv, "-data")+1]))
+			after := s.mustRegister(t)
+			ctError(t, s.do(t, http.MethodGet, "/__fault/trap", nil), http.StatusInternalServerError, "internal")
+			ctToken(t, s.redeem(t, ctStoreA, before))
+			ctToken(t, s.redeem(t, ctStoreA, after))
+			ctStatus(t, s.do(t, http.MethodGet, ctHooks("/"+ep), nil, "X-API-Key", ctKeyA), http.StatusOK)
+		}},
 		// Start restores the whole store, which for a large one takes
 		// longer than any call may: it runs without the call deadline, at
 		// launch and when a failed instance is replaced.

@@ -313,26 +313,29 @@ func (a *app) Close() error {
 	return errors.Join(a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir))
 }
 
-// ensureDataDir puts data_dir back when it has disappeared under the
-// running service (removed by hand or by a cleanup job): it recreates it
-// with the cookie key, and marks the whole state to be written, so that
-// the writes that follow restore it. Otherwise every write would fail
-// until a restart, and the restart would find nothing.
-func (a *app) ensureDataDir() {
+// ensureDataDir puts data_dir back when it has disappeared or been
+// emptied under the running service (by hand, or by a cleanup job), which
+// the cookie key's absence tells: the key is written before anything else
+// and never removed. It recreates the directory with the key, and marks
+// the whole state to be written, so that the writes that follow restore
+// it. Otherwise every write would fail until a restart, and the restart
+// would find nothing. It reports whether it found data_dir gone.
+func (a *app) ensureDataDir() (gone bool) {
 	dir := a.srv.cfg.DataDir
-	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
-		return
+	if _, err := os.Stat(filepath.Join(dir, cookieKeyFile)); !errors.Is(err, fs.ErrNotExist) {
+		return false
 	}
-	a.srv.log.Warn("data_dir has disappeared; recreating it and writing the whole state", "data_dir", dir)
+	a.srv.log.Warn("data_dir has disappeared or been emptied; recreating it and writing the whole state", "data_dir", dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		a.srv.log.Error("data_dir: cannot recreate it", "err", err)
-		return
+		return true
 	}
 	if err := writeFileAtomic(filepath.Join(dir, cookieKeyFile), a.srv.cookieKey); err != nil {
 		a.srv.log.Error("data_dir: cannot rewrite the cookie key", "err", err)
 	}
 	a.store.rewriteAll()
 	a.srv.hooks.markDirty()
+	return true
 }
 
 // cookieKeyFile is the file in data_dir holding the key that signs the

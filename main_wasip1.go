@@ -135,7 +135,7 @@ func wasmHandle(n uint32) uint64 {
 	// answer does. If it cannot, this instance holds changes that disk
 	// does not: it exits, and the host answers 503 and starts a fresh
 	// instance from data_dir.
-	if err := persistEdge(); err != nil {
+	if err := persistEdge(); err != nil && repairDataDir() != nil {
 		edge.app.srv.log.Error("edge: cannot write state; exiting for a fresh instance", "err", err)
 		logOut.Flush()
 		os.Exit(exitCannotPersist)
@@ -163,6 +163,21 @@ func serveEdge(rec *recorder, req *wire.Request) {
 	r.Host = req.Header.Get("Host")
 	r.ContentLength = int64(len(req.Body))
 	edge.handler.ServeHTTP(rec, r)
+}
+
+// repairDataDir is the last try after persistEdge failed: if data_dir was
+// emptied or removed (ensureDataDir recreates it through the host's
+// mount), the whole state is written there again from this instance's
+// memory, which is then all of it. Exiting instead would have the fresh
+// instance restore from the empty directory, without what was
+// acknowledged. It returns nil once the state is on disk, and an error
+// when data_dir was there: a write that failed there fails again.
+func repairDataDir() error {
+	a := edge.app
+	if !a.ensureDataDir() {
+		return errors.New("data_dir is there")
+	}
+	return errors.Join(a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir))
 }
 
 // persistFault, when set, runs before each persistEdge writes anything;

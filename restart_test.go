@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -347,45 +348,61 @@ func TestRestartCorruptSnapshot(t *testing.T) {
 }
 
 // TestDataDirRemovedWhileRunning: when data_dir disappears under the
-// running service, the next write puts it back whole, so that a restart
-// finds every code, session and webhook endpoint.
+// running service, or its files do, the next write puts it back whole, so
+// that a restart finds every code, session and webhook endpoint.
 func TestDataDirRemovedWhileRunning(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	cfg := storeTestConfig(t, dir)
-	ta := startApp(t, cfg)
-	require.Equal(t, http.StatusOK, ta.registerCode(t, "code-before-removal-0001"))
-	status, body := ta.redeemCode(t, "code-before-removal-0001")
-	require.Equal(t, http.StatusOK, status, "body: %v", body)
-	token := body["access_token"].(string)
-	require.Equal(t, http.StatusOK, ta.registerCode(t, "code-kept-across-0002"))
-	req, err := http.NewRequest("POST", ta.ts.URL+"/stores/"+testStoreID+"/webhooks",
-		strings.NewReader(`{"url":"https://hooks.example.com/x","events":["webhook.test"]}`))
-	require.NoError(t, err)
-	req.Header.Set("X-API-Key", testAPIKey)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := ta.ts.Client().Do(req)
-	require.NoError(t, err)
-	var created struct{ Data struct{ ID string } }
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&created))
-	resp.Body.Close()
-	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	for _, tt := range []struct {
+		name  string
+		spoil func(dir string) error
+	}{
+		{"removed", os.RemoveAll},
+		{"emptied", func(dir string) error {
+			entries, err := os.ReadDir(dir)
+			for _, e := range entries {
+				err = errors.Join(err, os.Remove(filepath.Join(dir, e.Name())))
+			}
+			return err
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			cfg := storeTestConfig(t, dir)
+			ta := startApp(t, cfg)
+			require.Equal(t, http.StatusOK, ta.registerCode(t, "code-before-removal-0001"))
+			status, body := ta.redeemCode(t, "code-before-removal-0001")
+			require.Equal(t, http.StatusOK, status, "body: %v", body)
+			token := body["access_token"].(string)
+			require.Equal(t, http.StatusOK, ta.registerCode(t, "code-kept-across-0002"))
+			req, err := http.NewRequest("POST", ta.ts.URL+"/stores/"+testStoreID+"/webhooks",
+				strings.NewReader(`{"url":"https://hooks.example.com/x","events":["webhook.test"]}`))
+			require.NoError(t, err)
+			req.Header.Set("X-API-Key", testAPIKey)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := ta.ts.Client().Do(req)
+			require.NoError(t, err)
+			var created struct{ Data struct{ ID string } }
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&created))
+			resp.Body.Close()
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
 
-	require.NoError(t, os.RemoveAll(dir))
-	ta.stop(t) // the last write of a graceful stop: the tick's would do the same
+			require.NoError(t, tt.spoil(dir))
+			ta.stop(t) // the last write of a graceful stop: the tick's would do the same
 
-	for _, name := range []string{"cookie.key", "store-00.snap", "store-00.log", hooksFileName} {
-		fi, err := os.Stat(filepath.Join(dir, name))
-		require.NoError(t, err, "%s rewritten", name)
-		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), name)
+			for _, name := range []string{cookieKeyFile, "store-00.snap", "store-00.log", hooksFileName} {
+				fi, err := os.Stat(filepath.Join(dir, name))
+				require.NoError(t, err, "%s rewritten", name)
+				assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), name)
+			}
+			again := startApp(t, storeTestConfig(t, dir))
+			status, body = again.redeemCode(t, "code-kept-across-0002")
+			assert.Equal(t, http.StatusOK, status, "a code registered before the removal: %v", body)
+			status, _ = again.me(t, token)
+			assert.Equal(t, http.StatusOK, status, "a session made before the removal")
+			again.srv.hooks.mu.Lock()
+			defer again.srv.hooks.mu.Unlock()
+			assert.Contains(t, again.srv.hooks.endpoints, created.Data.ID, "a webhook endpoint made before the removal")
+		})
 	}
-	again := startApp(t, storeTestConfig(t, dir))
-	status, body = again.redeemCode(t, "code-kept-across-0002")
-	assert.Equal(t, http.StatusOK, status, "a code registered before the removal: %v", body)
-	status, _ = again.me(t, token)
-	assert.Equal(t, http.StatusOK, status, "a session made before the removal")
-	again.srv.hooks.mu.Lock()
-	defer again.srv.hooks.mu.Unlock()
-	assert.Contains(t, again.srv.hooks.endpoints, created.Data.ID, "a webhook endpoint made before the removal")
 }
 
 // TestSIGTERMWhileStarting stops the binary while it restores its state,

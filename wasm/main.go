@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"log/slog"
 	"net"
@@ -251,10 +252,25 @@ func newHost(ctx context.Context, wasmBytes []byte, dataDir string, args wire.St
 	return h, nil
 }
 
+// ensureDataDir recreates data_dir if it has been removed, before an
+// instance starts: an instance cannot open a missing directory as its
+// /data, and could then not write at all. (A running instance recreates
+// it itself, through the mount, and writes its whole state there again:
+// repairDataDir.)
+func (h *host) ensureDataDir() {
+	if _, err := os.Stat(h.dataDir); errors.Is(err, fs.ErrNotExist) {
+		slog.Warn("data_dir has disappeared; recreating it", "data_dir", h.dataDir)
+		if err := os.MkdirAll(h.dataDir, 0o700); err != nil {
+			slog.Error("data_dir: cannot recreate it", "err", err)
+		}
+	}
+}
+
 // instantiateLocked starts a fresh instance, which restores the state
 // from data_dir. h.mu must be held.
 func (h *host) instantiateLocked() error {
 	ctx := context.Background()
+	h.ensureDataDir()
 	h.instances.Add(1)
 	if h.mod != nil {
 		h.mod.Close(ctx)
