@@ -586,6 +586,15 @@ func TestRegisterValidation(t *testing.T) {
 
 		{name: "invalid UTF-8 in first_name", raw: func(b []byte) []byte { return bytes.Replace(b, []byte(`"Ada"`), []byte("\"A\xffda\""), 1) }, wantFields: []string{"first_name"}},
 		{name: "invalid UTF-8 in state", raw: func(b []byte) []byte { return bytes.Replace(b, []byte(`"state-xyz"`), []byte("\"st\xc3\x28\""), 1) }, wantFields: []string{"state"}},
+		{name: "escaped lone high surrogate in client_reference_id", raw: func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"player-42"`), []byte(`"player-\ud83d"`), 1)
+		}, wantFields: []string{"client_reference_id"}},
+		{name: "escaped lone low surrogate in state", raw: func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"state-xyz"`), []byte(`"state-\ude00"`), 1)
+		}, wantFields: []string{"state"}},
+		{name: "escaped surrogate pair in first_name", raw: func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"Ada"`), []byte(`"Ada \ud83d\ude00"`), 1)
+		}},
 		{name: "escaped control character", set: map[string]any{"first_name": "A\u0001da"}, wantFields: []string{"first_name"}},
 		{name: "newline in client_reference_id", set: map[string]any{"client_reference_id": "player\n42"}, wantFields: []string{"client_reference_id"}},
 		{name: "tab in state", set: map[string]any{"state": "a\tb"}, wantFields: []string{"state"}},

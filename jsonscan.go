@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -276,6 +277,44 @@ func (s *scanner) number() bool {
 	return true
 }
 
+// hasLoneSurrogate reports whether the JSON string raw, quoted, as str
+// accepts it, has a \u escape of a UTF-16 surrogate that is not half of
+// a high-low pair. encoding/json decodes one to U+FFFD, as JavaScript's
+// JSON.parse keeps it; either way the string is not valid Unicode, and two
+// different ones (say a player id cut mid-emoji, "p\ud83d" and "p\ude00")
+// would be stored as the same.
+func hasLoneSurrogate(raw []byte) bool {
+	esc := func(i int) (rune, bool) { // the \uXXXX at raw[i:], if it is one
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		r, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(r), err == nil
+	}
+	for i := 1; i < len(raw)-1; i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r, ok := esc(i)
+		if !ok {
+			i++ // the escaped character, which may be a backslash
+			continue
+		}
+		i += 5
+		switch {
+		case 0xD800 <= r && r < 0xDC00:
+			if lo, ok := esc(i + 1); ok && 0xDC00 <= lo && lo < 0xE000 {
+				i += 6
+				continue
+			}
+			return true
+		case 0xDC00 <= r && r < 0xE000:
+			return true
+		}
+	}
+	return false
+}
+
 // jsonName returns a member name as scanObject passes it, unescaped.
 func jsonName(raw []byte) string {
 	var s string
@@ -298,6 +337,8 @@ func (j *jsonString) assign(raw []byte, rawStr string, plain bool) {
 		j.set, j.bad = true, "must be a string"
 	case !utf8.Valid(raw):
 		j.set, j.bad = true, "must be valid UTF-8"
+	case hasLoneSurrogate(raw):
+		j.set, j.bad = true, "must be valid UTF-8 (an escaped surrogate must be half of a pair)"
 	default:
 		j.set = true
 		for _, c := range raw[1 : len(raw)-1] {

@@ -107,3 +107,30 @@ func keys[V any](m map[string]V) []string {
 	}
 	return ks
 }
+
+func TestHasLoneSurrogate(t *testing.T) {
+	tests := []struct {
+		raw  string // a JSON string, quoted
+		want bool
+	}{
+		{`"player-42"`, false},
+		{`"\ud83d\ude00"`, false}, // a pair: 😀
+		{`"x\ud83d\ude00y\u00e9"`, false},
+		{`"\ufffd"`, false},
+		{`"\ud7ff\ue000"`, false}, // either side of the surrogates
+		{`"player-\ud83d"`, true}, // high, then the end
+		{`"player-\ude00"`, true}, // low alone
+		{`"\ude00\ud83d"`, true},  // the wrong order
+		{`"\ud83dx\ude00"`, true}, // apart
+		{`"\ud83d\ud83d\ude00"`, true},
+		{`"\uD83D"`, true},   // upper-case hex
+		{`"\\ud83d"`, false}, // an escaped backslash, then text
+		{`"\\\ud83d"`, true},
+		{`"\"\ud83d\ude00\n"`, false},
+	}
+	for _, tt := range tests {
+		if got := hasLoneSurrogate([]byte(tt.raw)); got != tt.want {
+			t.Errorf("hasLoneSurrogate(%s) = %v; want %v", tt.raw, got, tt.want)
+		}
+	}
+}
