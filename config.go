@@ -186,9 +186,12 @@ func (c *Config) validate() error {
 	if c.DataDir == "" {
 		return errors.New("data_dir: must not be empty")
 	}
+	// The callback URL is this with a path added, and must pass the
+	// service's own redirect_uri rules: no userinfo, a host name, nothing
+	// after a ? or a # (which would swallow the path added).
 	u, err := url.Parse(c.PublicBaseURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("public_base_url: %q must be an absolute http(s) URL", c.PublicBaseURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" || u.User != nil || strings.ContainsAny(c.PublicBaseURL, "?#") {
+		return fmt.Errorf("public_base_url: %q must be an absolute http(s) URL with a host, and no userinfo, query or fragment", c.PublicBaseURL)
 	}
 	c.PublicBaseURL = strings.TrimSuffix(c.PublicBaseURL, "/")
 	// Expiry times are unix nanoseconds, which end in 2262: a bound far
@@ -230,8 +233,8 @@ func (c *Config) validate() error {
 		return errors.New("webhooks.retry_schedule: must not be empty")
 	}
 	for i, d := range c.Webhooks.RetrySchedule {
-		if d <= 0 {
-			return fmt.Errorf("webhooks.retry_schedule[%d]: must be positive", i)
+		if d <= 0 || d.D() > maxTTL {
+			return fmt.Errorf("webhooks.retry_schedule[%d]: must be positive and at most 10 years", i)
 		}
 	}
 	if c.Webhooks.DeliveryLogSize < 1 {
@@ -304,9 +307,12 @@ func (s *StoreConfig) validate() error {
 		s.RedirectDomains[i] = strings.ToLower(d)
 	}
 	if s.GameAuthorizeURL != "" {
+		// A custom scheme (game://authorize) may have no host; http(s)
+		// must, and no URL here may carry userinfo.
 		u, err := url.Parse(s.GameAuthorizeURL)
-		if err != nil || u.Scheme == "" || u.Fragment != "" {
-			return fmt.Errorf("game_authorize_url: %q must be an absolute URL", s.GameAuthorizeURL)
+		web := u != nil && (u.Scheme == "https" || u.Scheme == "http")
+		if err != nil || u.Scheme == "" || u.Fragment != "" || u.User != nil || web && u.Hostname() == "" {
+			return fmt.Errorf("game_authorize_url: %q must be an absolute URL, with a host if http(s), and no userinfo or fragment", s.GameAuthorizeURL)
 		}
 	}
 	return nil

@@ -119,6 +119,22 @@ func TestParseConfigValues(t *testing.T) {
 	}
 }
 
+// TestParseConfigURLs: the URLs that a store's links and callbacks are
+// made of, accepted in their good forms.
+func TestParseConfigURLs(t *testing.T) {
+	for _, tt := range []struct{ base, game string }{
+		{"https://shop.example.com", "https://game.example.com/oauth/authorize"},
+		{"https://shop.example.com/signin/", "https://game.example.com/oauth/authorize?app=1"},
+		{"http://127.0.0.1:8080", "mygame://authorize"}, // a custom scheme needs no host
+		{"https://shop.example.com:8443", "mygame:authorize"},
+	} {
+		in := `{"public_base_url": "` + tt.base + `", "stores": [{"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "api_keys": ["ak_test"], "game_authorize_url": "` + tt.game + `"}]}`
+		if _, err := ParseConfig([]byte(in)); err != nil {
+			t.Errorf("ParseConfig(%s) = %v; want no error", in, err)
+		}
+	}
+}
+
 // TestParseConfigErrors: every bad configuration is an error naming the bad
 // field (API.md §1).
 func TestParseConfigErrors(t *testing.T) {
@@ -154,6 +170,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad webhooks.timeout", `{"webhooks": {"timeout": "soon"}, ` + store("") + `}`, "timeout"},
 		{"bad retry_schedule entry", `{"webhooks": {"retry_schedule": ["5s", "later"]}, ` + store("") + `}`, "retry_schedule"},
 		{"empty retry_schedule", `{"webhooks": {"retry_schedule": []}, ` + store("") + `}`, "retry_schedule"},
+		{"retry_schedule past year 2262", `{"webhooks": {"retry_schedule": ["5s", "2500000h"]}, ` + store("") + `}`, "retry_schedule[1]"},
 		{"bad secret_rotation_grace", `{"webhooks": {"secret_rotation_grace": "1d"}, ` + store("") + `}`, "secret_rotation_grace"},
 		{"missing trusted_ca_file", `{"webhooks": {"trusted_ca_file": "/nonexistent/ca.pem"}, ` + store("") + `}`, "trusted_ca_file"},
 		{"allow_insecure_urls a string", `{"webhooks": {"allow_insecure_urls": "yes"}, ` + store("") + `}`, "allow_insecure_urls"},
@@ -169,6 +186,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"data_dir empty", `{"data_dir": "", ` + store("") + `}`, "data_dir"},
 		{"public_base_url relative", `{"public_base_url": "shop.example.com", ` + store("") + `}`, "public_base_url"},
 		{"public_base_url ftp", `{"public_base_url": "ftp://shop.example.com", ` + store("") + `}`, "public_base_url"},
+		{"public_base_url empty fragment", `{"public_base_url": "https://shop.example.com/x#", ` + store("") + `}`, "public_base_url"},
+		{"public_base_url empty query", `{"public_base_url": "https://shop.example.com/x?", ` + store("") + `}`, "public_base_url"},
+		{"public_base_url userinfo", `{"public_base_url": "https://u:p@shop.example.com", ` + store("") + `}`, "public_base_url"},
+		{"public_base_url no host name", `{"public_base_url": "https://:443", ` + store("") + `}`, "public_base_url"},
 
 		{"store id not a UUID", `{` + store(`"id": "store-1", `+key) + `}`, "id"},
 		{"store id missing", `{` + store(key) + `}`, "id"},
@@ -190,6 +211,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"redirect domain with port", `{` + store(id+`, `+key+`, "redirect_domains": ["shop.example.com:443"]`) + `}`, "redirect_domains"},
 		{"redirect domain empty", `{` + store(id+`, `+key+`, "redirect_domains": [""]`) + `}`, "redirect_domains"},
 		{"game_authorize_url relative", `{` + store(id+`, `+key+`, "game_authorize_url": "/oauth/authorize"`) + `}`, "game_authorize_url"},
+		{"game_authorize_url https without a host", `{` + store(id+`, `+key+`, "game_authorize_url": "https:"`) + `}`, "game_authorize_url"},
+		{"game_authorize_url https empty host", `{` + store(id+`, `+key+`, "game_authorize_url": "https://"`) + `}`, "game_authorize_url"},
+		{"game_authorize_url userinfo", `{` + store(id+`, `+key+`, "game_authorize_url": "https://u:p@game.example.com/a"`) + `}`, "game_authorize_url"},
 		{"apple app without app_id", `{"apps": {"apple": [{"paths": ["/"]}]}, ` + store("") + `}`, "app_id"},
 		{"android app without package_name", `{"apps": {"android": [{}]}, ` + store("") + `}`, "package_name"},
 
