@@ -70,3 +70,21 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("with an empty value: auth_codes_live = %v; want 1", got)
 	}
 }
+
+// TestCostlyGauge: a value is reused until a hundred times its computing
+// time has passed, and computed afresh after.
+func TestCostlyGauge(t *testing.T) {
+	calls := 0
+	g := &costlyGauge{compute: func() int { calls++; return calls }}
+	if v := g.value(); v != 1 {
+		t.Fatalf("first value() = %d; want 1", v)
+	}
+	g.took = time.Hour // as if computing had taken an hour
+	if v := g.value(); v != 1 || calls != 1 {
+		t.Errorf("value() within 100 hours = %d after %d computations; want 1 after 1", v, calls)
+	}
+	g.at = time.Now().Add(-101 * time.Hour)
+	if v := g.value(); v != 2 {
+		t.Errorf("value() after 101 hours = %d; want 2", v)
+	}
+}

@@ -19,7 +19,7 @@ type server struct {
 	prefetch  func(Key)          // the store's Prefetch, or a no-op for a store without one
 	sync      func(...Key) error // the store's Sync, or a no-op for a store durable as it writes
 	live      func() int         // live entries of the store, for /metrics
-	liveCodes func() int         // live, unredeemed auth codes, for /metrics
+	liveCodes *costlyGauge       // live, unredeemed auth codes, for /metrics
 	cookieKey []byte             // signs the link cookie; persisted in data_dir
 	log       *slog.Logger
 	metrics   *metrics
