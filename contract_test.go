@@ -16,6 +16,7 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -1331,6 +1332,22 @@ func contractCases() []contractCase {
 			assert.Contains(t, lines[len(lines)-1], "auth_code_ttl", "output %s", out)
 		}},
 
+		// §1 the command line: a misspelt subcommand, or one after a flag,
+		// is not taken for a reason to start the demo.
+		{name: "cli/a stray argument exits 2 without serving", run: func(t *testing.T, s *ctService) {
+			s.stop()
+			for _, extra := range [][]string{{"verfy", "-secret", "x"}, {"verify"}} {
+				args := append(slices.Clone(s.argv[1:]), extra...)
+				// A service that started instead is stopped by the timeout.
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				defer cancel()
+				out, err := exec.CommandContext(ctx, s.argv[0], args...).CombinedOutput()
+				var exit *exec.ExitError
+				require.ErrorAs(t, err, &exit, "%v: output %s", args, out)
+				assert.Equal(t, 2, exit.ExitCode(), "%v", args)
+				assert.Contains(t, string(out), "unexpected argument", "%v", args)
+			}
+		}},
 		{name: "config/an unusable data_dir exits non-zero naming it, before listening", run: func(t *testing.T, s *ctService) {
 			s.stop()
 			file := filepath.Join(t.TempDir(), "not-a-dir")

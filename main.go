@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,12 @@ func main() {
 		}
 	}
 	flag.Parse()
+	if flag.NArg() > 0 {
+		// Not the server's: a subcommand goes first (deeplink verify …),
+		// and a misspelt one must not start the service instead.
+		fmt.Fprintf(os.Stderr, "unexpected argument %q: the subcommands (version, verify) come first, before any flag\n", flag.Arg(0))
+		os.Exit(2)
+	}
 	if err := run(); err != nil {
 		// The default logger writes to the log buffer: flush it, and print
 		// the error itself where it cannot be lost.
@@ -103,8 +110,9 @@ func run() error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	if demo {
-		// The demo's links point at wherever it actually listens.
-		base := "http://" + ln.Addr().String()
+		// The demo's links point at wherever it actually listens, by a
+		// loopback name its store allows as a redirect host.
+		base := "http://" + demoHost(ln.Addr().(*net.TCPAddr))
 		cfg.PublicBaseURL = base
 		cfg.Stores[0].GameAuthorizeURL = base + "/demo/game/authorize"
 	}
@@ -135,7 +143,7 @@ func run() error {
 		a.srv.ready.Store(true)
 		logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion(), "gomaxprocs", procs)
 		if demo {
-			printDemoBanner(cfg, ln.Addr().String())
+			printDemoBanner(cfg, cfg.PublicBaseURL)
 		}
 	}
 
@@ -215,6 +223,22 @@ func newApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 		}
 	}()
 	return a, nil
+}
+
+// demoHost is HOST:PORT for the demo's links to a listener at a: its
+// store allows redirects to 127.0.0.1 and localhost only (http is for
+// loopback hosts alone), so a listener on every address (0.0.0.0, ::) is
+// reached at 127.0.0.1, and one on ::1 at localhost.
+func demoHost(a *net.TCPAddr) string {
+	port := strconv.Itoa(a.Port)
+	switch {
+	case a.IP.IsUnspecified(), a.IP.Equal(net.IPv4(127, 0, 0, 1)):
+		return "127.0.0.1:" + port
+	case a.IP.Equal(net.IPv6loopback):
+		return "localhost:" + port
+	}
+	slog.Warn("the demo's sign-in needs a loopback address: its store allows http redirects to 127.0.0.1 and localhost only", "listen", a.String())
+	return a.String()
 }
 
 // checkDataDir makes dir if it is missing and checks that files can be
@@ -361,9 +385,10 @@ func loadOrCreateKey(path string) ([]byte, error) {
 	return b, writeFileAtomic(path, b)
 }
 
-func printDemoBanner(cfg *Config, addr string) {
+// printDemoBanner prints the demo store's id and key, and curl lines
+// against the service at base.
+func printDemoBanner(cfg *Config, base string) {
 	st := cfg.Stores[0]
-	base := "http://" + addr
 	fmt.Printf(`
 Demo configuration (for trying it out; never deploy it).
   store id: %s

@@ -106,7 +106,7 @@ func wasmStart(n uint32) (res uint64) {
 	a.srv.ready.Store(true)
 	edge.app, edge.handler = a, a.srv.handler()
 	if demo && args.BaseURL != "" {
-		printDemoBanner(cfg, strings.TrimPrefix(args.BaseURL, "http://"))
+		printDemoBanner(cfg, args.BaseURL)
 	}
 	edge.jobs = map[uint64]*job{}
 	// Job ids start at random, so outcomes of jobs a failed instance

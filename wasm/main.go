@@ -65,6 +65,10 @@ const maxBody = 64<<10 + 1
 func main() {
 	log.SetFlags(0)
 	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "unexpected argument %q: the host takes flags only\n", flag.Arg(0))
+		os.Exit(2)
+	}
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil))) // the module's lines are JSON too
 	if err := run(); err != nil {
 		log.Fatal(err)
