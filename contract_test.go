@@ -234,6 +234,13 @@ func ctLaunch(argv []string, logPath string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ctLaunchTo(argv, logf, logPath)
+}
+
+// ctLaunchTo is ctLaunch with standard output and error going to logf,
+// which it closes once the process has exited; logPath is only for the
+// tail of an error.
+func ctLaunchTo(argv []string, logf *os.File, logPath string) (*proc, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -1332,6 +1339,28 @@ func contractCases() []contractCase {
 			assert.Contains(t, lines[len(lines)-1], "auth_code_ttl", "output %s", out)
 		}},
 
+		// §6 nothing acknowledged is lost: not when the reader of the log
+		// goes away, which would kill a Go program with SIGPIPE on its
+		// next write to standard error, one request in about 260.
+		{name: "ops/a log reader that goes away costs the log, not the state", run: func(t *testing.T, s *ctService) {
+			s.stop()
+			r, w, err := os.Pipe()
+			require.NoError(t, err)
+			require.NoError(t, r.Close()) // the reader is gone before the first line
+			p, err := ctLaunchTo(s.argv, w, s.log)
+			require.NoError(t, err)
+			s.p = p
+			require.NoError(t, p.waitReady(s.URL, time.Minute))
+			var codes []ctCode
+			for range 600 { // more lines than the 64 KiB log buffer holds
+				codes = append(codes, s.mustRegister(t))
+			}
+			s.stop() // exit code 0
+			s.start()
+			for _, c := range []ctCode{codes[0], codes[599]} {
+				ctError(t, s.register(t, c), http.StatusConflict, "auth_code_conflict")
+			}
+		}},
 		// §1 the command line: a misspelt subcommand, or one after a flag,
 		// is not taken for a reason to start the demo.
 		{name: "cli/a stray argument exits 2 without serving", run: func(t *testing.T, s *ctService) {

@@ -85,6 +85,11 @@ func run() error {
 	// ends the start-up as it would end serving, state written, exit 0.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// A write to standard error after its reader has gone (a log pipe
+	// closed) would kill the process with SIGPIPE, in the middle of a
+	// request, with the last second's registrations unwritten. Ignored,
+	// the write fails instead: the log is lost, not the state.
+	signal.Ignore(syscall.SIGPIPE)
 	procs := addIOProc() // procs.go
 	cfg, err := LoadConfig(*configFile)
 	if err != nil {

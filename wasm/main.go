@@ -69,6 +69,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "unexpected argument %q: the host takes flags only\n", flag.Arg(0))
 		os.Exit(2)
 	}
+	// As the native build does: a log reader gone costs the log, not the
+	// process (SIGPIPE) and with it the instance's state.
+	signal.Ignore(syscall.SIGPIPE)
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil))) // the module's lines are JSON too
 	if err := run(); err != nil {
 		log.Fatal(err)
