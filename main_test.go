@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +67,47 @@ func TestDemoHost(t *testing.T) {
 		if got := demoHost(&net.TCPAddr{IP: tt.ip, Port: 8080}); got != tt.want {
 			t.Errorf("demoHost(%v) = %q; want %q", tt.ip, got, tt.want)
 		}
+	}
+}
+
+// TestStartingHandler: while the state is restored, /healthz is 200 and
+// everything else 503 with Retry-After, in the form each endpoint answers
+// errors in, and every request has its log line.
+func TestStartingHandler(t *testing.T) {
+	var logged bytes.Buffer
+	h := startingHandler(slog.New(newLineHandler(&logged, slog.LevelInfo)))
+	const store = "/stores/7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	tests := []struct {
+		method, path string
+		status       int
+		ctype, body  string // body: a part of it
+	}{
+		{"GET", "/healthz", 200, "application/json", `{"data":{"status":"ok"}}`},
+		{"GET", "/readyz", 503, "application/json", `"code":"unavailable"`},
+		{"POST", store + "/auth/auth-code", 503, "application/json", `"code":"unavailable"`},
+		{"POST", store + "/auth/token", 503, "application/json", `{"error":"temporarily_unavailable","error_description":`},
+		{"GET", store + "/auth/callback?code=c&state=s", 503, "text/html; charset=utf-8", "<h1>Sign-in failed</h1>"},
+	}
+	for _, tt := range tests {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
+		if rec.Code != tt.status || rec.Header().Get("Content-Type") != tt.ctype || !strings.Contains(rec.Body.String(), tt.body) {
+			t.Errorf("%s %s = %d %q %s; want %d %q containing %s", tt.method, tt.path, rec.Code, rec.Header().Get("Content-Type"), rec.Body, tt.status, tt.ctype, tt.body)
+		}
+		if want := tt.status == 503; (rec.Header().Get("Retry-After") != "") != want {
+			t.Errorf("%s %s: Retry-After %q; want one: %v", tt.method, tt.path, rec.Header().Get("Retry-After"), want)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+	require.Len(t, lines, len(tests), "one log line a request")
+	for i, line := range lines {
+		var l struct {
+			Route, Path string
+			Status      int
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &l), line)
+		assert.Equal(t, "starting", l.Route)
+		assert.Equal(t, tests[i].status, l.Status)
+		assert.NotContains(t, line, "code=c", "no query in the log")
 	}
 }

@@ -143,7 +143,12 @@ func (s *server) handler() http.Handler {
 // here rather than by Logger.LogAttrs, which would look up the caller's PC
 // for a source nobody logs.
 func (s *server) logRequest(r *http.Request, route string, status int, n int64, end time.Time, d time.Duration) {
-	h := s.log.Handler()
+	logRequest(s.log, r, route, status, n, end, d)
+}
+
+// logRequest writes the log line of one served request through log.
+func logRequest(log *slog.Logger, r *http.Request, route string, status int, n int64, end time.Time, d time.Duration) {
+	h := log.Handler()
 	if !h.Enabled(r.Context(), slog.LevelInfo) {
 		return
 	}
