@@ -334,9 +334,10 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 		return nil, err
 	}
 	srv := newServer(cfg, st, st.Len, key, logger)
-	srv.liveCodes = &costlyGauge{compute: func() int {
-		return st.Count(func(v []byte) bool { return len(v) > 0 && v[0] == kindCode })
-	}}
+	srv.liveCodes = &costlyGauge{
+		compute: func() int { return st.Count(func(v []byte) bool { return len(v) > 0 && v[0] == kindCode }) },
+		size:    st.Len,
+	}
 	srv.demo = demo
 	if err := srv.hooks.load(cfg.DataDir); err != nil {
 		return nil, err

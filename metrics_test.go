@@ -71,20 +71,24 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestCostlyGauge: a value is reused until a hundred times its computing
-// time has passed, and computed afresh after.
+// TestCostlyGauge: a value is reused for 10 µs an entry of the store it
+// counted, and computed afresh after.
 func TestCostlyGauge(t *testing.T) {
-	calls := 0
-	g := &costlyGauge{compute: func() int { calls++; return calls }}
+	calls, size := 0, 0
+	g := &costlyGauge{compute: func() int { calls++; return calls }, size: func() int { return size }}
 	if v := g.value(); v != 1 {
 		t.Fatalf("first value() = %d; want 1", v)
 	}
-	g.took = time.Hour // as if computing had taken an hour
-	if v := g.value(); v != 1 || calls != 1 {
-		t.Errorf("value() within 100 hours = %d after %d computations; want 1 after 1", v, calls)
-	}
-	g.at = time.Now().Add(-101 * time.Hour)
 	if v := g.value(); v != 2 {
-		t.Errorf("value() after 101 hours = %d; want 2", v)
+		t.Errorf("value() of an empty store = %d; want 2, computed afresh", v)
+	}
+	size = 1_000_000
+	g.value() // computed (the window was an empty store's), with a window of 10 s
+	if v := g.value(); v != 3 || calls != 3 {
+		t.Errorf("value() within 10 s of counting a million entries = %d after %d computations; want 3 after 3", v, calls)
+	}
+	g.at = time.Now().Add(-11 * time.Second)
+	if v := g.value(); v != 4 {
+		t.Errorf("value() 11 s after = %d; want 4", v)
 	}
 }
