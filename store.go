@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"iter"
 	"log/slog"
 	"os"
@@ -707,6 +708,12 @@ func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 			s.flushMu.Lock()
 		}
 		compacted, err := s.flushShardLocked(i, compactAll, sync, budget > 0, p)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Its log is gone (removed by hand or by a cleanup job): the
+			// shard, marked fresh, is written whole now, not a tick later,
+			// so that what this flush was to make durable is.
+			compacted, err = s.flushShardLocked(i, compactAll, sync, budget > 0, p)
+		}
 		if compacted {
 			budget--
 			s.compactNext = (i + 1) % numShards
@@ -856,6 +863,12 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool, p 
 // be held.
 func (s *memStore) appendLogLocked(i int, data []byte, sync bool, p *pacer) error {
 	f := s.files[i]
+	if f != nil && unlinked(f) {
+		// Removed while held open: what is written to it now is lost
+		// with it. Opened by its path again, it is found missing.
+		s.closeLogLocked(i)
+		f = nil
+	}
 	if f == nil {
 		var err error
 		if f, err = os.OpenFile(s.logPaths[i], os.O_WRONLY|os.O_APPEND, 0o600); err != nil {

@@ -1783,3 +1783,31 @@ func TestCompactionCrashBeforeItsLog(t *testing.T) {
 		})
 	}
 }
+
+// TestMemStoreLogRemovedWhileRunning removes a shard's log under the
+// running store, held open between writes (the edge build) or not: the
+// next write finds it gone and writes the shard whole at once, so that
+// what that write was to make durable is, and a restart finds it all.
+func TestMemStoreLogRemovedWhileRunning(t *testing.T) {
+	for _, keepOpen := range []bool{false, true} {
+		t.Run(fmt.Sprint("keepOpen=", keepOpen), func(t *testing.T) {
+			dir := t.TempDir()
+			s := newTestStore(t, dir, 100)
+			s.keepOpen = keepOpen
+			a, b := keyInShard("a", 5), keyInShard("b", 5)
+			require.NoError(t, s.Insert(a, []byte("v"), future()))
+			require.NoError(t, s.WritePending())
+			require.NoError(t, os.Remove(s.logPaths[5]))
+			require.NoError(t, s.Insert(b, []byte("v"), future()))
+			require.NoError(t, s.WritePending(), "the write after the removal")
+			assert.FileExists(t, s.logPaths[5], "written whole, with a log")
+
+			r, err := newMemStore(dir, 100)
+			require.NoError(t, err)
+			for _, k := range []Key{a, b} {
+				_, ok := r.Get(k)
+				assert.True(t, ok, "key %x after a restart", k[:4])
+			}
+		})
+	}
+}
