@@ -304,7 +304,7 @@ func TestRedemptionCannotSync(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, logs, numShards)
 	for _, f := range logs { // appending to a log then fails
-		require.NoError(t, os.Remove(f))
+		breakFile(t, f)
 	}
 	resp, err := a.ts.Client().PostForm(a.ts.URL+"/stores/"+testStoreID+"/auth/token", url.Values{
 		"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {testRedirectURI},
@@ -318,6 +318,9 @@ func TestRedemptionCannotSync(t *testing.T) {
 	assert.NotEmpty(t, resp.Header.Get("Retry-After"), "Retry-After")
 	assert.Equal(t, 1, a.store.Len(), "entries: the code's alone")
 	assert.True(t, a.store.persistBad.Load(), "the store refuses writes")
+	for _, f := range logs { // the disk works again
+		require.NoError(t, os.Remove(f))
+	}
 	require.NoError(t, a.store.Sync(Key{}))
 	assert.True(t, a.store.persistBad.Load(), "a Sync of one shard that worked ended the refusal")
 	require.NoError(t, a.store.Flush())

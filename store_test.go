@@ -361,6 +361,15 @@ func TestMemStoreSync(t *testing.T) {
 // has passed: the Flush, which then works for every shard it writes, must
 // leave the store refusing writes, as the failed shard is still to be
 // rewritten; the next Flush rewrites it and ends the refusal.
+// breakFile puts an empty directory where the file at path was: opening
+// it for writing then fails, and not as a missing file, which the store
+// writes again whole at once (TestMemStoreLogRemovedWhileRunning).
+func breakFile(t *testing.T, path string) {
+	t.Helper()
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, os.Mkdir(path, 0o700))
+}
+
 func TestMemStoreSyncFailsDuringFlush(t *testing.T) {
 	dir := t.TempDir()
 	s := newTestStore(t, dir, 10)
@@ -370,7 +379,7 @@ func TestMemStoreSyncFailsDuringFlush(t *testing.T) {
 	prev := -1
 	testHookFlushPause = func(i int) {
 		if prev == 0 && syncErr == nil { // the Flush has written shard 0
-			require.NoError(t, os.Remove(s.logPaths[0]))
+			breakFile(t, s.logPaths[0])
 			require.NoError(t, s.Insert(failed, []byte("v"), exp))
 			syncErr = s.Sync(failed)
 		}
@@ -380,9 +389,10 @@ func TestMemStoreSyncFailsDuringFlush(t *testing.T) {
 	var p pacer
 	require.NoError(t, s.flush(allShards, false, true, &p))
 	testHookFlushPause = nil
-	require.Error(t, syncErr, "the Sync with its shard's log removed")
+	require.Error(t, syncErr, "the Sync with its shard's log unwritable")
 	assert.True(t, s.persistBad.Load(), "writes accepted after a Flush during which a Sync failed")
 
+	require.NoError(t, os.Remove(s.logPaths[0]))
 	require.NoError(t, s.Flush())
 	assert.False(t, s.persistBad.Load(), "writes refused after a Flush of every shard worked")
 	_, ok := newTestStore(t, dir, 10).Get(failed)
