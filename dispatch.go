@@ -272,10 +272,11 @@ func (hk *hooks) takeLocked(now time.Time) *job {
 
 // finishLocked records the outcome r of j: it frees j's place on its
 // endpoint and decides what comes next for the delivery. An attempt
-// abandoned (the service stopping, the edge host giving up a replaced
-// instance's requests) is not recorded: the delivery is scheduled again,
-// due at once, so that it is neither lost nor left pending with nothing
-// to send it. hk.mu must be held.
+// abandoned (context.Canceled: the service stopping, or the edge host
+// cancelling a job) is not recorded: the delivery is scheduled again, due
+// at once, so that whatever cancelled it, it is neither lost nor left
+// pending in no queue. After a stop nothing runs the schedule, and the
+// state saved holds it pending, due at once. hk.mu must be held.
 func (hk *hooks) finishLocked(j *job, r egress.Result) {
 	d := j.d
 	e := hk.endpoints[d.EndpointID]

@@ -325,6 +325,11 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
 	removeTempFiles(cfg.DataDir, logger)
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, cookieKeyFile)); errors.Is(err, fs.ErrNotExist) {
+		if snaps, _ := filepath.Glob(filepath.Join(cfg.DataDir, "store-*.snap")); len(snaps) > 0 {
+			logger.Error("data_dir holds a state without its cookie key: writing it again was cut short (ensureDataDir); what was written is restored, what was not is lost", "data_dir", cfg.DataDir)
+		}
+	}
 	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, cookieKeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
@@ -372,27 +377,33 @@ func (a *app) Close() error {
 
 // ensureDataDir puts data_dir back when it has disappeared or been
 // emptied under the running service (by hand, or by a cleanup job), which
-// the cookie key's absence tells: the key is written before anything else
-// and never removed. It recreates the directory with the key, and marks
-// the whole state to be written, so that the writes that follow restore
-// it. Otherwise every write would fail until a restart, and the restart
-// would find nothing. It reports whether it found data_dir gone.
-func (a *app) ensureDataDir() (gone bool) {
+// the cookie key's absence tells. It recreates the directory and writes
+// the whole state there again, the cookie key last: the key marks a
+// data_dir whose state is whole, so a rewrite cut short (a crash, the
+// edge build's call deadline) leaves none, which the next start reports
+// (openApp) and the next call here takes up again. Otherwise every write
+// would fail until a restart, and the restart would find nothing. It
+// reports whether it found data_dir gone, and whether the state is back.
+func (a *app) ensureDataDir() (gone bool, err error) {
 	dir := a.srv.cfg.DataDir
 	if _, err := os.Stat(filepath.Join(dir, cookieKeyFile)); !errors.Is(err, fs.ErrNotExist) {
-		return false
+		return false, nil
 	}
 	a.srv.log.Warn("data_dir has disappeared or been emptied; recreating it and writing the whole state", "data_dir", dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		a.srv.log.Error("data_dir: cannot recreate it", "err", err)
-		return true
-	}
-	if err := writeFileAtomic(filepath.Join(dir, cookieKeyFile), a.srv.cookieKey); err != nil {
-		a.srv.log.Error("data_dir: cannot rewrite the cookie key", "err", err)
+		return true, err
 	}
 	a.store.rewriteAll()
 	a.srv.hooks.markDirty()
-	return true
+	err = errors.Join(a.store.Flush(), a.srv.hooks.save(dir))
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(dir, cookieKeyFile), a.srv.cookieKey)
+	}
+	if err != nil {
+		a.srv.log.Error("data_dir: cannot write the state again", "err", err)
+	}
+	return true, err
 }
 
 // cookieKeyFile is the file in data_dir holding the key that signs the

@@ -173,11 +173,11 @@ func serveEdge(rec *recorder, req *wire.Request) {
 // acknowledged. It returns nil once the state is on disk, and an error
 // when data_dir was there: a write that failed there fails again.
 func repairDataDir() error {
-	a := edge.app
-	if !a.ensureDataDir() {
+	gone, err := edge.app.ensureDataDir()
+	if !gone {
 		return errors.New("data_dir is there")
 	}
-	return errors.Join(a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir))
+	return err
 }
 
 // persistFault, when set, runs before each persistEdge writes anything;

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -491,4 +492,36 @@ func TestTempFilesRemovedAtStart(t *testing.T) {
 	for _, name := range others {
 		assert.FileExists(t, filepath.Join(dir, name))
 	}
+}
+
+// TestDataDirRewriteCutShort: writing the whole state again into a
+// recreated data_dir writes the cookie key last, so the files a crash
+// leaves midway lack it, and the next start says the state is partial
+// rather than take it for whole.
+func TestDataDirRewriteCutShort(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	a := openTestApp(t, storeTestConfig(t, dir))
+	require.Equal(t, http.StatusOK, a.registerCode(t, "code-before-removal-0003"))
+	require.NoError(t, a.store.Flush())
+	require.NoError(t, os.RemoveAll(dir))
+	var crashed string
+	testHookSnapshotWritten = func(int) {
+		if crashed == "" {
+			crashed = filepath.Join(t.TempDir(), "crash")
+			require.NoError(t, os.CopyFS(crashed, os.DirFS(dir)))
+		}
+	}
+	t.Cleanup(func() { testHookSnapshotWritten = nil })
+	gone, err := a.ensureDataDir()
+	require.True(t, gone)
+	require.NoError(t, err)
+	assert.FileExists(t, filepath.Join(dir, cookieKeyFile), "written last, once the state is")
+	require.NotEmpty(t, crashed)
+	assert.NoFileExists(t, filepath.Join(crashed, cookieKeyFile), "not before the state")
+
+	var logged bytes.Buffer
+	b, err := openApp(storeTestConfig(t, crashed), slog.New(slog.NewTextHandler(&logged, nil)), false)
+	require.NoError(t, err, "what was written is restored")
+	b.Close()
+	assert.Contains(t, logged.String(), "without its cookie key")
 }
