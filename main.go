@@ -19,7 +19,6 @@ import (
 	"path"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -118,7 +117,7 @@ func run() error {
 	if demo {
 		// The demo's links point at wherever it actually listens, by a
 		// loopback name its store allows as a redirect host.
-		base := "http://" + demoHost(ln.Addr().(*net.TCPAddr))
+		base := "http://" + serving.DemoHost(ln.Addr().(*net.TCPAddr))
 		cfg.PublicBaseURL = base
 		cfg.Stores[0].GameAuthorizeURL = base + "/demo/game/authorize"
 	}
@@ -255,22 +254,6 @@ func newApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	return a, nil
 }
 
-// demoHost is HOST:PORT for the demo's links to a listener at a: its
-// store allows redirects to 127.0.0.1 and localhost only (http is for
-// loopback hosts alone), so a listener on every address (0.0.0.0, ::) is
-// reached at 127.0.0.1, and one on ::1 at localhost.
-func demoHost(a *net.TCPAddr) string {
-	port := strconv.Itoa(a.Port)
-	switch {
-	case a.IP.IsUnspecified(), a.IP.Equal(net.IPv4(127, 0, 0, 1)):
-		return "127.0.0.1:" + port
-	case a.IP.Equal(net.IPv6loopback):
-		return "localhost:" + port
-	}
-	slog.Warn("the demo's sign-in needs a loopback address: its store allows http redirects to 127.0.0.1 and localhost only", "listen", a.String())
-	return a.String()
-}
-
 // checkDataDir makes dir if it is missing and checks that files can be
 // made in it, as the state's are.
 func checkDataDir(dir string) error {
@@ -282,7 +265,10 @@ func checkDataDir(dir string) error {
 		return fmt.Errorf("data_dir: %w", err)
 	}
 	f.Close()
-	return os.Remove(f.Name())
+	if err := os.Remove(f.Name()); err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
+	return nil
 }
 
 // removeTempFiles removes from dir the temporary files of writeFileWith

@@ -52,24 +52,6 @@ func TestShutdownCutsOffLateRequests(t *testing.T) {
 	assert.False(t, errors.As(err, &ne) && ne.Timeout(), "the connection was left open: %v", err)
 }
 
-func TestDemoHost(t *testing.T) {
-	tests := []struct {
-		ip   net.IP
-		want string
-	}{
-		{net.IPv4(127, 0, 0, 1), "127.0.0.1:8080"},
-		{net.IPv4zero, "127.0.0.1:8080"}, // every address: reached at loopback
-		{net.IPv6unspecified, "127.0.0.1:8080"},
-		{net.IPv6loopback, "localhost:8080"},
-		{net.IPv4(192, 0, 2, 7), "192.0.2.7:8080"}, // not a loopback: as it is, with a warning
-	}
-	for _, tt := range tests {
-		if got := demoHost(&net.TCPAddr{IP: tt.ip, Port: 8080}); got != tt.want {
-			t.Errorf("demoHost(%v) = %q; want %q", tt.ip, got, tt.want)
-		}
-	}
-}
-
 // TestStartingHandler: while the state is restored, /healthz is 200 and
 // everything else 503 with Retry-After, in the form each endpoint answers
 // errors in, and every request has its log line.

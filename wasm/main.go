@@ -150,7 +150,7 @@ func run() error {
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	start := time.Now()
-	h, err := newHost(context.Background(), wasmBytes, hc.DataDir, wire.StartArgs{Config: cfgBytes, DataDir: "/data", BaseURL: "http://" + ln.Addr().String()})
+	h, err := newHost(context.Background(), wasmBytes, hc.DataDir, wire.StartArgs{Config: cfgBytes, DataDir: "/data", BaseURL: "http://" + serving.DemoHost(ln.Addr().(*net.TCPAddr))})
 	if err != nil {
 		srv.Close()
 		return err

@@ -4,7 +4,10 @@
 package serving
 
 import (
+	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -43,3 +46,20 @@ func NewSwitch(h http.Handler) *Switch {
 func (s *Switch) Set(h http.Handler) { s.h.Store(&h) }
 
 func (s *Switch) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load()).ServeHTTP(w, r) }
+
+// DemoHost is HOST:PORT for the demo configuration's links to a listener
+// at a: its store allows http redirects to 127.0.0.1 and localhost only,
+// so a listener on every address (0.0.0.0, ::) is reached at 127.0.0.1,
+// and one on ::1 at localhost. Any other address is returned as it is,
+// with a warning: the demo's sign-in cannot work there.
+func DemoHost(a *net.TCPAddr) string {
+	port := strconv.Itoa(a.Port)
+	switch {
+	case a.IP.IsUnspecified(), a.IP.Equal(net.IPv4(127, 0, 0, 1)):
+		return "127.0.0.1:" + port
+	case a.IP.Equal(net.IPv6loopback):
+		return "localhost:" + port
+	}
+	slog.Warn("the demo's sign-in needs a loopback address: its store allows http redirects to 127.0.0.1 and localhost only", "listen", a.String())
+	return a.String()
+}

@@ -2,6 +2,7 @@ package serving
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -40,5 +41,23 @@ func TestSwitch(t *testing.T) {
 	wg.Wait()
 	if got := get(s); got != "serving" {
 		t.Fatalf("after Set: %q; want %q", got, "serving")
+	}
+}
+
+func TestDemoHost(t *testing.T) {
+	tests := []struct {
+		ip   net.IP
+		want string
+	}{
+		{net.IPv4(127, 0, 0, 1), "127.0.0.1:8080"},
+		{net.IPv4zero, "127.0.0.1:8080"}, // every address: reached at loopback
+		{net.IPv6unspecified, "127.0.0.1:8080"},
+		{net.IPv6loopback, "localhost:8080"},
+		{net.IPv4(192, 0, 2, 7), "192.0.2.7:8080"}, // not a loopback: as it is, with a warning
+	}
+	for _, tt := range tests {
+		if got := DemoHost(&net.TCPAddr{IP: tt.ip, Port: 8080}); got != tt.want {
+			t.Errorf("DemoHost(%v) = %q; want %q", tt.ip, got, tt.want)
+		}
 	}
 }
