@@ -1329,14 +1329,7 @@ func contractCases() []contractCase {
 			bad := filepath.Join(t.TempDir(), "bad.json")
 			require.NoError(t, os.WriteFile(bad, []byte(`{"auth_code_ttl": "soon", "stores": [{"id": "`+ctStoreA+
 				`", "name": "A", "api_keys": ["`+ctKeyA+`"], "redirect_domains": ["shop.example.com"]}]}`), 0o600))
-			argv := slices.Clone(s.argv)
-			argv[slices.Index(argv, "-config")+1] = bad
-			out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
-			var exit *exec.ExitError
-			require.ErrorAs(t, err, &exit, "output %s", out)
-			assert.NotZero(t, exit.ExitCode())
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			assert.Contains(t, lines[len(lines)-1], "auth_code_ttl", "output %s", out)
+			ctConfigError(t, s, "-config", bad, "auth_code_ttl")
 		}},
 
 		// §6 nothing acknowledged is lost: not when the reader of the log
@@ -1386,14 +1379,7 @@ func contractCases() []contractCase {
 			ln, err := net.Listen("tcp", strings.TrimPrefix(s.URL, "http://"))
 			require.NoError(t, err)
 			defer ln.Close()
-			argv := slices.Clone(s.argv)
-			argv[slices.Index(argv, "-data")+1] = file
-			out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
-			var exit *exec.ExitError
-			require.ErrorAs(t, err, &exit, "output %s", out)
-			assert.NotZero(t, exit.ExitCode())
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			assert.Contains(t, lines[len(lines)-1], "data_dir", "output %s", out)
+			ctConfigError(t, s, "-data", file, "data_dir")
 		}},
 
 		// §6 restart.
@@ -1549,6 +1535,21 @@ func contractCases() []contractCase {
 			ctToken(t, s.redeem(t, ctStoreA, lost))
 		}},
 	}
+}
+
+// ctConfigError runs the service's binary with flag set to value and
+// checks what API.md §1 asks of a configuration error: a non-zero exit,
+// and a last line naming field.
+func ctConfigError(t *testing.T, s *ctService, flag, value, field string) {
+	t.Helper()
+	argv := slices.Clone(s.argv)
+	argv[slices.Index(argv, flag)+1] = value
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "output %s", out)
+	assert.NotZero(t, exit.ExitCode())
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	assert.Contains(t, lines[len(lines)-1], field, "output %s", out)
 }
 
 // editConfig rewrites the service's configuration file through edit; the
