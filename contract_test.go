@@ -1490,14 +1490,30 @@ func contractCases() []contractCase {
 		// it, and the instance writes its whole state there again rather
 		// than exit, so a crash after that loses nothing acknowledged.
 		{name: "fault/data_dir removed while running keeps what was acknowledged", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
-			before := s.mustRegister(t)
-			ep, _ := s.createEndpoint(t, "https://merchant.example.com/hooks")
-			require.NoError(t, os.RemoveAll(s.argv[slices.Index(s.argv, "-data")+1]))
-			after := s.mustRegister(t)
-			ctError(t, s.do(t, http.MethodGet, "/__fault/trap", nil), http.StatusInternalServerError, "internal")
-			ctToken(t, s.redeem(t, ctStoreA, before))
-			ctToken(t, s.redeem(t, ctStoreA, after))
-			ctStatus(t, s.do(t, http.MethodGet, ctHooks("/"+ep), nil, "X-API-Key", ctKeyA), http.StatusOK)
+			dir := s.argv[slices.Index(s.argv, "-data")+1]
+			emptied := func() error {
+				entries, err := os.ReadDir(dir)
+				for _, e := range entries {
+					err = errors.Join(err, os.Remove(filepath.Join(dir, e.Name())))
+				}
+				return err
+			}
+			removed := func() error { return os.RemoveAll(dir) }
+			for _, spoil := range []func() error{emptied, removed} {
+				var before []ctCode
+				for range 20 { // in many shards, so some shard is written to after and some is not
+					before = append(before, s.mustRegister(t))
+				}
+				ep, _ := s.createEndpoint(t, "https://merchant.example.com/hooks")
+				require.NoError(t, spoil())
+				after := s.mustRegister(t)
+				ctError(t, s.do(t, http.MethodGet, "/__fault/trap", nil), http.StatusInternalServerError, "internal")
+				for _, c := range append(before, after) {
+					ctToken(t, s.redeem(t, ctStoreA, c))
+				}
+				ctStatus(t, s.do(t, http.MethodGet, ctHooks("/"+ep), nil, "X-API-Key", ctKeyA), http.StatusOK)
+				ctStatus(t, s.do(t, http.MethodDelete, ctHooks("/"+ep), nil, "X-API-Key", ctKeyA), http.StatusNoContent)
+			}
 		}},
 		// Start restores the whole store, which for a large one takes
 		// longer than any call may: it runs without the call deadline, at

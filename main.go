@@ -313,7 +313,7 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	removeTempFiles(cfg.DataDir, logger)
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, cookieKeyFile)); errors.Is(err, fs.ErrNotExist) {
 		if snaps, _ := filepath.Glob(filepath.Join(cfg.DataDir, "store-*.snap")); len(snaps) > 0 {
-			logger.Error("data_dir holds a state without its cookie key: writing it again was cut short (ensureDataDir); what was written is restored, what was not is lost", "data_dir", cfg.DataDir)
+			logger.Error("data_dir holds a state without its cookie key, which is written last when the state is written again after data_dir was removed or emptied: that was cut short, or the key was removed; what is there is restored, anything else is lost", "data_dir", cfg.DataDir)
 		}
 	}
 	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, cookieKeyFile))
@@ -357,8 +357,8 @@ func (a *app) Close() error {
 		<-a.idle
 	}
 	a.srv.hooks.stop()
-	a.ensureDataDir()
-	return errors.Join(a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir))
+	_, err := a.ensureDataDir()
+	return errors.Join(err, a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir))
 }
 
 // ensureDataDir puts data_dir back when it has disappeared or been
@@ -382,7 +382,8 @@ func (a *app) ensureDataDir() (gone bool, err error) {
 	}
 	a.store.rewriteAll()
 	a.srv.hooks.markDirty()
-	err = errors.Join(a.store.Flush(), a.srv.hooks.save(dir))
+	var p pacer // the whole store: in pieces, as the ticker writes, so requests go on
+	err = errors.Join(a.store.flush(allShards, false, true, &p), a.srv.hooks.save(dir))
 	if err == nil {
 		err = writeFileAtomic(filepath.Join(dir, cookieKeyFile), a.srv.cookieKey)
 	}

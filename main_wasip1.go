@@ -194,6 +194,12 @@ func persistEdge() error {
 		}
 	}
 	a := edge.app
+	// data_dir removed or emptied since the last write (a Stat): the
+	// whole state goes there again now, not only what this request
+	// changed, or a crash before the next tick would restore that alone.
+	if gone, err := a.ensureDataDir(); gone {
+		return err
+	}
 	return errors.Join(a.store.WritePending(), a.srv.hooks.save(a.srv.cfg.DataDir))
 }
 

@@ -150,7 +150,7 @@ func run() error {
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	start := time.Now()
-	h, err := newHost(context.Background(), wasmBytes, hc.DataDir, wire.StartArgs{Config: cfgBytes, DataDir: "/data", BaseURL: "http://" + serving.DemoHost(ln.Addr().(*net.TCPAddr))})
+	h, err := newHost(context.Background(), wasmBytes, hc.DataDir, wire.StartArgs{Config: cfgBytes, DataDir: "/data", BaseURL: baseURL(ln)})
 	if err != nil {
 		srv.Close()
 		return err
@@ -194,6 +194,15 @@ func run() error {
 	}
 	slog.Info("state written; bye")
 	return nil
+}
+
+// baseURL is the URL the module's demo configuration links to, when it
+// is the demo (no -config): a loopback name for ln's address.
+func baseURL(ln net.Listener) string {
+	if *configFile != "" {
+		return "http://" + ln.Addr().String() // unused: the configuration has public_base_url
+	}
+	return "http://" + serving.DemoHost(ln.Addr().(*net.TCPAddr))
 }
 
 // host runs one instance of the module at a time and serialises the calls
