@@ -1443,6 +1443,10 @@ func contractCases() []contractCase {
 			r := s.do(t, http.MethodGet, "/readyz", nil)
 			ctError(t, r, http.StatusServiceUnavailable, "unavailable")
 			assert.NotEmpty(t, r.header.Get("Retry-After"), "Retry-After")
+			// API.md §3: the token endpoint answers in OAuth's form.
+			r = s.redeem(t, ctStoreA, c)
+			assert.Equal(t, http.StatusServiceUnavailable, r.status)
+			assert.JSONEq(t, `{"error":"temporarily_unavailable","error_description":"the service is starting; retry shortly"}`, string(r.body))
 
 			require.NoError(t, p.terminate(3*time.Minute))
 			b, err := os.ReadFile(log)
