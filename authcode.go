@@ -909,27 +909,27 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: linkCookie, Path: s.linkCookiePath(st), MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
 	c, err := r.Cookie(linkCookie)
 	if err != nil {
-		callbackFailed(w, http.StatusBadRequest, "This sign-in was not started in this browser, or it was already completed. Go back to the shop and choose “Link to game” again.")
+		callbackFailed(w, "This sign-in was not started in this browser, or it was already completed. Go back to the shop and choose “Link to game” again.")
 		return
 	}
 	ls, ok := s.verify(c.Value, time.Now())
 	switch {
 	case !ok || ls.StoreID != st.ID:
-		callbackFailed(w, http.StatusBadRequest, "This sign-in attempt has expired. Go back to the shop and choose “Link to game” again.")
+		callbackFailed(w, "This sign-in attempt has expired. Go back to the shop and choose “Link to game” again.")
 		return
 	case q.Get("error") != "":
-		callbackFailed(w, http.StatusBadRequest, "The game app did not complete the sign-in ("+q.Get("error")+").")
+		callbackFailed(w, "The game app did not complete the sign-in ("+q.Get("error")+").")
 		return
 	case subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(ls.State)) != 1:
-		callbackFailed(w, http.StatusBadRequest, "The state returned by the game app does not match this browser's sign-in attempt.")
+		callbackFailed(w, "The state returned by the game app does not match this browser's sign-in attempt.")
 		return
 	case q.Get("code") == "":
-		callbackFailed(w, http.StatusBadRequest, "The game app returned no code.")
+		callbackFailed(w, "The game app returned no code.")
 		return
 	}
 	resp, terr := s.redeem(st, q.Get("code"), s.callbackURL(st), ls.Verifier)
 	if terr != nil {
-		callbackFailed(w, http.StatusBadRequest, "The code from the game app could not be used: "+terr.Description+".")
+		callbackFailed(w, "The code from the game app could not be used: "+terr.Description+".")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -951,12 +951,12 @@ var callbackPage = template.Must(template.New("").Parse(`<!doctype html>
 <p>{{.}}</p>
 `))
 
-// callbackFailed answers the browser's callback with a page saying why,
-// with status (400 for a bad callback).
-func callbackFailed(w http.ResponseWriter, status int, why string) {
+// callbackFailed answers the browser's callback with a 400 page saying
+// why.
+func callbackFailed(w http.ResponseWriter, why string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
+	w.WriteHeader(http.StatusBadRequest)
 	callbackPage.Execute(w, why)
 }

@@ -1446,7 +1446,7 @@ func contractCases() []contractCase {
 			// API.md §3: the token endpoint answers in OAuth's form.
 			r = s.redeem(t, ctStoreA, c)
 			assert.Equal(t, http.StatusServiceUnavailable, r.status)
-			assert.JSONEq(t, `{"error":"temporarily_unavailable","error_description":"the service is starting; retry shortly"}`, string(r.body))
+			assert.JSONEq(t, `{"error":"temporarily_unavailable","error_description":"the service is starting (compiling its module); retry shortly"}`, string(r.body))
 
 			require.NoError(t, p.terminate(3*time.Minute))
 			b, err := os.ReadFile(log)

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -183,37 +182,17 @@ func shutdown(srv *http.Server, grace time.Duration, logger *slog.Logger) {
 	}
 }
 
-// startingHandler answers while the state is being restored: /healthz
-// 200, everything else 503 with Retry-After, each in the form its
-// endpoint answers errors in (API.md §3: the token endpoint's is OAuth's,
-// the callback's a page for the browser). It logs each request as the
-// service does, with the route "starting".
+// startingHandler answers while the state is being restored
+// (serving.Starting) and logs each request as the service does, with the
+// route "starting".
 func startingHandler(logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rw := &statusWriter{ResponseWriter: w}
-		serveStarting(rw, r)
+		serving.Starting(rw, r, "the service is starting (restoring its state); retry shortly")
 		d := time.Since(start)
 		logRequest(logger, r, "starting", rw.code(), rw.n, start.Add(d), d)
 	})
-}
-
-func serveStarting(w http.ResponseWriter, r *http.Request) {
-	const why = "the service is starting (restoring its state); retry shortly"
-	storeRoute := func(p string) bool { ok, _ := path.Match("/stores/*/auth/"+p, r.URL.Path); return ok }
-	switch {
-	case r.URL.Path == "/healthz":
-		writeJSON(w, http.StatusOK, map[string]any{"data": map[string]string{"status": "ok"}})
-	case storeRoute("token"):
-		w.Header().Set("Retry-After", "1")
-		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusServiceUnavailable, &tokenError{Err: "temporarily_unavailable", Description: why})
-	case storeRoute("callback"):
-		w.Header().Set("Retry-After", "1")
-		callbackFailed(w, http.StatusServiceUnavailable, why)
-	default:
-		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: why, retryAfter: 1})
-	}
 }
 
 // app is the service without its listener: what run serves and what tests

@@ -27,7 +27,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -465,37 +464,11 @@ func (h *host) pokeIfDue() {
 }
 
 // serveStarting answers while the module is compiled and started, as the
-// native build answers while it restores its state: /healthz 200, all
-// else 503 with Retry-After, in the form each endpoint answers errors in
-// (API.md §3: the token endpoint's is OAuth's, the callback's a page), and
-// a log line a request, with the route "starting".
+// native build answers while it restores its state (serving.Starting),
+// and logs each request, with the route "starting".
 func serveStarting(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	status := http.StatusServiceUnavailable
-	storeRoute := func(p string) bool { ok, _ := path.Match("/stores/*/auth/"+p, r.URL.Path); return ok }
-	if r.URL.Path != "/healthz" {
-		w.Header().Set("Retry-After", "1")
-	}
-	switch {
-	case r.URL.Path == "/healthz":
-		status = http.StatusOK
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"data":{"status":"ok"}}`+"\n")
-	case storeRoute("token"):
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(status)
-		io.WriteString(w, `{"error":"temporarily_unavailable","error_description":"the service is starting; retry shortly"}`+"\n")
-	case storeRoute("callback"):
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(status)
-		io.WriteString(w, "<!doctype html>\n<meta charset=\"utf-8\"><title>Sign-in failed</title>\n<h1>Sign-in failed</h1>\n<p>The service is starting; try again in a moment.</p>\n")
-	default:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		io.WriteString(w, `{"error":{"code":"unavailable","message":"starting: compiling the module"}}`+"\n")
-	}
+	status := serving.Starting(w, r, "the service is starting (compiling its module); retry shortly")
 	slog.Info("request", "method", r.Method, "path", r.URL.Path, "route", "starting", "status", status, "duration", time.Since(start))
 }
 

@@ -4,9 +4,13 @@
 package serving
 
 import (
+	"encoding/json"
+	"html"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -62,4 +66,39 @@ func DemoHost(a *net.TCPAddr) string {
 	}
 	slog.Warn("the demo's sign-in needs a loopback address: its store allows http redirects to 127.0.0.1 and localhost only", "listen", a.String())
 	return a.String()
+}
+
+// Starting answers r as both servers do while they start (the native one
+// restoring its state, the edge host compiling its module), and returns
+// the status it answered: /healthz 200; anything else 503 with
+// Retry-After, in the form its endpoint answers errors in (API.md §3): the
+// token endpoint's OAuth's (temporarily_unavailable), the callback's a
+// page for the browser, the rest the service's JSON error (unavailable).
+// why says what it waits for. The caller logs the request.
+func Starting(w http.ResponseWriter, r *http.Request, why string) int {
+	h := w.Header()
+	storeRoute := func(p string) bool { ok, _ := path.Match("/stores/*/auth/"+p, r.URL.Path); return ok }
+	var body []byte
+	switch {
+	case r.URL.Path == "/healthz":
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"data":{"status":"ok"}}`+"\n")
+		return http.StatusOK
+	case storeRoute("token"):
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		body, _ = json.Marshal(map[string]string{"error": "temporarily_unavailable", "error_description": why})
+	case storeRoute("callback"):
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Cache-Control", "no-store")
+		body = []byte("<!doctype html>\n<meta charset=\"utf-8\"><title>Sign-in failed</title>\n<h1>Sign-in failed</h1>\n<p>" + html.EscapeString(why) + "</p>")
+	default:
+		h.Set("Content-Type", "application/json")
+		body, _ = json.Marshal(map[string]any{"error": map[string]string{"code": "unavailable", "message": why}})
+	}
+	h.Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(append(body, '\n'))
+	return http.StatusServiceUnavailable
 }
