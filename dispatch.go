@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"encoding/json"
@@ -448,9 +449,15 @@ func (hk *hooks) save(dir string) error {
 	f := hk.snapshotLocked()
 	hk.dirty = false
 	hk.mu.Unlock()
-	b, err := json.Marshal(&f)
+	// Events' bodies are kept byte for byte as delivered (API.md §5.1,
+	// "body exactly"): json.Marshal would escape <, > and & inside them,
+	// and a restart would then send and show other bytes.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(&f)
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(dir, hooksFileName), b)
+		err = writeFileAtomic(filepath.Join(dir, hooksFileName), buf.Bytes())
 	}
 	if err != nil {
 		hk.mu.Lock()

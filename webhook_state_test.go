@@ -378,3 +378,19 @@ func TestAbandonedAttemptScheduledAgain(t *testing.T) {
 	require.NotNil(t, again, "due at once")
 	assert.Same(t, d, again.d)
 }
+
+// TestEventBodySurvivesSave: an event's body is kept byte for byte across
+// a save and a load (API.md §5.1, "body exactly"), <, > and & included,
+// which json.Marshal would escape.
+func TestEventBodySurvivesSave(t *testing.T) {
+	hk, eps := whHooks(t, whFast(), 1)
+	body := []byte(`{"id":"evt_1","data":{"object":{"id":"<b>A&B</b>","note":"a\u0026b é"}}}`)
+	hk.mu.Lock()
+	d := hk.enqueueLocked(eps[0], hk.newEventLocked(eventOrderStatus, body))
+	got := string(d.ev.Body)
+	hk.mu.Unlock()
+	hk2 := whReloaded(t, hk)
+	if after := string(hk2.deliv[d.ID].ev.Body); after != got {
+		t.Errorf("body after a reload = %s; want %s", after, got)
+	}
+}
