@@ -753,9 +753,11 @@ func (s *server) handleMe(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
-	// The scheme is case-insensitive (RFC 7235 §2.1).
+	// The scheme is case-insensitive (RFC 7235 §2.1), and one or more
+	// spaces follow it (RFC 6750 §2.1: "Bearer" 1*SP b64token).
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	ok = ok && strings.EqualFold(scheme, "Bearer")
+	token = strings.TrimLeft(token, " ")
 	if !ok {
 		if c, err := r.Cookie(sessionCookie); err == nil {
 			token, ok = c.Value, true

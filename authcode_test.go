@@ -1815,14 +1815,19 @@ func TestReviewedEdges(t *testing.T) {
 	r := mustRegister(t, ts, storeA, keyA)
 	tok := requireToken(t, postForm(t, tokenURL(ts, storeA), r.form()))
 
-	t.Run("bearer scheme is case-insensitive", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodGet, ts.URL+"/stores/"+storeA+"/auth/me", nil)
-		req.Header.Set("Authorization", "bearer "+tok.AccessToken)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, http.StatusOK, resp.StatusCode)
-	})
+	for _, tt := range []struct{ name, header string }{
+		{"bearer scheme is case-insensitive", "bearer " + tok.AccessToken},
+		{"more than one space after the scheme", "Bearer   " + tok.AccessToken}, // RFC 6750: 1*SP
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, ts.URL+"/stores/"+storeA+"/auth/me", nil)
+			req.Header.Set("Authorization", tt.header)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+		})
+	}
 	t.Run("token body over 64 KiB is a 400 invalid_request", func(t *testing.T) {
 		v := r.form()
 		v.Set("pad", strings.Repeat("x", 70<<10))
