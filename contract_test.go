@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"mime"
 	"net"
 	"net/http"
@@ -311,13 +312,35 @@ func ctTail(path string) string {
 }
 
 func ctFreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	ctPorts.Lock()
+	defer ctPorts.Unlock()
+	for range 1000 {
+		// Below Linux's ephemeral range (32768 and up by default): a port
+		// the kernel picked for us, closed, and given to the service a
+		// moment later could meanwhile be handed to any other socket of
+		// this test binary, an outgoing connection's included. Here only
+		// an explicit bind can take it, and this process hands each out
+		// once.
+		port := 20000 + mrand.IntN(12768)
+		if ctPorts.used[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken
+		}
+		ln.Close()
+		ctPorts.used[port] = true
+		return ln.Addr().String(), nil
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", errors.New("no free port in 20000-32767")
 }
+
+// ctPorts are the ports ctFreeAddr has handed out.
+var ctPorts = struct {
+	sync.Mutex
+	used map[int]bool
+}{used: map[int]bool{}}
 
 // ---- the service under test ----
 
