@@ -279,7 +279,7 @@ func isStateFile(name string) bool {
 	case hooksFileName, cookieKeyFile:
 		return true
 	}
-	return strings.HasPrefix(name, "store-") && (strings.HasSuffix(name, ".snap") || strings.HasSuffix(name, ".log"))
+	return isStoreFile(name)
 }
 
 // openApp restores the state in cfg.DataDir and starts nothing: the wasm
@@ -291,7 +291,7 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	}
 	removeTempFiles(cfg.DataDir, logger)
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, cookieKeyFile)); errors.Is(err, fs.ErrNotExist) {
-		if snaps, _ := filepath.Glob(filepath.Join(cfg.DataDir, "store-*.snap")); len(snaps) > 0 {
+		if hasSnapshot(cfg.DataDir) {
 			logger.Error("data_dir holds a state without its cookie key, which is written last when the state is written again after data_dir was removed or emptied: that was cut short, or the key was removed; what is there is restored, anything else is lost", "data_dir", cfg.DataDir)
 		}
 	}

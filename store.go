@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -278,6 +279,22 @@ func (sh *shard) deleteLocked(k Key) bool {
 // or is damaged is an error naming the file: the store never starts
 // silently empty. Only the unfinished last record of a log, which a crash
 // can leave, is dropped (with a warning).
+// The store's files in its directory are named storeFilePrefix, the
+// shard's number in two hex digits, then ".snap" (its snapshot) or ".log"
+// (its log): store-07.snap, store-07.log.
+const storeFilePrefix = "store-"
+
+// isStoreFile reports whether name is the name of one of the store's files.
+func isStoreFile(name string) bool {
+	return strings.HasPrefix(name, storeFilePrefix) && (strings.HasSuffix(name, ".snap") || strings.HasSuffix(name, ".log"))
+}
+
+// hasSnapshot reports whether dir holds a snapshot of some shard.
+func hasSnapshot(dir string) bool {
+	snaps, _ := filepath.Glob(filepath.Join(dir, storeFilePrefix+"*.snap"))
+	return len(snaps) > 0
+}
+
 func newMemStore(dir string, maxLive int) (*memStore, error) {
 	s := &memStore{dir: dir, maxLive: int64(maxLive)}
 	now := time.Now().UnixNano()
@@ -286,7 +303,7 @@ func newMemStore(dir string, maxLive int) (*memStore, error) {
 		s.shards[i].t.setHint(&s.hints[i])
 		s.shards[i].expiring = newExpiries(now)
 		s.shards[i].fresh = true
-		base := filepath.Join(dir, fmt.Sprintf("store-%02x", i))
+		base := filepath.Join(dir, fmt.Sprintf(storeFilePrefix+"%02x", i))
 		s.snapPaths[i], s.logPaths[i] = base+".snap", base+".log"
 	}
 	if dir == "" {

@@ -196,11 +196,12 @@ func run() error {
 	return nil
 }
 
-// baseURL is the URL the module's demo configuration links to, when it
-// is the demo (no -config): a loopback name for ln's address.
+// baseURL is the URL the module's demo configuration links to: a
+// loopback name for ln's address. A configuration given with -config has
+// its own public_base_url, and gets "".
 func baseURL(ln net.Listener) string {
 	if *configFile != "" {
-		return "http://" + ln.Addr().String() // unused: the configuration has public_base_url
+		return ""
 	}
 	return "http://" + serving.DemoHost(ln.Addr().(*net.TCPAddr))
 }
