@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -89,7 +90,6 @@ func run() error {
 	// request, with the last second's registrations unwritten. Ignored,
 	// the write fails instead: the log is lost, not the state.
 	signal.Ignore(syscall.SIGPIPE)
-	procs := addIOProc() // procs.go
 	cfg, err := LoadConfig(*configFile)
 	if err != nil {
 		return err
@@ -145,7 +145,7 @@ func run() error {
 	if ctx.Err() == nil {
 		handler.Set(a.srv.handler())
 		a.srv.ready.Store(true)
-		logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion(), "gomaxprocs", procs)
+		logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion(), "gomaxprocs", runtime.GOMAXPROCS(0))
 		if demo {
 			printDemoBanner(cfg, cfg.PublicBaseURL)
 		}
