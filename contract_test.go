@@ -14,6 +14,7 @@ package main
 // edge module's fault handling) are in that target's table only.
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -1375,6 +1376,74 @@ func contractCases() []contractCase {
 			s.start()
 			for _, c := range []ctCode{codes[0], codes[599]} {
 				ctError(t, s.register(t, c), http.StatusConflict, "auth_code_conflict")
+			}
+		}},
+		// §1 and §7: a SIGTERM stops the service taking work, but while a
+		// request from before is under way /readyz answers 503 rather than
+		// nothing; that request is answered, what it acknowledged survives,
+		// and the process exits 0.
+		{name: "ops/shutting down: 503 while a request is under way, then exit 0", run: func(t *testing.T, s *ctService) {
+			host := strings.TrimPrefix(s.URL, "http://")
+			c, err := net.Dial("tcp", host)
+			require.NoError(t, err)
+			defer c.Close()
+			require.NoError(t, c.SetDeadline(time.Now().Add(time.Minute)))
+			code := newCTCode(ctStoreA, ctKeyA)
+			body, err := json.Marshal(code.body())
+			require.NoError(t, err)
+			// The body waits for 100 Continue, which comes once the service
+			// reads it: the request is then under way.
+			_, err = fmt.Fprintf(c, "POST /stores/%s/auth/auth-code HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\n"+
+				"Content-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", ctStoreA, host, ctKeyA, len(body))
+			require.NoError(t, err)
+			br := bufio.NewReader(c)
+			for _, want := range []string{"HTTP/1.1 100 Continue\r\n", "\r\n"} {
+				line, err := br.ReadString('\n')
+				require.NoError(t, err)
+				require.Equal(t, want, line)
+			}
+
+			require.NoError(t, s.p.cmd.Process.Signal(syscall.SIGTERM))
+			// A connection each: the service closes idle ones as it stops.
+			probe := *s.client
+			probe.Transport = &http.Transport{DisableKeepAlives: true}
+			s.client = &probe
+			ctEventually(t, 20*time.Second, func() bool {
+				return s.do(t, http.MethodGet, "/readyz", nil).status == http.StatusServiceUnavailable
+			}, "/readyz never answered 503 after SIGTERM")
+			for _, r := range []ctResp{
+				s.do(t, http.MethodGet, "/readyz", nil),
+				s.register(t, newCTCode(ctStoreA, ctKeyA)),
+			} {
+				ctError(t, r, http.StatusServiceUnavailable, "unavailable")
+				assert.NotEmpty(t, r.header.Get("Retry-After"), "Retry-After of %s", r.resp.Request.URL.Path)
+			}
+			ctStatus(t, s.do(t, http.MethodGet, "/healthz", nil), http.StatusOK)
+			select {
+			case <-s.p.exited:
+				t.Fatalf("exited with a request under way: %v", s.p.err)
+			default:
+			}
+
+			_, err = c.Write(body)
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(br, nil)
+			require.NoError(t, err, "the request under way was not answered")
+			answered, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, resp.StatusCode, "the request under way: %s", answered)
+			select {
+			case <-s.p.exited:
+				require.NoError(t, s.p.err, "exit after SIGTERM (want code 0)")
+			case <-time.After(30 * time.Second):
+				t.Fatal("still running 30 s after SIGTERM and its last request")
+			}
+			// What the answer said holds after the restart.
+			s.start()
+			if resp.StatusCode == http.StatusOK {
+				ctError(t, s.register(t, code), http.StatusConflict, "auth_code_conflict")
+			} else {
+				ctStatus(t, s.register(t, code), http.StatusOK)
 			}
 		}},
 		// §1 the command line: a misspelt subcommand, or one after a flag,

@@ -126,11 +126,10 @@ func run() error {
 
 	// Until the state is restored, which takes a while for a large store,
 	// /healthz answers 200 and everything else 503: probes see "starting".
-	handler := serving.NewSwitch(startingHandler(logger))
 	// The connection limits (serving.NewServer) hold to within a quarter
 	// of a second: the listener keeps the deadlines coarsely, which is
 	// cheaper (deadline.go).
-	srv := serving.NewServer(handler)
+	srv := serving.NewServer(unavailableHandler(logger, "starting", "the service is starting (restoring its state); retry shortly"))
 	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(newCoarseListener(ln, deadlineTick)) }()
@@ -143,7 +142,7 @@ func run() error {
 	go keepGCHeadroom(ctx, time.Second) // gc.go
 	// A signal while restoring: never ready, straight to the shutdown.
 	if ctx.Err() == nil {
-		handler.Set(a.srv.handler())
+		srv.Set(a.srv.handler())
 		a.srv.ready.Store(true)
 		logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion(), "gomaxprocs", runtime.GOMAXPROCS(0))
 		if demo {
@@ -159,8 +158,10 @@ func run() error {
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
-	a.srv.draining.Store(true)
-	shutdown(srv, 10*time.Second, logger)
+	a.srv.draining.Store(true) // for the requests under way
+	if err := srv.Stop(unavailableHandler(logger, "stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
+		logger.Warn("shutdown: in-flight requests cut off", "err", err)
+	}
 	defer logOut.Flush()
 	if err := a.Close(); err != nil {
 		return fmt.Errorf("writing state: %w", err)
@@ -169,29 +170,17 @@ func run() error {
 	return nil
 }
 
-// shutdown stops srv accepting and lets the requests under way finish
-// within grace; it then closes the connections of those still running, so
-// that none of them can answer once the caller has written the state
-// without what they did (a request whose body is still arriving, say).
-func shutdown(srv *http.Server, grace time.Duration, logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		logger.Warn("shutdown: in-flight requests cut off", "err", err)
-		srv.Close()
-	}
-}
-
-// startingHandler answers while the state is being restored
-// (serving.Starting) and logs each request as the service does, with the
-// route "starting".
-func startingHandler(logger *slog.Logger) http.Handler {
+// unavailableHandler answers while the state is being restored, and
+// while the service shuts down, as serving.Unavailable does, why saying
+// which. It logs each request as the service does, with route as its
+// route.
+func unavailableHandler(logger *slog.Logger, route, why string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rw := &statusWriter{ResponseWriter: w}
-		serving.Starting(rw, r, "the service is starting (restoring its state); retry shortly")
+		serving.Unavailable(rw, r, why)
 		d := time.Since(start)
-		logRequest(logger, r, "starting", rw.code(), rw.n, start.Add(d), d)
+		logRequest(logger, r, route, rw.code(), rw.n, start.Add(d), d)
 	})
 }
 

@@ -144,8 +144,7 @@ func run() error {
 	// Until the module is compiled and started (seconds on a cold cache),
 	// /healthz answers 200 and everything else 503, as the native build
 	// answers while it restores its state: probes see "starting".
-	handler := serving.NewSwitch(http.HandlerFunc(serveStarting))
-	srv := serving.NewServer(handler) // the native server's limits
+	srv := serving.NewServer(serveUnavailable("starting", "the service is starting (compiling its module); retry shortly")) // the native server's limits
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -165,7 +164,7 @@ func run() error {
 	// A signal while the module started: never ready, straight to the
 	// shutdown, as the native build after a signal while restoring.
 	if ctx.Err() == nil {
-		handler.Set(h)
+		srv.Set(h)
 		slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
 		go func() { defer close(loopDone); h.loop(loopCtx) }()
 	} else {
@@ -180,9 +179,7 @@ func run() error {
 		endLoop()
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	if err := srv.Stop(serveUnavailable("stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
 		slog.Warn("shutdown: in-flight requests cut off", "err", err)
 	}
 	<-loopDone // webhook requests under way are cancelled and reported
@@ -464,13 +461,16 @@ func (h *host) pokeIfDue() {
 	}
 }
 
-// serveStarting answers while the module is compiled and started, as the
-// native build answers while it restores its state (serving.Starting),
-// and logs each request, with the route "starting".
-func serveStarting(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	status := serving.Starting(w, r, "the service is starting (compiling its module); retry shortly")
-	slog.Info("request", "method", r.Method, "path", r.URL.Path, "route", "starting", "status", status, "duration", time.Since(start))
+// serveUnavailable answers while the module is compiled and started, and
+// while the host shuts down, as the native build does then
+// (serving.Unavailable), why saying which. It logs each request, with
+// route as its route.
+func serveUnavailable(route, why string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		status := serving.Unavailable(w, r, why)
+		slog.Info("request", "method", r.Method, "path", r.URL.Path, "route", route, "status", status, "duration", time.Since(start))
+	})
 }
 
 // loop drives the module's timed work: a tick at least every second (its

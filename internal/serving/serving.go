@@ -4,37 +4,128 @@
 package serving
 
 import (
+	"context"
 	"encoding/json"
 	"html"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// Server is an http.Server with the service's connection limits, whose
+// handler can be replaced while it serves (Set) and which stops as Stop
+// says.
+type Server struct {
+	*http.Server
+	handler Switch
+	conns   conns
+}
 
 // NewServer returns a server for h with the service's connection limits.
 // A slow client may hold a connection only so long: headers within 5 s, a
 // whole (at most 64 KiB) request within 15 s. Handlers answer from memory,
 // so 30 s to write is generous. Idle keep-alives go after 2 min. Headers
 // are limited to 64 KiB, as bodies are.
-func NewServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
+func NewServer(h http.Handler) *Server {
+	s := new(Server)
+	s.handler.Set(h)
+	s.Server = &http.Server{
+		Handler:           &s.handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		ConnState:         s.conns.track,
+	}
+	return s
+}
+
+// Set makes h the handler of the requests that follow: the servers answer
+// "starting" until their state is ready, on the listener they keep.
+func (s *Server) Set(h http.Handler) { s.handler.Set(h) }
+
+// Stop shuts the server down as both servers do on SIGTERM or SIGINT
+// (API.md §1 and §7). Until the requests under way finish, the listener
+// stays open and stopping answers whoever asks (503s with Retry-After:
+// /readyz says the service is going, rather than a refused connection
+// saying nothing), each connection closing after its request. Then the
+// listener closes and Stop waits for what is left; connections still busy
+// when grace runs out are closed, so that none of them can answer once the
+// caller has written the state without what it did (a request whose body
+// is still arriving, say), and the error says so.
+func (s *Server) Stop(stopping http.Handler, grace time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	s.handler.Set(stopping)
+	s.SetKeepAlivesEnabled(false) // closes the idle connections
+	select {
+	case <-s.conns.drain():
+	case <-ctx.Done():
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		s.Close()
+		return err
+	}
+	return nil
+}
+
+// conns tracks a server's open connections, through its ConnState hook,
+// so that Stop can wait for those open when it began.
+type conns struct {
+	mu      sync.Mutex // guards the fields below
+	open    map[net.Conn]struct{}
+	old     map[net.Conn]struct{} // open when drain was called, not closed since
+	drained chan struct{}         // closed when old is empty; nil before drain
+}
+
+// track is the server's ConnState hook. It returns at once for a request's
+// start and end (StateActive, StateIdle), which are on every request's path.
+func (c *conns) track(nc net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		c.mu.Lock()
+		if c.open == nil {
+			c.open = make(map[net.Conn]struct{})
+		}
+		c.open[nc] = struct{}{}
+		c.mu.Unlock()
+	case http.StateClosed, http.StateHijacked:
+		c.mu.Lock()
+		delete(c.open, nc)
+		if _, ok := c.old[nc]; ok {
+			delete(c.old, nc)
+			if len(c.old) == 0 {
+				close(c.drained)
+			}
+		}
+		c.mu.Unlock()
 	}
 }
 
+// drain returns a channel that is closed once every connection open now
+// has closed. It is called once.
+func (c *conns) drain() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.drained = make(chan struct{})
+	c.old = maps.Clone(c.open)
+	if len(c.old) == 0 {
+		close(c.drained)
+	}
+	return c.drained
+}
+
 // Switch is a handler that passes each request to its current target,
-// which Set may replace while it serves: the servers answer "starting"
-// until their state is ready, on the listener they will keep.
+// which Set may replace while it serves. The zero Switch must be Set
+// before it serves.
 type Switch struct {
 	h atomic.Pointer[http.Handler]
 }
@@ -68,14 +159,15 @@ func DemoHost(a *net.TCPAddr) string {
 	return a.String()
 }
 
-// Starting answers r as both servers do while they start (the native one
-// restoring its state, the edge host compiling its module), and returns
+// Unavailable answers r as both servers do while they cannot serve it:
+// while they start (the native one restoring its state, the edge host
+// compiling its module) and while they stop (Server.Stop). It returns
 // the status it answered: /healthz 200; anything else 503 with
 // Retry-After, in the form its endpoint answers errors in (API.md §3): the
 // token endpoint's OAuth's (temporarily_unavailable), the callback's a
 // page for the browser, the rest the service's JSON error (unavailable).
 // why says what it waits for. The caller logs the request.
-func Starting(w http.ResponseWriter, r *http.Request, why string) int {
+func Unavailable(w http.ResponseWriter, r *http.Request, why string) int {
 	h := w.Header()
 	storeRoute := func(p string) bool { ok, _ := path.Match("/stores/*/auth/"+p, r.URL.Path); return ok }
 	var body []byte

@@ -1,12 +1,15 @@
 package serving
 
 import (
+	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 )
 
 func answer(s string) http.Handler {
@@ -59,5 +62,149 @@ func TestDemoHost(t *testing.T) {
 		if got := DemoHost(&net.TCPAddr{IP: tt.ip, Port: 8080}); got != tt.want {
 			t.Errorf("DemoHost(%v) = %q; want %q", tt.ip, got, tt.want)
 		}
+	}
+}
+
+// serve serves h through NewServer on a loopback port, until the test ends.
+func serve(t *testing.T, h http.Handler) (*Server, string) {
+	t.Helper()
+	srv := NewServer(h)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return srv, ln.Addr().String()
+}
+
+// send writes a request to path on c and reads its answer.
+func send(t *testing.T, c net.Conn, br *bufio.Reader, path string) (*http.Response, string) {
+	t.Helper()
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+// TestStopAnswersWhileRequestsFinish: once Stop has begun, and while a
+// request from before is under way, new connections are still accepted and
+// get the stopping handler's answer (so /readyz can say 503), each on a
+// connection closed after it; idle keep-alives are closed at once; Stop
+// returns when the request under way has been answered, and only then does
+// the listener close.
+func TestStopAnswersWhileRequestsFinish(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	srv, addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(entered)
+			<-release
+		}
+		io.WriteString(w, "served")
+	}))
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	idle, idleR := dial()
+	if _, body := send(t, idle, idleR, "/before"); body != "served" {
+		t.Fatalf("GET /before = %q; want %q", body, "served")
+	}
+	slow, slowR := dial()
+	io.WriteString(slow, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-entered
+
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- srv.Stop(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "stopping")
+		}), 10*time.Second)
+	}()
+	// Until Stop has set its handler, a new connection is served as before.
+	for giveUp := time.Now().Add(10 * time.Second); ; {
+		c, br := dial()
+		resp, body := send(t, c, br, "/readyz")
+		if body == "served" {
+			if time.Now().After(giveUp) {
+				t.Fatal("Stop never set its handler")
+			}
+			continue
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || body != "stopping" || !resp.Close {
+			t.Fatalf("GET /readyz while stopping = %d %q, closing the connection: %v; want 503 %q, closing it", resp.StatusCode, body, resp.Close, "stopping")
+		}
+		break
+	}
+	if _, err := idleR.ReadByte(); err != io.EOF {
+		t.Errorf("the idle keep-alive connection, read while stopping: %v; want EOF", err)
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) with a request under way", err)
+	default:
+	}
+
+	close(release)
+	resp, err := http.ReadResponse(slowR, nil)
+	if err != nil {
+		t.Fatalf("the request under way: %v", err)
+	}
+	if body, _ := io.ReadAll(resp.Body); string(body) != "served" || !resp.Close {
+		t.Errorf("the request under way = %q, closing the connection: %v; want %q, closing it", body, resp.Close, "served")
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Stop = %v; want nil", err)
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Errorf("a connection was accepted after Stop returned")
+	}
+}
+
+// TestStopCutsOffLateRequests sends a request whose body is still
+// arriving when Stop's grace runs out: once Stop has returned (and the
+// caller writes the state), the rest of the body gets no answer, so nothing
+// acknowledged can be missing from the state written.
+func TestStopCutsOffLateRequests(t *testing.T) {
+	reading := make(chan struct{})
+	srv, addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(reading)
+		io.ReadAll(r.Body)
+		w.Write([]byte("acknowledged"))
+	}))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhalf "); err != nil {
+		t.Fatal(err)
+	}
+	<-reading
+
+	if err := srv.Stop(answer("stopping"), 50*time.Millisecond); err == nil {
+		t.Errorf("Stop with a request cut off = nil; want an error")
+	}
+	io.WriteString(c, "done!") // may fail: the connection is closed
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("after Stop returned, the request was answered %s %q", resp.Status, body)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Errorf("the connection was left open: %v", err)
 	}
 }
