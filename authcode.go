@@ -551,6 +551,17 @@ type tokenParams struct {
 	// client_id is accepted and ignored: the webshop is a public client.
 }
 
+// tokenParam is one parameter of a token request, by name.
+type tokenParam struct {
+	name string
+	dst  *string
+}
+
+// params are p's parameters, for the readers of either kind of body.
+func (p *tokenParams) params() [4]tokenParam {
+	return [...]tokenParam{{"grant_type", &p.GrantType}, {"code", &p.Code}, {"redirect_uri", &p.RedirectURI}, {"code_verifier", &p.CodeVerifier}}
+}
+
 // readTokenParams reads a form-encoded body, or a JSON one.
 func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 	body, buf, err := readBody(r)
@@ -566,10 +577,7 @@ func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 		if err != nil {
 			return p, invalidRequest("the body is not a valid form")
 		}
-		for _, f := range []struct {
-			name string
-			dst  *string
-		}{{"grant_type", &p.GrantType}, {"code", &p.Code}, {"redirect_uri", &p.RedirectURI}, {"code_verifier", &p.CodeVerifier}} {
+		for _, f := range p.params() {
 			if len(q[f.name]) > 1 {
 				return p, invalidRequest(f.name + " is repeated")
 			}
@@ -577,13 +585,55 @@ func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 		}
 
 	case "application/json":
-		if unmarshalObject(body, &p) != nil {
-			return p, invalidRequest("the body is not a JSON object of strings")
+		if terr := readTokenJSON(body, &p); terr != nil {
+			return p, terr
 		}
 	default:
 		return p, invalidRequest("Content-Type must be application/x-www-form-urlencoded or application/json")
 	}
 	return p, nil
+}
+
+// readTokenJSON reads a JSON token request into p: an object whose values
+// are all strings, as OAuth's parameters are, with none of the parameters
+// given twice and no trailing data. As in a form, names are matched
+// exactly: "Code" is not code. A request refused here is no attempt and
+// uses no code up, where encoding/json would have let the last of two
+// codes, or a "CODE", redeem.
+func readTokenJSON(body []byte, p *tokenParams) *tokenError {
+	notObject := invalidRequest("the body is not a JSON object of strings")
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return notObject
+	}
+	params := p.params()
+	var seen [len(params)]bool
+	for dec.More() {
+		name, err := dec.Token()
+		if err != nil {
+			return notObject
+		}
+		val, err := dec.Token()
+		v, ok := val.(string)
+		if err != nil || !ok {
+			return notObject
+		}
+		for i, f := range params {
+			if name == f.name {
+				if seen[i] {
+					return invalidRequest(f.name + " is repeated")
+				}
+				seen[i], *f.dst = true, v
+			}
+		}
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return notObject
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return notObject // something after the object
+	}
+	return nil
 }
 
 // unknownCode is the token endpoint's one answer for a code it does not

@@ -179,3 +179,30 @@ func checkRegisterAnswer(t *testing.T, req []byte, status int, body []byte) {
 		}
 	}
 }
+
+// FuzzTokenJSON checks readTokenJSON against encoding/json: whatever it
+// accepts is one JSON object whose values are all strings, and it read the
+// four parameters as encoding/json reads them, which, since none of them
+// may be given twice, is unambiguous. Seeds are in testdata/fuzz.
+func FuzzTokenJSON(f *testing.F) {
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var p tokenParams
+		if readTokenJSON(body, &p) != nil {
+			return
+		}
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatalf("readTokenJSON(%q) accepted what encoding/json refuses: %v", body, err)
+		}
+		for name, v := range m {
+			if _, ok := v.(string); !ok {
+				t.Fatalf("readTokenJSON(%q) accepted %s = %v, not a string", body, name, v)
+			}
+		}
+		for _, f := range p.params() {
+			if want, _ := m[f.name].(string); *f.dst != want {
+				t.Errorf("readTokenJSON(%q): %s = %q; want %q", body, f.name, *f.dst, want)
+			}
+		}
+	})
+}

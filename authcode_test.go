@@ -892,6 +892,41 @@ func TestToken(t *testing.T) {
 	}
 }
 
+// TestTokenJSONNotAnAttempt sends JSON bodies that cannot be read as one
+// token request: each is 400 invalid_request and uses nothing up, so the
+// code then redeems. encoding/json alone would have let the last of two
+// codes, a "CODE" or a non-string client_id through.
+func TestTokenJSONNotAnAttempt(t *testing.T) {
+	_, ts := startService(t, cfgOpts{})
+	// %[1]s is the code, %[2]s the verifier, %[3]s the redirect_uri.
+	const rest = `"code_verifier":"%[2]s","redirect_uri":"%[3]s"`
+	tests := []struct{ name, body string }{
+		{"code repeated", `{"grant_type":"authorization_code","code":"never-registered-code-1","code":"%[1]s",` + rest + `}`},
+		{"code repeated, the same", `{"grant_type":"authorization_code","code":"%[1]s","code":"%[1]s",` + rest + `}`},
+		{"grant_type repeated", `{"grant_type":"password","grant_type":"authorization_code","code":"%[1]s",` + rest + `}`},
+		{"CODE for code", `{"grant_type":"authorization_code","CODE":"%[1]s",` + rest + `}`},
+		{"a number", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `,"client_id":5}`},
+		{"null", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `,"client_id":null}`},
+		{"an object", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `,"extra":{"a":"b"}}`},
+		{"an array", `{"grant_type":"authorization_code","code":["%[1]s"],` + rest + `}`},
+		{"trailing data", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `} x`},
+		{"two objects", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `}{}`},
+		{"not an object", `["grant_type","authorization_code","code","%[1]s"]`},
+		{"trailing comma", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `,}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mustRegister(t, ts, storeA, keyA)
+			body := fmt.Sprintf(tt.body, r.code, r.verifier, r.redirectURI)
+			req, err := http.NewRequest(http.MethodPost, tokenURL(ts, storeA), strings.NewReader(body))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			requireTokenError(t, send(t, nil, req), "invalid_request")
+			requireToken(t, postForm(t, tokenURL(ts, storeA), r.form())) // the code was not used up
+		})
+	}
+}
+
 // TestTokenRFC7636Example redeems with the verifier and challenge of RFC
 // 7636 Appendix B, so the S256 check is held to the standard's own numbers.
 func TestTokenRFC7636Example(t *testing.T) {
