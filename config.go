@@ -165,8 +165,11 @@ func ParseConfig(b []byte) (*Config, error) {
 		if errors.As(err, &te) && te.Type == durationType {
 			return nil, fmt.Errorf("config: %s: %s is not a duration such as \"5m\"", te.Field, te.Value)
 		}
-		if errors.As(err, &te) {
-			return nil, fmt.Errorf("config: %s: must be a %s", te.Field, te.Type)
+		if errors.As(err, &te) && te.Field != "" {
+			return nil, fmt.Errorf("config: %s: must be %s", te.Field, jsonKind(te.Type))
+		}
+		if errors.As(err, &te) || err == io.EOF {
+			return nil, errors.New("config: the file must hold one JSON object")
 		}
 		return nil, fmt.Errorf("config: %v", err)
 	}
@@ -177,6 +180,24 @@ func ParseConfig(b []byte) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return c, nil
+}
+
+// jsonKind names what a value of Go type t is in JSON, for errors.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
 }
 
 func (c *Config) validate() error {

@@ -235,6 +235,30 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
+// TestParseConfigErrorWording checks the errors that name no field, or a
+// field of the wrong JSON type: said in JSON's words, not Go's.
+func TestParseConfigErrorWording(t *testing.T) {
+	const whole = "config: the file must hold one JSON object"
+	tests := []struct{ in, want string }{
+		{``, whole},
+		{`  `, whole},
+		{`[]`, whole},
+		{`"stores"`, whole},
+		{`5`, whole},
+		{`{"listen": 8080, "stores": [` + minimalStore + `]}`, "config: listen: must be a string"},
+		{`{"stores": {}}`, "config: stores: must be an array"},
+		{`{"stores": [5]}`, "config: stores: must be an object"},
+		{`{"stores": [{"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "api_keys": "ak_test"}]}`, "config: stores.api_keys: must be an array"},
+		{`{"webhooks": {"allow_insecure_urls": "yes"}, "stores": [` + minimalStore + `]}`, "config: webhooks.allow_insecure_urls: must be true or false"},
+		{`{"max_live_entries": "many", "stores": [` + minimalStore + `]}`, "config: max_live_entries: must be a whole number"},
+	}
+	for _, tt := range tests {
+		if _, err := ParseConfig([]byte(tt.in)); err == nil || err.Error() != tt.want {
+			t.Errorf("ParseConfig(%q) error = %v; want %q", tt.in, err, tt.want)
+		}
+	}
+}
+
 func TestParseConfigSecretsNotInErrors(t *testing.T) {
 	// A bad field elsewhere must not echo the store's keys.
 	in := `{"auth_code_ttl": "x", "stores": [{"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "api_keys": ["ak_secret_value"]}]}`
