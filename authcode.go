@@ -928,19 +928,29 @@ func (s *server) sign(ls linkState) string {
 	return payload + "." + base64.RawURLEncoding.EncodeToString(s.mac(payload))
 }
 
-// verify returns the link state of a cookie value signed by sign, if the
-// signature holds and it has not expired.
-func (s *server) verify(v string, now time.Time) (ls linkState, ok bool) {
+// Why verify refuses a link cookie, as the callback's page says it.
+const (
+	linkForged  = "This browser's sign-in attempt could not be read: its cookie was changed, or was not made by this service."
+	linkExpired = "This sign-in attempt has expired."
+)
+
+// verify returns the link state of a cookie value signed by sign, or why
+// it refuses the value: linkForged if the signature does not hold,
+// linkExpired if it does but the state has expired at now.
+func (s *server) verify(v string, now time.Time) (ls linkState, why string) {
 	payload, sig, found := strings.Cut(v, ".")
 	mac, err := base64.RawURLEncoding.DecodeString(sig)
 	if !found || err != nil || !hmac.Equal(mac, s.mac(payload)) {
-		return ls, false
+		return ls, linkForged
 	}
 	b, err := base64.RawURLEncoding.DecodeString(payload)
-	if err != nil || json.Unmarshal(b, &ls) != nil || now.Unix() >= ls.Expires {
-		return ls, false
+	if err != nil || json.Unmarshal(b, &ls) != nil {
+		return ls, linkForged // signed, but not by sign: cannot happen
 	}
-	return ls, true
+	if now.Unix() >= ls.Expires {
+		return ls, linkExpired
+	}
+	return ls, ""
 }
 
 func (s *server) mac(payload string) []byte {
@@ -964,10 +974,13 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		callbackFailed(w, "This sign-in was not started in this browser, or it was already completed. Go back to the shop and choose “Link to game” again.")
 		return
 	}
-	ls, ok := s.verify(c.Value, time.Now())
+	ls, why := s.verify(c.Value, time.Now())
 	switch {
-	case !ok || ls.StoreID != st.ID:
-		callbackFailed(w, "This sign-in attempt has expired. Go back to the shop and choose “Link to game” again.")
+	case why != "":
+		callbackFailed(w, why+" Go back to the shop and choose “Link to game” again.")
+		return
+	case ls.StoreID != st.ID:
+		callbackFailed(w, "This browser's sign-in attempt was started in another store. Go back to the shop and choose “Link to game” again.")
 		return
 	case q.Get("error") != "":
 		callbackFailed(w, "The game app did not complete the sign-in ("+q.Get("error")+").")

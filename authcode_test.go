@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"mime"
@@ -1660,14 +1661,14 @@ func TestCallback(t *testing.T) {
 
 		// The same callback again, link cookie and all: the code is used.
 		replay := f.get(t, callback, cookies...)
-		requireCallbackFailed(t, replay)
+		requireCallbackFailed(t, replay, "could not be used")
 		// A replayed code revokes what it issued (API.md §4.2).
 		requireAPIError(t, f.get(t, f.svc.URL+"/stores/"+storeA+"/auth/me", session...), http.StatusUnauthorized, "unauthorized")
 	})
 	t.Run("replay without the link cookie", func(t *testing.T) {
 		cookies, callback := f.startLink(t, "/")
 		require.Equal(t, http.StatusFound, f.get(t, callback, cookies...).status)
-		requireCallbackFailed(t, f.get(t, callback))
+		requireCallbackFailed(t, f.get(t, callback), "not started in this browser")
 	})
 	t.Run("bad state", func(t *testing.T) {
 		cookies, callback := f.startLink(t, "/")
@@ -1676,23 +1677,28 @@ func TestCallback(t *testing.T) {
 		q := u.Query()
 		q.Set("state", q.Get("state")+"x")
 		u.RawQuery = q.Encode()
-		requireCallbackFailed(t, f.get(t, u.String(), cookies...))
+		requireCallbackFailed(t, f.get(t, u.String(), cookies...), "does not match")
 	})
 	t.Run("state of another link", func(t *testing.T) {
 		cookies, _ := f.startLink(t, "/")
 		_, other := f.startLink(t, "/")
-		requireCallbackFailed(t, f.get(t, other, cookies...))
+		requireCallbackFailed(t, f.get(t, other, cookies...), "does not match")
 	})
 	t.Run("no link cookie", func(t *testing.T) {
 		_, callback := f.startLink(t, "/")
-		requireCallbackFailed(t, f.get(t, callback))
+		requireCallbackFailed(t, f.get(t, callback), "not started in this browser")
 	})
 	t.Run("tampered link cookie", func(t *testing.T) {
 		cookies, callback := f.startLink(t, "/")
 		for _, c := range cookies {
 			c.Value = "x" + c.Value
 		}
-		requireCallbackFailed(t, f.get(t, callback, cookies...))
+		requireCallbackFailed(t, f.get(t, callback, cookies...), "could not be read")
+	})
+	t.Run("link cookie of another store", func(t *testing.T) {
+		cookies, callback := f.startLink(t, "/")
+		other := strings.Replace(callback, "/stores/"+storeA+"/", "/stores/"+storeB+"/", 1)
+		requireCallbackFailed(t, f.get(t, other, cookies...), "started in another store")
 	})
 	t.Run("no code", func(t *testing.T) {
 		cookies, callback := f.startLink(t, "/")
@@ -1701,7 +1707,7 @@ func TestCallback(t *testing.T) {
 		q := u.Query()
 		q.Del("code")
 		u.RawQuery = q.Encode()
-		requireCallbackFailed(t, f.get(t, u.String(), cookies...))
+		requireCallbackFailed(t, f.get(t, u.String(), cookies...), "returned no code")
 	})
 	t.Run("error from the game app", func(t *testing.T) {
 		cookies, callback := f.startLink(t, "/")
@@ -1711,18 +1717,50 @@ func TestCallback(t *testing.T) {
 		q.Del("code")
 		q.Set("error", "access_denied")
 		u.RawQuery = q.Encode()
-		requireCallbackFailed(t, f.get(t, u.String(), cookies...))
+		requireCallbackFailed(t, f.get(t, u.String(), cookies...), "did not complete the sign-in (access_denied)")
 	})
 }
 
-// requireCallbackFailed checks the failure page of API.md §4.4: 400, HTML,
-// and no session.
-func requireCallbackFailed(t *testing.T, r response) {
+// TestLinkCookieVerify checks why verify refuses a link cookie's value, as
+// the callback's page then says: a changed or foreign value is not called
+// expired, and an expired one is.
+func TestLinkCookieVerify(t *testing.T) {
+	a, _ := startService(t, cfgOpts{})
+	other, _ := startService(t, cfgOpts{}) // another cookie key
+	now := time.Now()
+	v := a.srv.sign(linkState{StoreID: storeA, State: "s", Expires: now.Add(time.Minute).Unix()})
+	payload, sig, _ := strings.Cut(v, ".")
+	tests := []struct {
+		name, value string
+		at          time.Time
+		want        string
+	}{
+		{"valid", v, now, ""},
+		{"expired", v, now.Add(time.Minute), linkExpired},
+		{"payload changed", "x" + v, now, linkForged},
+		{"signature changed", payload + "." + strings.ToUpper(sig), now, linkForged},
+		{"no signature", payload, now, linkForged},
+		{"signed with another key", other.srv.sign(linkState{StoreID: storeA, Expires: now.Add(time.Minute).Unix()}), now, linkForged},
+	}
+	for _, tt := range tests {
+		ls, why := a.srv.verify(tt.value, tt.at)
+		if why != tt.want {
+			t.Errorf("%s: verify = %q; want %q", tt.name, why, tt.want)
+		}
+		if why == "" && ls.State != "s" {
+			t.Errorf("%s: verify state = %q; want %q", tt.name, ls.State, "s")
+		}
+	}
+}
+
+// requireCallbackFailed checks the failure page of API.md §4.4: 400, HTML
+// saying what went wrong (why, a part of it), and no session.
+func requireCallbackFailed(t *testing.T, r response, why string) {
 	t.Helper()
 	require.Equal(t, http.StatusBadRequest, r.status, "callback; body %s", r.body)
 	mt, _, _ := mime.ParseMediaType(r.header.Get("Content-Type"))
 	assert.Equal(t, "text/html", mt, "Content-Type")
-	assert.NotEmpty(t, bytes.TrimSpace(r.body), "the page says what went wrong")
+	assert.Contains(t, string(r.body), html.EscapeString(why), "the page says what went wrong")
 	assert.Empty(t, setCookies(r), "a failed callback sets no cookie")
 }
 
