@@ -1304,6 +1304,25 @@ func TestOperations(t *testing.T) {
 			requireAPIError(t, call(t, http.MethodGet, ts.URL+p, nil), http.StatusNotFound, "not_found")
 		})
 	}
+	// Paths not in their clean form, which the mux alone would redirect.
+	unclean := []struct{ method, path string }{
+		{http.MethodPost, "/stores//auth/auth-code"},
+		{http.MethodPost, "/stores/" + storeA + "//auth/auth-code"},
+		{http.MethodGet, "/stores/" + storeA + "/auth/../auth/me"},
+		{http.MethodGet, "/stores/" + storeA + "/./auth/me"},
+		{http.MethodGet, "//healthz"},
+	}
+	for _, tt := range unclean {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, ts.URL+tt.path, strings.NewReader("{}"))
+			require.NoError(t, err)
+			resp, err := http.DefaultTransport.RoundTrip(req) // no redirect followed
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			requireAPIError(t, response{status: resp.StatusCode, header: resp.Header, body: body}, http.StatusNotFound, "not_found")
+		})
+	}
 
 	methods := []struct {
 		method, path string

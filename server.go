@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,16 @@ func registerStore(r *http.Request) (string, bool) {
 	return id, true
 }
 
+// isCleanPath reports whether p is in the form the mux serves, rather
+// than one it would redirect from: no empty, "." or ".." segments.
+func isCleanPath(p string) bool {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
+}
+
 // handler is the whole service: the routes behind logging and metrics.
 func (s *server) handler() http.Handler {
 	mux := s.routes()
@@ -124,6 +135,11 @@ func (s *server) handler() http.Handler {
 			// handleRegister never reads r.PathValue.
 			r.Pattern = registerRoute // as the mux would set it
 			s.serveStore(rw, r, id, s.handleRegister)
+		} else if !isCleanPath(r.URL.Path) {
+			// The mux would redirect to the cleaned path, a 307 with an
+			// HTML body: to an API client a path not in its own form is
+			// one it does not serve.
+			writeError(rw, errNotFound)
 		} else {
 			mux.ServeHTTP(rw, r)
 		}
