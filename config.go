@@ -214,6 +214,11 @@ func (c *Config) validate() error {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" || u.User != nil || strings.ContainsAny(c.PublicBaseURL, "?#") {
 		return fmt.Errorf("public_base_url: %q must be an absolute http(s) URL with a host, and no userinfo, query or fragment", c.PublicBaseURL)
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("public_base_url: port %s must be 1 to 65535", p)
+		}
+	}
 	c.PublicBaseURL = strings.TrimSuffix(c.PublicBaseURL, "/")
 	// Expiry times are unix nanoseconds, which end in 2262: a bound far
 	// below that keeps them from wrapping.
@@ -305,6 +310,11 @@ func (s *StoreConfig) validate() error {
 	for i, k := range s.APIKeys {
 		if k == "" {
 			return fmt.Errorf("api_keys[%d]: must not be empty", i)
+		}
+		// Neither could ever arrive in X-API-Key: HTTP trims the one and
+		// refuses the other. (The key itself is not told.)
+		if k != strings.Trim(k, " \t") || strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return fmt.Errorf("api_keys[%d]: must have no control characters and no space at either end", i)
 		}
 		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
 	}

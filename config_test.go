@@ -218,6 +218,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{"android app without package_name", `{"apps": {"android": [{}]}, ` + store("") + `}`, "package_name"},
 
 		{"trailing data", `{` + store("") + `} {"listen": "x"}`, "config"},
+		{"api key with a line break", `{` + store(id+`, "api_keys": ["ak_ok", "ak_a\nb"]`) + `}`, "api_keys[1]"},
+		{"api key with a space at its end", `{` + store(id+`, "api_keys": ["ak_a "]`) + `}`, "api_keys[0]"},
+		{"api key with DEL", `{` + store(id+`, "api_keys": ["ak_\u007f"]`) + `}`, "api_keys[0]"},
+		{"public_base_url port out of range", `{"public_base_url": "https://shop.example.com:99999", ` + store("") + `}`, "public_base_url"},
+		{"public_base_url port 0", `{"public_base_url": "https://shop.example.com:0", ` + store("") + `}`, "public_base_url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
