@@ -599,41 +599,44 @@ func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 // given twice and no trailing data. As in a form, names are matched
 // exactly: "Code" is not code. A request refused here is no attempt and
 // uses no code up, where encoding/json would have let the last of two
-// codes, or a "CODE", redeem.
+// codes, or a "CODE", redeem. The endpoint takes no key, so the body is
+// scanned as the register body is, without allocating for what it skips.
 func readTokenJSON(body []byte, p *tokenParams) *tokenError {
-	notObject := invalidRequest("the body is not a JSON object of strings")
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return notObject
-	}
 	params := p.params()
 	var seen [len(params)]bool
-	for dec.More() {
-		name, err := dec.Token()
-		if err != nil {
-			return notObject
+	var terr *tokenError
+	notStrings := false
+	err := scanObject(body, func(name, value []byte, plain bool) {
+		if terr != nil || notStrings {
+			return
 		}
-		val, err := dec.Token()
-		v, ok := val.(string)
-		if err != nil || !ok {
-			return notObject
+		if value[0] != '"' {
+			notStrings = true
+			return
+		}
+		if bytes.IndexByte(name, '\\') >= 0 {
+			name = []byte(jsonName(name))
 		}
 		for i, f := range params {
-			if name == f.name {
-				if seen[i] {
-					return invalidRequest(f.name + " is repeated")
-				}
-				seen[i], *f.dst = true, v
+			if string(name) != f.name {
+				continue
+			}
+			if seen[i] {
+				terr = invalidRequest(f.name + " is repeated")
+				return
+			}
+			seen[i] = true
+			if v := value[1 : len(value)-1]; plain {
+				*f.dst = string(v)
+			} else {
+				*f.dst = jsonName(v) // escapes undone, invalid UTF-8 made U+FFFD, as encoding/json does
 			}
 		}
+	})
+	if err != nil || notStrings {
+		return invalidRequest("the body is not a JSON object of strings")
 	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return notObject
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return notObject // something after the object
-	}
-	return nil
+	return terr
 }
 
 // unknownCode is the token endpoint's one answer for a code it does not

@@ -505,3 +505,27 @@ func BenchmarkRegisterBody(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTokenJSON reads token request bodies: a usual one, and the
+// worst a client without any key may send, 64 KiB of empty members.
+func BenchmarkTokenJSON(b *testing.B) {
+	usual := []byte(`{"grant_type":"authorization_code","code":"bench-code-1000000000000001",` +
+		`"redirect_uri":"https://shop.example.com/stores/` + benchStoreID + `/auth/callback",` +
+		`"code_verifier":"dBjftJeZ4CVP-mJ92K9ufU9mQOzzE8UvfBVdGpTWnWY","client_id":"webshop"}`)
+	empties := []byte(`{` + strings.Repeat(`"":"",`, (64<<10)/6-1) + `"":""}`)
+	for _, bb := range []struct {
+		name string
+		body []byte
+	}{{"usual", usual}, {"64KiB of empty members", empties}} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bb.body)))
+			for b.Loop() {
+				var p tokenParams
+				if terr := readTokenJSON(bb.body, &p); terr != nil {
+					b.Fatal(terr.Description)
+				}
+			}
+		})
+	}
+}
