@@ -1323,6 +1323,13 @@ func TestOperations(t *testing.T) {
 			requireAPIError(t, response{status: resp.StatusCode, header: resp.Header, body: body}, http.StatusNotFound, "not_found")
 		})
 	}
+	// Escaped dots and slashes are part of a name, to the mux as here: the
+	// store is looked for, and not found.
+	for _, p := range []string{"/stores/%2E%2E/auth/me", "/stores/x%2F/auth/me"} {
+		t.Run("GET "+p, func(t *testing.T) {
+			requireAPIError(t, call(t, http.MethodGet, ts.URL+p, nil), http.StatusNotFound, "store_not_found")
+		})
+	}
 
 	methods := []struct {
 		method, path string

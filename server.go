@@ -113,8 +113,10 @@ func registerStore(r *http.Request) (string, bool) {
 	return id, true
 }
 
-// isCleanPath reports whether p is in the form the mux serves, rather
-// than one it would redirect from: no empty, "." or ".." segments.
+// isCleanPath reports whether p, a request's escaped path, is in the form
+// the mux serves rather than one it would redirect from: no empty, "." or
+// ".." segments. (The mux too looks at the escaped path: %2E%2E is a
+// name, not "..".)
 func isCleanPath(p string) bool {
 	c := path.Clean(p)
 	if strings.HasSuffix(p, "/") && c != "/" {
@@ -135,7 +137,7 @@ func (s *server) handler() http.Handler {
 			// handleRegister never reads r.PathValue.
 			r.Pattern = registerRoute // as the mux would set it
 			s.serveStore(rw, r, id, s.handleRegister)
-		} else if !isCleanPath(r.URL.Path) {
+		} else if !isCleanPath(r.URL.EscapedPath()) {
 			// The mux would redirect to the cleaned path, a 307 with an
 			// HTML body: to an API client a path not in its own form is
 			// one it does not serve.
