@@ -312,8 +312,9 @@ func (s *StoreConfig) validate() error {
 			return fmt.Errorf("api_keys[%d]: must not be empty", i)
 		}
 		// Neither could ever arrive in X-API-Key: HTTP trims the one and
-		// refuses the other. (The key itself is not told.)
-		if k != strings.Trim(k, " \t") || strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		// refuses the other (a tab within is allowed, as a space is). The
+		// key itself is not told.
+		if k != strings.Trim(k, " \t") || strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) {
 			return fmt.Errorf("api_keys[%d]: must have no control characters and no space at either end", i)
 		}
 		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))

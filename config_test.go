@@ -264,6 +264,18 @@ func TestParseConfigErrorWording(t *testing.T) {
 	}
 }
 
+// TestParseConfigKeysWithBlanks: a space or a tab inside a key can travel
+// in X-API-Key, so such a key is taken (only control characters and blanks
+// at either end are refused).
+func TestParseConfigKeysWithBlanks(t *testing.T) {
+	for _, k := range []string{`ak with spaces`, `ak\twith\ttabs`} {
+		in := `{"stores": [{"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "api_keys": ["` + k + `"]}]}`
+		if _, err := ParseConfig([]byte(in)); err != nil {
+			t.Errorf("ParseConfig with key %q: %v; want it taken", k, err)
+		}
+	}
+}
+
 func TestParseConfigSecretsNotInErrors(t *testing.T) {
 	// A bad field elsewhere must not echo the store's keys.
 	in := `{"auth_code_ttl": "x", "stores": [{"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "api_keys": ["ak_secret_value"]}]}`
