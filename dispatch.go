@@ -210,7 +210,7 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 		switch {
 		case e == nil:
 		case e.refusesLocked(d):
-			e.finishedLocked(d, statusFailed)
+			hk.endLocked(e, d, statusFailed)
 			hk.dirty = true
 		case e.inflight >= perEndpointInFlight:
 			e.waiting = append(e.waiting, d)
@@ -306,7 +306,7 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 // after that answer. hk.mu must be held.
 func (hk *hooks) dropQueuedLocked(e *endpoint, drop func(*delivery) bool) {
 	fail := func(d *delivery) {
-		e.finishedLocked(d, statusFailed)
+		hk.endLocked(e, d, statusFailed)
 		hk.dirty = true
 	}
 	for _, d := range e.log {
@@ -393,10 +393,10 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 	n := len(d.Attempts)
 	switch {
 	case a.Status == http.StatusOK && a.Error == "": // not a 200 whose body then timed out
-		e.finishedLocked(d, statusSucceeded)
+		hk.endLocked(e, d, statusSucceeded)
 		hk.outcomes.succeeded.Add(1)
 	case n > len(sched), e.refusesLocked(d):
-		e.finishedLocked(d, statusFailed)
+		hk.endLocked(e, d, statusFailed)
 		hk.outcomes.failed.Add(1)
 	default:
 		hk.outcomes.retried.Add(1)

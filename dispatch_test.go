@@ -309,6 +309,17 @@ func TestNoRetryAfterDisabling(t *testing.T) {
 			require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
 			assert.Equal(t, statusFailed, r.data()["status"], "the PATCH fails the pending retry")
 			assert.Len(t, whAttempts(t, r.data()), 1, "no attempt after the PATCH")
+			// /metrics agrees: one delivery failed, after one attempt retried.
+			r = w.do(t, whReq{method: "GET", path: "/metrics"})
+			require.Equal(t, http.StatusOK, r.status)
+			for series, want := range map[string]float64{
+				`webhook_deliveries_total{outcome="failed"}`:    1,
+				`webhook_deliveries_total{outcome="succeeded"}`: 0,
+				`webhook_attempts_total{outcome="retried"}`:     1,
+				`webhook_attempts_total{outcome="failed"}`:      0,
+			} {
+				assert.Equal(t, want, metricValue(t, string(r.raw), series), series)
+			}
 
 			// The test call still goes: it names the endpoint explicitly.
 			r = w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test", key: whKeyA})

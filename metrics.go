@@ -54,9 +54,8 @@ type metrics struct {
 }
 
 type routeMetrics struct {
-	byStatus sync.Map // int -> *atomic.Int64
-	buckets  []atomic.Int64
-	count    atomic.Int64
+	byStatus sync.Map       // int -> *atomic.Int64
+	buckets  []atomic.Int64 // one per latencyBuckets bound, then one for the rest: their sum is the count, so a scrape never shows a bucket over it
 	sumNanos atomic.Int64
 }
 
@@ -65,7 +64,7 @@ func newMetrics() *metrics { return &metrics{} }
 func (m *metrics) observe(route string, status int, d time.Duration) {
 	v, ok := m.routes.Load(route)
 	if !ok {
-		v, _ = m.routes.LoadOrStore(route, &routeMetrics{buckets: make([]atomic.Int64, len(latencyBuckets))})
+		v, _ = m.routes.LoadOrStore(route, &routeMetrics{buckets: make([]atomic.Int64, len(latencyBuckets)+1)})
 	}
 	rm := v.(*routeMetrics)
 	c, ok := rm.byStatus.Load(status)
@@ -74,13 +73,11 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 	}
 	c.(*atomic.Int64).Add(1)
 	sec := d.Seconds()
-	for i, b := range latencyBuckets {
-		if sec <= b {
-			rm.buckets[i].Add(1)
-			break
-		}
+	i := 0
+	for i < len(latencyBuckets) && sec > latencyBuckets[i] {
+		i++
 	}
-	rm.count.Add(1)
+	rm.buckets[i].Add(1)
 	rm.sumNanos.Add(int64(d))
 }
 
@@ -113,7 +110,7 @@ func (m *metrics) serve(s *server) http.HandlerFunc {
 				cum += rm.buckets[i].Load()
 				fmt.Fprintf(&b, "http_request_duration_seconds_bucket{route=%q,le=%q} %d\n", route, strconv.FormatFloat(le, 'g', -1, 64), cum)
 			}
-			n := rm.count.Load()
+			n := cum + rm.buckets[len(latencyBuckets)].Load()
 			fmt.Fprintf(&b, "http_request_duration_seconds_bucket{route=%q,le=\"+Inf\"} %d\n", route, n)
 			fmt.Fprintf(&b, "http_request_duration_seconds_sum{route=%q} %g\n", route, time.Duration(rm.sumNanos.Load()).Seconds())
 			fmt.Fprintf(&b, "http_request_duration_seconds_count{route=%q} %d\n", route, n)
@@ -129,6 +126,9 @@ func (m *metrics) serve(s *server) http.HandlerFunc {
 			fmt.Fprintf(&b, "webhook_attempts_total{outcome=\"succeeded\"} %d\n", hk.outcomes.succeeded.Load())
 			fmt.Fprintf(&b, "webhook_attempts_total{outcome=\"failed\"} %d\n", hk.outcomes.failed.Load())
 			fmt.Fprintf(&b, "webhook_attempts_total{outcome=\"retried\"} %d\n", hk.outcomes.retried.Load())
+			b.WriteString("# HELP webhook_deliveries_total Deliveries that ended, by outcome: succeeded, or failed (the retries used up, or given up when the endpoint was disabled or stopped taking the type).\n# TYPE webhook_deliveries_total counter\n")
+			fmt.Fprintf(&b, "webhook_deliveries_total{outcome=\"succeeded\"} %d\n", hk.ended.succeeded.Load())
+			fmt.Fprintf(&b, "webhook_deliveries_total{outcome=\"failed\"} %d\n", hk.ended.failed.Load())
 			fmt.Fprintf(&b, "# HELP webhook_queue_depth Deliveries waiting to be sent or under way.\n# TYPE webhook_queue_depth gauge\nwebhook_queue_depth %d\n", hk.queueDepth())
 		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"testing"
@@ -68,6 +69,35 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, a.store.Insert(Key{1}, nil, time.Now().Add(time.Hour)))
 	if got := metricValue(t, scrape(), "auth_codes_live"); got != 1 {
 		t.Errorf("with an empty value: auth_codes_live = %v; want 1", got)
+	}
+}
+
+// TestLatencyHistogram: each observation lands in the first bucket whose
+// bound it is within, or past the last; the buckets are cumulative and
+// +Inf and _count are their total.
+func TestLatencyHistogram(t *testing.T) {
+	m := newMetrics()
+	for _, d := range []time.Duration{300 * time.Microsecond, 500 * time.Microsecond, 40 * time.Millisecond, 3 * time.Second} {
+		m.observe("r", http.StatusOK, d)
+	}
+	rec := httptest.NewRecorder()
+	m.serve(&server{})(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, tt := range []struct {
+		series string
+		want   float64
+	}{
+		{`http_request_duration_seconds_bucket{route="r",le="0.0005"}`, 2}, // a bound is inclusive
+		{`http_request_duration_seconds_bucket{route="r",le="0.025"}`, 2},
+		{`http_request_duration_seconds_bucket{route="r",le="0.05"}`, 3},
+		{`http_request_duration_seconds_bucket{route="r",le="2.5"}`, 3},
+		{`http_request_duration_seconds_bucket{route="r",le="+Inf"}`, 4},
+		{`http_request_duration_seconds_count{route="r"}`, 4},
+		{`http_request_duration_seconds_sum{route="r"}`, 3.0408},
+	} {
+		if got := metricValue(t, body, tt.series); got != tt.want {
+			t.Errorf("%s = %v; want %v", tt.series, got, tt.want)
+		}
 	}
 }
 

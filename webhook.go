@@ -142,6 +142,7 @@ type hooks struct {
 	cfg      *Config
 	d        *dispatcher
 	outcomes struct{ succeeded, failed, retried atomic.Int64 } // attempts by outcome, for /metrics
+	ended    struct{ succeeded, failed atomic.Int64 }          // deliveries by how they ended, attempted or not, for /metrics
 
 	saveMu sync.Mutex // one save at a time, so an older state never overwrites a newer
 
@@ -675,6 +676,18 @@ func (hk *hooks) trimLogLocked(e *endpoint) {
 func (e *endpoint) finishedLocked(d *delivery, status string) {
 	d.Status, d.NextAt = status, 0
 	e.finished++
+}
+
+// endLocked ends d, of e, with status (statusSucceeded or statusFailed),
+// and counts it: every way a delivery ends goes through here, so that
+// /metrics agrees with the delivery logs. hk.mu must be held.
+func (hk *hooks) endLocked(e *endpoint, d *delivery, status string) {
+	e.finishedLocked(d, status)
+	if status == statusSucceeded {
+		hk.ended.succeeded.Add(1)
+	} else {
+		hk.ended.failed.Add(1)
+	}
 }
 
 // referLocked adds d to the indexes, and its event if d is the first
