@@ -129,7 +129,10 @@ func run() error {
 	// The connection limits (serving.NewServer) hold to within a quarter
 	// of a second: the listener keeps the deadlines coarsely, which is
 	// cheaper (deadline.go).
-	srv := serving.NewServer(unavailableHandler(logger, "starting", "the service is starting (restoring its state); retry shortly"))
+	// Requests answered while starting or stopping are counted with the
+	// rest: the app's metrics are these.
+	m := newMetrics()
+	srv := serving.NewServer(unavailableHandler(logger, m, "starting", "the service is starting (restoring its state); retry shortly"))
 	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(newCoarseListener(ln, deadlineTick)) }()
@@ -142,6 +145,7 @@ func run() error {
 	go keepGCHeadroom(ctx, time.Second) // gc.go
 	// A signal while restoring: never ready, straight to the shutdown.
 	if ctx.Err() == nil {
+		a.srv.metrics = m
 		srv.Set(a.srv.handler())
 		a.srv.ready.Store(true)
 		logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion(), "gomaxprocs", runtime.GOMAXPROCS(0))
@@ -159,7 +163,7 @@ func run() error {
 	}
 	logger.Info("shutting down")
 	a.srv.draining.Store(true) // for the requests under way
-	if err := srv.Stop(unavailableHandler(logger, "stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
+	if err := srv.Stop(unavailableHandler(logger, m, "stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
 		logger.Warn("shutdown: in-flight requests cut off", "err", err)
 	}
 	defer logOut.Flush()
@@ -172,14 +176,15 @@ func run() error {
 
 // unavailableHandler answers while the state is being restored, and
 // while the service shuts down, as serving.Unavailable does, why saying
-// which. It logs each request as the service does, with route as its
-// route.
-func unavailableHandler(logger *slog.Logger, route, why string) http.Handler {
+// which. It logs and counts (in m) each request as the service does,
+// with route as its route.
+func unavailableHandler(logger *slog.Logger, m *metrics, route, why string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rw := &statusWriter{ResponseWriter: w}
 		serving.Unavailable(rw, r, why)
 		d := time.Since(start)
+		m.observe(route, rw.code(), d)
 		logRequest(logger, r, route, rw.code(), rw.n, start.Add(d), d)
 	})
 }

@@ -14,10 +14,11 @@ import (
 
 // TestStartingHandler: while the state is restored, /healthz is 200 and
 // everything else 503 with Retry-After, in the form each endpoint answers
-// errors in, and every request has its log line.
+// errors in, and every request has its log line and is counted.
 func TestStartingHandler(t *testing.T) {
 	var logged bytes.Buffer
-	h := unavailableHandler(slog.New(newLineHandler(&logged, slog.LevelInfo)), "starting", "the service is starting (restoring its state); retry shortly")
+	m := newMetrics()
+	h := unavailableHandler(slog.New(newLineHandler(&logged, slog.LevelInfo)), m, "starting", "the service is starting (restoring its state); retry shortly")
 	const store = "/stores/7c9e6679-7425-40de-944b-e07fc1f90ae7"
 	tests := []struct {
 		method, path string
@@ -52,4 +53,8 @@ func TestStartingHandler(t *testing.T) {
 		assert.Equal(t, tests[i].status, l.Status)
 		assert.NotContains(t, line, "code=c", "no query in the log")
 	}
+	rec := httptest.NewRecorder()
+	m.serve(&server{})(rec, httptest.NewRequest("GET", "/metrics", nil))
+	assert.Equal(t, 1.0, metricValue(t, rec.Body.String(), `http_requests_total{route="starting",status="200"}`))
+	assert.Equal(t, 4.0, metricValue(t, rec.Body.String(), `http_requests_total{route="starting",status="503"}`))
 }
