@@ -24,7 +24,7 @@ import (
 // says.
 type Server struct {
 	*http.Server
-	handler Switch
+	handler handlerSwitch
 	conns   conns
 }
 
@@ -35,7 +35,7 @@ type Server struct {
 // are limited to 64 KiB, as bodies are.
 func NewServer(h http.Handler) *Server {
 	s := new(Server)
-	s.handler.Set(h)
+	s.handler.set(h)
 	s.Server = &http.Server{
 		Handler:           &s.handler,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -50,7 +50,7 @@ func NewServer(h http.Handler) *Server {
 
 // Set makes h the handler of the requests that follow: the servers answer
 // "starting" until their state is ready, on the listener they keep.
-func (s *Server) Set(h http.Handler) { s.handler.Set(h) }
+func (s *Server) Set(h http.Handler) { s.handler.set(h) }
 
 // Stop shuts the server down as both servers do on SIGTERM or SIGINT
 // (API.md §1 and §7). Until the requests under way finish, the listener
@@ -64,7 +64,7 @@ func (s *Server) Set(h http.Handler) { s.handler.Set(h) }
 func (s *Server) Stop(stopping http.Handler, grace time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	s.handler.Set(stopping)
+	s.handler.set(stopping)
 	s.SetKeepAlivesEnabled(false) // closes the idle connections
 	select {
 	case <-s.conns.drain():
@@ -123,24 +123,19 @@ func (c *conns) drain() <-chan struct{} {
 	return c.drained
 }
 
-// Switch is a handler that passes each request to its current target,
-// which Set may replace while it serves. The zero Switch must be Set
-// before it serves.
-type Switch struct {
+// handlerSwitch is a handler that passes each request to its current
+// target, which set may replace while it serves. The zero value must be
+// set before it serves.
+type handlerSwitch struct {
 	h atomic.Pointer[http.Handler]
 }
 
-// NewSwitch returns a Switch to h.
-func NewSwitch(h http.Handler) *Switch {
-	s := new(Switch)
-	s.Set(h)
-	return s
+// set makes h the target of the requests that follow.
+func (s *handlerSwitch) set(h http.Handler) { s.h.Store(&h) }
+
+func (s *handlerSwitch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
 }
-
-// Set makes h the target of the requests that follow.
-func (s *Switch) Set(h http.Handler) { s.h.Store(&h) }
-
-func (s *Switch) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load()).ServeHTTP(w, r) }
 
 // DemoHost is HOST:PORT for the demo configuration's links to a listener
 // at a: its store allows http redirects to 127.0.0.1 and localhost only,

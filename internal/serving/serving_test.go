@@ -22,10 +22,11 @@ func get(h http.Handler) string {
 	return w.Body.String()
 }
 
-// TestSwitch checks that a Switch serves its first target until Set,
-// then the new one, and that Set may race requests.
+// TestSwitch checks that a handlerSwitch serves its first target until
+// set, then the new one, and that set may race requests.
 func TestSwitch(t *testing.T) {
-	s := NewSwitch(answer("starting"))
+	s := new(handlerSwitch)
+	s.set(answer("starting"))
 	if got := get(s); got != "starting" {
 		t.Fatalf("before Set: %q; want %q", got, "starting")
 	}
@@ -40,7 +41,7 @@ func TestSwitch(t *testing.T) {
 			}
 		})
 	}
-	s.Set(answer("serving"))
+	s.set(answer("serving"))
 	wg.Wait()
 	if got := get(s); got != "serving" {
 		t.Fatalf("after Set: %q; want %q", got, "serving")
