@@ -178,6 +178,7 @@ func run() error {
 	case serveFailed = <-serveErr:
 		endLoop()
 	case <-ctx.Done():
+		slog.Info("shutting down")
 	}
 	if err := srv.Stop(serveUnavailable("stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
 		slog.Warn("shutdown: in-flight requests cut off", "err", err)
