@@ -602,16 +602,16 @@ func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 // codes, or a "CODE", redeem. The endpoint takes no key, so the body is
 // scanned as the register body is, without allocating for what it skips.
 func readTokenJSON(body []byte, p *tokenParams) *tokenError {
+	const notStrings = "the body is not a JSON object of strings"
 	params := p.params()
 	var seen [len(params)]bool
-	var terr *tokenError
-	notStrings := false
+	var terr *tokenError // the first reason to refuse the body
 	err := scanObject(body, func(name, value []byte, plain bool) {
-		if terr != nil || notStrings {
+		if terr != nil {
 			return
 		}
 		if value[0] != '"' {
-			notStrings = true
+			terr = invalidRequest(notStrings)
 			return
 		}
 		if bytes.IndexByte(name, '\\') >= 0 {
@@ -633,8 +633,8 @@ func readTokenJSON(body []byte, p *tokenParams) *tokenError {
 			}
 		}
 	})
-	if err != nil || notStrings {
-		return invalidRequest("the body is not a JSON object of strings")
+	if err != nil {
+		return invalidRequest(notStrings)
 	}
 	return terr
 }

@@ -168,7 +168,7 @@ func ParseConfig(b []byte) (*Config, error) {
 		if errors.As(err, &te) && te.Field != "" {
 			return nil, fmt.Errorf("config: %s: must be %s", te.Field, jsonKind(te.Type))
 		}
-		if errors.As(err, &te) || err == io.EOF {
+		if te != nil || err == io.EOF { // the whole file is of the wrong type, or empty
 			return nil, errors.New("config: the file must hold one JSON object")
 		}
 		return nil, fmt.Errorf("config: %v", err)
