@@ -22,6 +22,7 @@ func TestKeyGuard(t *testing.T) {
 	noClock := func() time.Time { t.Fatal("blocked read the clock while nobody had failed"); return now }
 	blocked, wait := g.blocked("a", noClock)
 	require.False(t, blocked, "before any failure")
+	assert.Zero(t, wait, "before any failure")
 	for i := range 3 {
 		blocked, _ = g.blocked("a", clock)
 		require.False(t, blocked, "before failure %d", i+1)
