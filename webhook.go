@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -812,12 +813,11 @@ func (s *server) handleListDeliveries(w http.ResponseWriter, r *http.Request, e 
 	}
 	before := uint64(1<<64 - 1)
 	if c := q.Get("cursor"); c != "" {
-		b, err := base64.RawURLEncoding.DecodeString(c)
-		if err != nil || len(b) != 8 {
+		seq, ok := parseCursor(e, c)
+		if !ok {
 			fields = append(fields, fieldError{"cursor", "is not a cursor this endpoint returned"})
-		} else {
-			before = binary.BigEndian.Uint64(b)
 		}
+		before = seq
 	}
 	if len(fields) > 0 {
 		writeError(w, validationError(fields))
@@ -832,13 +832,36 @@ func (s *server) handleListDeliveries(w http.ResponseWriter, r *http.Request, e 
 			continue
 		}
 		if len(page) == limit {
-			next = base64.RawURLEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, lastSeq))
+			next = cursorFor(e, lastSeq)
 			break
 		}
 		page = append(page, d.summary())
 		lastSeq = d.Seq
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": page, "next_cursor": next})
+}
+
+// cursorFor is the next_cursor that continues e's log below seq: seq and
+// a tag of e's id, so that every other endpoint refuses it.
+func cursorFor(e *endpoint, seq uint64) string {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 12), seq)
+	return base64.RawURLEncoding.EncodeToString(append(b, cursorTag(e)...))
+}
+
+// parseCursor returns the sequence number of a cursor cursorFor made for
+// e, or false for anything else.
+func parseCursor(e *endpoint, c string) (uint64, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) != 12 || string(b[8:]) != string(cursorTag(e)) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(b), true
+}
+
+// cursorTag is the part of e's cursors that names e.
+func cursorTag(e *endpoint) []byte {
+	h := sha256.Sum256([]byte(e.ID))
+	return h[:4]
 }
 
 // flatHeader is h with one value per name, as the delivery log shows it.

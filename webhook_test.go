@@ -1042,6 +1042,8 @@ func TestDeliveryLogBadQuery(t *testing.T) {
 		{"limit=ten", "limit"},
 		{"cursor=%21%21%21", "cursor"},
 		{"cursor=" + base64.RawURLEncoding.EncodeToString([]byte{1, 2, 3}), "cursor"},
+		{"cursor=" + base64.RawURLEncoding.EncodeToString([]byte{0, 0, 0, 0, 0, 0, 0, 9}), "cursor"}, // a sequence number alone
+		{"cursor=" + cursorFor(&endpoint{ID: "we_another"}, 9), "cursor"},                            // another endpoint's
 		{"status=done", "status"},
 		{"event_type=order.created", "event_type"},
 	}
@@ -1054,7 +1056,7 @@ func TestDeliveryLogBadQuery(t *testing.T) {
 	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?limit=0&status=done", key: whKeyA})
 	assert.ElementsMatch(t, []string{"limit", "status"}, whRequireError(t, r, http.StatusUnprocessableEntity, "validation_failed"),
 		"every invalid parameter is listed")
-	for _, q := range []string{"limit=1", "limit=100", "status=pending", "event_type=webhook.test"} {
+	for _, q := range []string{"limit=1", "limit=100", "status=pending", "event_type=webhook.test", "cursor=" + cursorFor(&endpoint{ID: ep}, 9)} {
 		r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?" + q, key: whKeyA})
 		assert.Equal(t, http.StatusOK, r.status, "%s: %s", q, r.raw)
 		assert.Equal(t, "", r.body["next_cursor"])
