@@ -463,7 +463,11 @@ func (hk *hooks) save(dir string) error {
 		hk.mu.Lock()
 		hk.dirty = true
 		hk.mu.Unlock()
+		hk.saveBad.Store(true)
 		return fmt.Errorf("saving webhooks: %w", err)
+	}
+	if hk.saveBad.Swap(false) {
+		slog.Info("webhooks: saving state works again")
 	}
 	return nil
 }

@@ -162,16 +162,41 @@ func run() error {
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
+	again := make(chan os.Signal, 1) // a second signal: exit without the state
+	signal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
 	a.srv.draining.Store(true) // for the requests under way
 	if err := srv.Stop(unavailableHandler(logger, m, "stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
 		logger.Warn("shutdown: in-flight requests cut off", "err", err)
 	}
 	defer logOut.Flush()
-	if err := a.Close(); err != nil {
-		return fmt.Errorf("writing state: %w", err)
+	err = a.closeRetrying(func(err error) bool {
+		logger.Error("shutdown: cannot write the state; trying again every second until it works (make room in data_dir, or make it writable), or signal again to exit without it",
+			"err", firstLine(err))
+		logOut.Flush()
+		select {
+		case <-again:
+			return false
+		case <-time.After(time.Second):
+			return true
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("writing state (given up on a second signal; what was not written is lost): %s", firstLine(err))
 	}
 	logger.Info("state written; bye")
 	return nil
+}
+
+// firstLine is err's message up to its first line break, saying how many
+// lines it leaves out: errors.Join puts each error, such as each shard's
+// failed write, on a line of its own.
+func firstLine(err error) string {
+	msg := err.Error()
+	first, rest, ok := strings.Cut(msg, "\n")
+	if !ok {
+		return msg
+	}
+	return fmt.Sprintf("%s (and %d more)", first, strings.Count(rest, "\n")+1)
 }
 
 // unavailableHandler answers while the state is being restored, and
@@ -317,8 +342,10 @@ func (a *app) tick(now time.Time) {
 	a.ensureDataDir()
 	a.srv.keys.sweep(now)
 	a.store.Tick(now)
-	if err := a.srv.hooks.tick(now, a.srv.cfg.DataDir); err != nil {
-		a.srv.log.Error("webhooks: saving state failed", "err", err)
+	wasBad := a.srv.hooks.saveBad.Load()
+	if err := a.srv.hooks.tick(now, a.srv.cfg.DataDir); err != nil && !wasBad {
+		// Once, as the store says it: save logs when it works again.
+		a.srv.log.Error("webhooks: saving state failed; changes to webhooks answer 503 until it works", "err", err)
 	}
 }
 
@@ -330,8 +357,29 @@ func (a *app) Close() error {
 		<-a.idle
 	}
 	a.srv.hooks.stop()
+	return a.writeState()
+}
+
+// writeState writes what changed in the store and the webhook state, and
+// the whole state when data_dir has gone (ensureDataDir). After a failure
+// it can be called again: what failed is still pending, and the store
+// then writes every shard whole.
+func (a *app) writeState() error {
 	_, err := a.ensureDataDir()
 	return errors.Join(err, a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir))
+}
+
+// closeRetrying is Close, but while writing the state fails (a full disk,
+// a data_dir made read-only) it calls again with the error, and writes
+// again when again reports true; it returns the last write's error, nil
+// once one worked. Everything the service acknowledged is in memory until
+// written, so giving up loses it: run gives up only on a second signal.
+func (a *app) closeRetrying(again func(error) bool) error {
+	err := a.Close()
+	for err != nil && again(err) {
+		err = a.writeState()
+	}
+	return err
 }
 
 // ensureDataDir puts data_dir back when it has disappeared or been

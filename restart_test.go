@@ -525,3 +525,88 @@ func TestDataDirRewriteCutShort(t *testing.T) {
 	b.Close()
 	assert.Contains(t, logged.String(), "without its cookie key")
 }
+
+// TestShutdownRetriesTheWrite makes the shutdown's write of the state fail
+// (each shard's log, and the webhook state's file, replaced by a
+// directory, as a full disk or a read-only data_dir would fail them): the
+// shutdown says why and writes again, as often as it is let, until it
+// works; then what was acknowledged before and during the failure is all
+// there after a restart. Told to give up, it returns the failure.
+func TestShutdownRetriesTheWrite(t *testing.T) {
+	breakState := func(t *testing.T, a *testApp, dir string) (fix func()) {
+		require.NoError(t, a.store.Flush())
+		paths, err := filepath.Glob(filepath.Join(dir, "store-*.log"))
+		require.NoError(t, err)
+		require.Len(t, paths, numShards)
+		paths = append(paths, filepath.Join(dir, hooksFileName))
+		for _, p := range paths {
+			os.Remove(p) // webhooks.json is not there before a first save
+			require.NoError(t, os.Mkdir(p, 0o700))
+		}
+		a.srv.hooks.markDirty()
+		return func() {
+			for _, p := range paths {
+				require.NoError(t, os.Remove(p))
+			}
+		}
+	}
+
+	t.Run("until it works", func(t *testing.T) {
+		cfg := storeTestConfig(t, t.TempDir())
+		a1 := startApp(t, cfg)
+		require.Equal(t, http.StatusOK, a1.registerCode(t, "code-written-before-the-failure"))
+		fix := breakState(t, a1, cfg.DataDir)
+		require.Equal(t, http.StatusOK, a1.registerCode(t, "code-acknowledged-in-memory-only"))
+		a1.ts.Close()
+
+		var errs []error
+		err := a1.closeRetrying(func(err error) bool {
+			errs = append(errs, err)
+			if len(errs) == 2 { // it failed twice: the disk works again
+				fix()
+			}
+			return true
+		})
+		a1.once.Do(func() {}) // closed: the cleanup must not close it again
+		require.NoError(t, err)
+		require.Len(t, errs, 2, "failures reported before the write worked")
+		for _, e := range errs {
+			assert.ErrorContains(t, e, "store-")
+			assert.ErrorContains(t, e, hooksFileName)
+		}
+
+		a2 := startApp(t, cfg)
+		for _, code := range []string{"code-written-before-the-failure", "code-acknowledged-in-memory-only"} {
+			assert.Equal(t, http.StatusConflict, a2.registerCode(t, code), "%s is live after the restart", code)
+		}
+		_, err = os.Stat(filepath.Join(cfg.DataDir, hooksFileName))
+		assert.NoError(t, err, "the webhook state was written")
+	})
+
+	t.Run("given up", func(t *testing.T) {
+		cfg := storeTestConfig(t, t.TempDir())
+		a := startApp(t, cfg)
+		breakState(t, a, cfg.DataDir)
+		a.ts.Close()
+		calls := 0
+		err := a.closeRetrying(func(error) bool { calls++; return false })
+		assert.Error(t, err)
+		assert.Equal(t, 1, calls)
+		a.once.Do(func() {}) // closed: the cleanup must not close it again
+	})
+}
+
+func TestFirstLine(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{errors.New("disk full"), "disk full"},
+		{errors.Join(errors.New("a"), errors.New("b"), errors.New("c")), "a (and 2 more)"},
+		{errors.Join(errors.New("a"), errors.Join(errors.New("b"), errors.New("c"))), "a (and 2 more)"},
+	} {
+		if got := firstLine(tt.err); got != tt.want {
+			t.Errorf("firstLine(%q) = %q; want %q", tt.err, got, tt.want)
+		}
+	}
+}

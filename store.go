@@ -405,6 +405,10 @@ func (s *memStore) Prefetch(k Key) {
 	}
 }
 
+// Failing reports whether the last write failed: until one works, writes
+// are refused with errStoreUnavailable.
+func (s *memStore) Failing() bool { return s.persistBad.Load() }
+
 func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 	if s.persistBad.Load() {
 		return errStoreUnavailable
@@ -754,7 +758,7 @@ func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 	}
 	if s.persistBad.Swap(err != nil) != (err != nil) {
 		if err != nil {
-			slog.Error("store: writing state failed; refusing writes until it works", "err", err)
+			slog.Error("store: writing state failed; refusing writes until it works", "err", firstLine(err))
 		} else {
 			slog.Info("store: writing state works again")
 		}

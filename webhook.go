@@ -145,7 +145,8 @@ type hooks struct {
 	outcomes struct{ succeeded, failed, retried atomic.Int64 } // attempts by outcome, for /metrics
 	ended    struct{ succeeded, failed atomic.Int64 }          // deliveries by how they ended, attempted or not, for /metrics
 
-	saveMu sync.Mutex // one save at a time, so an older state never overwrites a newer
+	saveMu  sync.Mutex  // one save at a time, so an older state never overwrites a newer
+	saveBad atomic.Bool // the last save failed: changes answer 503 until one works
 
 	nextSave time.Time // tick saves no earlier; read and written by tick only
 
@@ -191,18 +192,43 @@ func (hk *hooks) queueDepth() int {
 // webhookRoutes adds the routes of API.md §5.
 func (s *server) webhookRoutes(mux *http.ServeMux) {
 	const ep = "/stores/{store_id}/webhooks/{endpoint_id}"
-	mux.HandleFunc("POST /stores/{store_id}/webhooks", s.withStore(s.handleCreateEndpoint))
+	mux.HandleFunc("POST /stores/{store_id}/webhooks", s.withStore(persisting(s, s.handleCreateEndpoint)))
 	mux.HandleFunc("GET /stores/{store_id}/webhooks", s.withStore(s.handleListEndpoints))
 	mux.HandleFunc("GET "+ep, s.withEndpoint(s.handleGetEndpoint))
 	mux.HandleFunc("GET "+ep+"/secret", s.withEndpoint(s.handleGetSecret))
-	mux.HandleFunc("PATCH "+ep, s.withEndpoint(s.handlePatchEndpoint))
-	mux.HandleFunc("DELETE "+ep, s.withEndpoint(s.handleDeleteEndpoint))
-	mux.HandleFunc("POST "+ep+"/rotate-secret", s.withEndpoint(s.handleRotateSecret))
-	mux.HandleFunc("POST "+ep+"/test", s.withEndpoint(s.handleTestEndpoint))
+	mux.HandleFunc("PATCH "+ep, s.withEndpoint(persisting(s, s.handlePatchEndpoint)))
+	mux.HandleFunc("DELETE "+ep, s.withEndpoint(persisting(s, s.handleDeleteEndpoint)))
+	mux.HandleFunc("POST "+ep+"/rotate-secret", s.withEndpoint(persisting(s, s.handleRotateSecret)))
+	mux.HandleFunc("POST "+ep+"/test", s.withEndpoint(persisting(s, s.handleTestEndpoint)))
 	mux.HandleFunc("GET "+ep+"/deliveries", s.withEndpoint(s.handleListDeliveries))
 	mux.HandleFunc("GET "+ep+"/deliveries/{delivery_id}", s.withEndpoint(s.handleGetDelivery))
-	mux.HandleFunc("POST "+ep+"/deliveries/{delivery_id}/retry", s.withEndpoint(s.handleRetryDelivery))
-	mux.HandleFunc("POST /stores/{store_id}/events", s.withStore(s.handlePublish))
+	mux.HandleFunc("POST "+ep+"/deliveries/{delivery_id}/retry", s.withEndpoint(persisting(s, s.handleRetryDelivery)))
+	mux.HandleFunc("POST /stores/{store_id}/events", s.withStore(persisting(s, s.handlePublish)))
+}
+
+// persisting answers 503 (API.md §3: "unable to persist") instead of
+// running h, a change to the webhook state, while the service cannot
+// write its state: it would be acknowledged, then lost with a restart.
+// It tells so by the last write of the webhook state, and by the store's,
+// which writes every second under load, so a disk that filled since the
+// last change of the webhook state is noticed too.
+func persisting[T any](s *server, h func(http.ResponseWriter, *http.Request, T)) func(http.ResponseWriter, *http.Request, T) {
+	return func(w http.ResponseWriter, r *http.Request, v T) {
+		if s.cannotPersist() {
+			writeError(w, errPersist)
+			return
+		}
+		h(w, r, v)
+	}
+}
+
+// cannotPersist reports whether the last write of the webhook state, or of
+// the store when it says (memStore.Failing), failed.
+func (s *server) cannotPersist() bool {
+	if f, ok := s.store.(interface{ Failing() bool }); ok && f.Failing() {
+		return true
+	}
+	return s.hooks.saveBad.Load()
 }
 
 // withStore checks the store and its API key before h. A client that has

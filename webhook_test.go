@@ -1100,3 +1100,65 @@ func TestSlowClientDoesNotHoldWebhooks(t *testing.T) {
 	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep), key: whKeyA})
 	assert.Equal(t, "slow", r.data()["description"])
 }
+
+// TestWebhookChangesWhileStateCannotBeWritten: while the webhook state's
+// last save failed, or the store's last write, every change to the webhook
+// state answers 503 unavailable with Retry-After (API.md §3, "unable to
+// persist"), as a registration does, rather than acknowledging what a
+// restart would lose; reads go on. Once a write works, changes do too.
+func TestWebhookChangesWhileStateCannotBeWritten(t *testing.T) {
+	w := whStart(t, whFast())
+	ep, _ := w.whEndpoint(t, "https://hooks.example.com/")
+	changes := []whReq{
+		{method: "POST", path: whHooksPath(whStoreA), body: map[string]any{"url": "https://hooks.example.com/2", "events": []string{eventOrderStatus}}},
+		{method: "PATCH", path: whEndpointPath(whStoreA, ep), body: map[string]any{"description": "d"}},
+		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/rotate-secret"},
+		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test"},
+		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/deliveries/dlv_unknown/retry"},
+		{method: "POST", path: "/stores/" + whStoreA + "/events", body: map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}},
+		{method: "DELETE", path: whEndpointPath(whStoreA, ep)},
+	}
+	reads := []string{whHooksPath(whStoreA), whEndpointPath(whStoreA, ep), whEndpointPath(whStoreA, ep) + "/deliveries"}
+	refused := func(t *testing.T) {
+		t.Helper()
+		for _, q := range changes {
+			q.key = whKeyA
+			r := w.do(t, q)
+			whRequireError(t, r, http.StatusServiceUnavailable, "unavailable")
+			assert.NotEmpty(t, r.header.Get("Retry-After"), "%s %s: Retry-After", q.method, q.path)
+		}
+		for _, p := range reads {
+			assert.Equal(t, http.StatusOK, w.do(t, whReq{method: "GET", path: p, key: whKeyA}).status, "GET %s", p)
+		}
+	}
+
+	t.Run("webhook state", func(t *testing.T) {
+		hooksFile := filepath.Join(w.cfg.DataDir, hooksFileName)
+		require.NoError(t, w.app.srv.hooks.save(w.cfg.DataDir))
+		require.NoError(t, os.Remove(hooksFile))
+		require.NoError(t, os.Mkdir(hooksFile, 0o700)) // the rename over it fails
+		w.app.srv.hooks.markDirty()
+		require.Error(t, w.app.srv.hooks.save(w.cfg.DataDir))
+		refused(t)
+		require.NoError(t, os.Remove(hooksFile))
+		require.NoError(t, w.app.srv.hooks.save(w.cfg.DataDir))
+		w.whEndpoint(t, "https://hooks.example.com/3")
+	})
+	t.Run("store", func(t *testing.T) {
+		require.NoError(t, w.app.store.Flush())
+		logs, err := filepath.Glob(filepath.Join(w.cfg.DataDir, "store-*.log"))
+		require.NoError(t, err)
+		require.Len(t, logs, numShards)
+		for _, f := range logs {
+			breakFile(t, f)
+		}
+		require.NoError(t, w.app.store.Insert(Key{1}, []byte("v"), time.Now().Add(time.Hour))) // a change to write
+		require.Error(t, w.app.store.Flush())
+		refused(t)
+		for _, f := range logs {
+			require.NoError(t, os.Remove(f))
+		}
+		require.NoError(t, w.app.store.Flush())
+		w.whEndpoint(t, "https://hooks.example.com/4")
+	})
+}
