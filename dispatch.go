@@ -211,6 +211,7 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 		case e == nil:
 		case e.refusesLocked(d):
 			hk.endLocked(e, d, statusFailed)
+			hk.trimLogLocked(e)
 			hk.dirty = true
 		case e.inflight >= perEndpointInFlight:
 			e.waiting = append(e.waiting, d)
@@ -334,6 +335,7 @@ func (hk *hooks) dropQueuedLocked(e *endpoint, drop func(*delivery) bool) {
 	for range freed {
 		hk.releaseLocked(e) // the next delivery waiting on e, if any, takes the place
 	}
+	hk.trimLogLocked(e) // after the loops over e.log, which trimming changes
 }
 
 // dropAll is dropQueuedLocked's choice when an endpoint is disabled.
@@ -404,7 +406,9 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))
 		d.NextAt = time.Now().Add(wait).UnixNano()
 		hk.scheduleLocked(d)
+		return
 	}
+	hk.trimLogLocked(e)
 }
 
 var userAgent = "deeplink-webhooks/" + productVersion()

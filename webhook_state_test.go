@@ -394,3 +394,55 @@ func TestEventBodySurvivesSave(t *testing.T) {
 		t.Errorf("body after a reload = %s; want %s", after, got)
 	}
 }
+
+// TestDeliveryLogTrimmedAsDeliveriesEnd: deliveries pending beyond
+// delivery_log_size stay in the log, and once they end it is back to its
+// size at once, whichever way they end, not only when the next delivery
+// is added (README: the log keeps the newest delivery_log_size).
+func TestDeliveryLogTrimmedAsDeliveriesEnd(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		end  func(hk *hooks, e *endpoint)
+	}{
+		{"answered 200", func(hk *hooks, e *endpoint) { whAttemptDue(hk, 200) }},
+		{"out of retries", func(hk *hooks, e *endpoint) {
+			for range len(hk.cfg.Webhooks.RetrySchedule) + 1 {
+				for _, d := range e.log { // each retry due now
+					if d.index >= 0 {
+						d.NextAt = time.Now().UnixNano()
+						heap.Fix(&hk.sched, d.index)
+					}
+				}
+				whAttemptDue(hk, 500)
+			}
+		}},
+		{"endpoint disabled", func(hk *hooks, e *endpoint) {
+			e.Enabled = false
+			hk.dropQueuedLocked(e, dropAll)
+		}},
+		{"type no longer taken", func(hk *hooks, e *endpoint) {
+			e.Events = []string{eventTest}
+			hk.advanceLocked(time.Now())
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conf := whFast()
+			conf.LogSize = 2
+			hk, eps := whHooks(t, conf, 1)
+			e := eps[0]
+			hk.mu.Lock()
+			defer hk.mu.Unlock()
+			for range 3 {
+				hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`)))
+			}
+			require.Len(t, e.log, 3, "pending deliveries stay beyond the size")
+			tt.end(hk, e)
+			for _, d := range e.log {
+				require.NotEqual(t, statusPending, d.Status, "%s is still pending", d.ID)
+			}
+			assert.Len(t, e.log, 2, "the log once they ended")
+			assert.Equal(t, 2, e.finished)
+			whCheckRefs(t, hk)
+		})
+	}
+}
