@@ -29,6 +29,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	mrand "math/rand/v2"
 	"mime"
 	"net"
@@ -381,6 +383,9 @@ func startContractService(t *testing.T, target string, o ctOpts) *ctService {
 	addr, err := ctFreeAddr()
 	require.NoError(t, err)
 	s := &ctService{t: t, target: target, URL: "http://" + addr, log: filepath.Join(dir, "service.log")}
+	// Registered before the cleanup that stops the service, so it runs
+	// after it, on the whole log (and before dir is removed).
+	t.Cleanup(func() { ctCheckRequestLines(t, s.log) })
 	s.client = &http.Client{
 		Transport:     &http.Transport{},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -933,6 +938,33 @@ func TestContract(t *testing.T) {
 			t.Parallel()
 			c.run(t, startContractService(t, target, c.opts))
 		})
+	}
+}
+
+// ctRequestFields are the fields of every request's log line (API.md §7:
+// one JSON line per request), whoever answered it: a handler, the start-up
+// or shutdown answers, the edge host while its module starts.
+var ctRequestFields = []string{"bytes", "duration", "level", "method", "msg", "path", "route", "status", "time"}
+
+// ctCheckRequestLines checks that every request line in the log at path
+// has exactly ctRequestFields.
+func ctCheckRequestLines(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return // never started
+	}
+	require.NoError(t, err)
+	lines := bytes.Split(b, []byte("\n"))
+	for _, line := range lines[:len(lines)-1] { // the last is empty, or cut short by a kill
+		var m map[string]any
+		if json.Unmarshal(line, &m) != nil || m["msg"] != "request" {
+			continue
+		}
+		if keys := slices.Sorted(maps.Keys(m)); !slices.Equal(keys, ctRequestFields) {
+			t.Errorf("request log line with fields %v; want %v: %s", keys, ctRequestFields, line)
+			return
+		}
 	}
 }
 
