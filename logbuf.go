@@ -46,6 +46,7 @@ type logBuffer struct {
 	// written waits for it, holding mu, and so does Flush.
 	out   sync.Mutex // guards the fields below
 	spare []byte     // the other buffer, empty
+	torn  bool       // a failed write ended w mid-line: the next begins with a line break
 }
 
 // newLogBuffer returns a logBuffer writing to w in writes of up to size
@@ -82,7 +83,7 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 	defer b.out.Unlock()
 	err := b.writeOutLocked(full)
 	if whole {
-		if _, werr := b.w.Write(p); werr != nil {
+		if werr := b.writeLocked(p); werr != nil {
 			return 0, werr
 		}
 	}
@@ -118,8 +119,26 @@ func (b *logBuffer) swapLocked() (full []byte) {
 func (b *logBuffer) writeOutLocked(full []byte) error {
 	var err error
 	if len(full) > 0 {
-		_, err = b.w.Write(full)
+		err = b.writeLocked(full)
 	}
 	b.spare = full[:0]
+	return err
+}
+
+// writeLocked writes p, whole lines, to w. A write that fails part way (a
+// full disk) leaves w mid-line; the next write then begins with a line
+// break, so that the lines after the cut one are whole lines again. b.out
+// must be held.
+func (b *logBuffer) writeLocked(p []byte) error {
+	if b.torn {
+		if _, err := b.w.Write([]byte{'\n'}); err != nil {
+			return err
+		}
+		b.torn = false
+	}
+	n, err := b.w.Write(p)
+	if err != nil && n > 0 && p[n-1] != '\n' {
+		b.torn = true
+	}
 	return err
 }

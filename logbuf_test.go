@@ -195,6 +195,58 @@ func TestLogBufferReportsWriteErrors(t *testing.T) {
 	}
 }
 
+// TestLogBufferAfterATornLine: a write that fails part way (the disk
+// filled) leaves a line cut short; the next write then begins with a line
+// break, so that the lines after it are whole lines, not glued to it.
+func TestLogBufferAfterATornLine(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		room int // bytes the failing write gets out
+		want string
+	}{
+		{"cut mid-line", 12, "line one\nlin\nline three\n"},
+		{"cut at a line's end", 9, "line one\nline three\n"},
+		{"nothing written", 0, "line three\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &roomyWriter{room: tt.room}
+			b := newLogBuffer(w, 64)
+			b.Write([]byte("line one\n"))
+			b.Write([]byte("line two\n"))
+			if err := b.Flush(); err == nil {
+				t.Fatalf("Flush with %d bytes of room = nil; want an error", tt.room)
+			}
+			w.room = -1 // room again
+			b.Write([]byte("line three\n"))
+			if err := b.Flush(); err != nil {
+				t.Fatalf("Flush = %v; want nil", err)
+			}
+			if got := w.buf.String(); got != tt.want {
+				t.Errorf("written %q; want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// roomyWriter writes up to room bytes, then fails as a full disk does;
+// with room -1 it writes everything.
+type roomyWriter struct {
+	room int
+	buf  bytes.Buffer
+}
+
+func (w *roomyWriter) Write(p []byte) (int, error) {
+	if w.room < 0 || len(p) <= w.room {
+		if w.room >= 0 {
+			w.room -= len(p)
+		}
+		return w.buf.Write(p)
+	}
+	n, _ := w.buf.Write(p[:w.room])
+	w.room = 0
+	return n, errors.New("no space left on device")
+}
+
 // recordingWriter keeps what is written, and the size of each write and
 // whether it ended a line. Its Writes must not overlap.
 type recordingWriter struct {
