@@ -969,7 +969,9 @@ func ctCheckRequestLines(t *testing.T, path string) {
 }
 
 // TestContractTables checks the tables themselves: unique names, every
-// case in some table, the fault cases in the wasm table only.
+// case in some table, the fault cases in the wasm table only, and every
+// case in the wasm table but the native/ ones, where the builds differ on
+// purpose (README).
 func TestContractTables(t *testing.T) {
 	names := map[string]bool{}
 	for _, c := range contractCases() {
@@ -980,14 +982,22 @@ func TestContractTables(t *testing.T) {
 		}
 	}
 	native, wasm := contractTable(targetNative), contractTable(targetWasm)
-	assert.Len(t, names, len(wasm), "every case applies to wasm")
 	for _, c := range native {
 		assert.False(t, strings.HasPrefix(c.name, "fault/"), "%s is not for the native build", c.name)
+	}
+	onWasm := map[string]bool{}
+	for _, c := range wasm {
+		onWasm[c.name] = true
+		assert.False(t, strings.HasPrefix(c.name, "native/"), "%s is not for the wasm build", c.name)
+	}
+	for name := range names {
+		assert.True(t, onWasm[name] || strings.HasPrefix(name, "native/"), "%s applies to wasm too, or is named native/", name)
 	}
 }
 
 func contractCases() []contractCase {
 	wasmOnly := []string{targetWasm}
+	nativeOnly := []string{targetNative}
 	return []contractCase{
 		// §4.1 register and the §3 rows.
 		{name: "register/ok", run: func(t *testing.T, s *ctService) {
@@ -1408,6 +1418,53 @@ func contractCases() []contractCase {
 			s.start()
 			for _, c := range []ctCode{codes[0], codes[599]} {
 				ctError(t, s.register(t, c), http.StatusConflict, "auth_code_conflict")
+			}
+		}},
+		// Every state acknowledged survives a graceful restart: when the
+		// state cannot be written at a SIGTERM (data_dir read-only, a full
+		// disk; here the webhook state's file replaced by a directory), the
+		// service keeps trying, says so, and exits 0 once the write works;
+		// a second signal gives up, exit 1. The edge host exits 1 at once
+		// (README): its module wrote each change before answering.
+		{name: "native/a shutdown whose write fails retries until it works, or a second signal", targets: nativeOnly, run: func(t *testing.T, s *ctService) {
+			hooksFile := filepath.Join(s.argv[slices.Index(s.argv, "-data")+1], "webhooks.json")
+			retrying := func() bool {
+				b, _ := os.ReadFile(s.log)
+				return bytes.Contains(b, []byte("cannot write the state; trying again"))
+			}
+			for _, giveUp := range []bool{false, true} {
+				ep, _ := s.createEndpoint(t, "https://merchant.example.com/hooks")
+				os.Remove(hooksFile)
+				require.NoError(t, os.Mkdir(hooksFile, 0o700)) // the save's rename over it fails
+				code := s.mustRegister(t)
+				require.NoError(t, os.Truncate(s.log, 0))
+				require.NoError(t, s.p.cmd.Process.Signal(syscall.SIGTERM))
+				ctEventually(t, 20*time.Second, retrying, "no retry logged after SIGTERM")
+				select {
+				case <-s.p.exited:
+					t.Fatalf("exited while its state was not written: %v", s.p.err)
+				default:
+				}
+				if giveUp {
+					require.NoError(t, s.p.cmd.Process.Signal(syscall.SIGTERM))
+				} else {
+					require.NoError(t, os.Remove(hooksFile)) // the disk works again
+				}
+				select {
+				case <-s.p.exited:
+				case <-time.After(20 * time.Second):
+					t.Fatal("still running")
+				}
+				if giveUp {
+					var exit *exec.ExitError
+					require.ErrorAs(t, s.p.err, &exit, "exit after a second SIGTERM")
+					assert.Equal(t, 1, exit.ExitCode())
+					return
+				}
+				require.NoError(t, s.p.err, "exit once the write worked (want code 0)")
+				s.start()
+				ctStatus(t, s.do(t, http.MethodGet, ctHooks("/"+ep), nil, "X-API-Key", ctKeyA), http.StatusOK)
+				ctError(t, s.register(t, code), http.StatusConflict, "auth_code_conflict")
 			}
 		}},
 		// §1 and §7: a SIGTERM stops the service taking work, but while a

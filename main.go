@@ -83,8 +83,21 @@ func run() error {
 	// Signals are caught from the start: a SIGTERM while the state is
 	// restored (a while, for a large store, with /healthz already up)
 	// ends the start-up as it would end serving, state written, exit 0.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// The first ends ctx; a second, should writing the state then fail,
+	// exits without it. One channel takes both from the start, so that
+	// no second signal is lost, however soon after the first it comes.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	go func() {
+		select {
+		case <-sigs:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 	// A write to standard error after its reader has gone (a log pipe
 	// closed) would kill the process with SIGPIPE, in the middle of a
 	// request, with the last second's registrations unwritten. Ignored,
@@ -162,8 +175,6 @@ func run() error {
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
-	again := make(chan os.Signal, 1) // a second signal: exit without the state
-	signal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
 	a.srv.draining.Store(true) // for the requests under way
 	if err := srv.Stop(unavailableHandler(logger, m, "stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
 		logger.Warn("shutdown: in-flight requests cut off", "err", err)
@@ -174,7 +185,7 @@ func run() error {
 			"err", firstLine(err))
 		logOut.Flush()
 		select {
-		case <-again:
+		case <-sigs: // the second
 			return false
 		case <-time.After(time.Second):
 			return true
