@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -545,6 +546,7 @@ func (hk *hooks) load(dir string) error {
 		hk.referLocked(d) // only events some delivery refers to are kept
 		e.log = append(e.log, d)
 		if d.Status == statusPending {
+			hk.pending[e.StoreID] += pendingCost(d)
 			hk.scheduleLocked(d)
 		} else {
 			e.finished++
@@ -552,6 +554,10 @@ func (hk *hooks) load(dir string) error {
 	}
 	if f.Idempotency != nil {
 		hk.idem = f.Idempotency
+		for k := range hk.idem {
+			store, _, _ := strings.Cut(k, "\x00")
+			hk.idemCount[store]++
+		}
 	}
 	return nil
 }
@@ -572,6 +578,8 @@ func (hk *hooks) tick(now time.Time, dir string) error {
 	for k, v := range hk.idem {
 		if now.Unix() >= v.Expires {
 			delete(hk.idem, k)
+			store, _, _ := strings.Cut(k, "\x00")
+			hk.idemCount[store]--
 			hk.dirty = true
 		}
 	}

@@ -30,7 +30,25 @@ const (
 	eventOrderStatus     = "order.status.updated"
 	eventTest            = "webhook.test"
 	idempotencyTTL       = 24 * time.Hour
+
+	// A store's undelivered webhooks stay in memory, and in the saved
+	// state, until delivered or given up (the retry schedule: about 45 h
+	// by default), so a store publishing to an endpoint that never
+	// answers would pile them up without end. Each pending delivery
+	// counts its event's bytes and pendingOverhead against the store's
+	// pendingBudget; past it, what would add one answers 503 (API.md §3:
+	// over its memory budget) until deliveries end.
+	pendingBudget   = 64 << 20
+	pendingOverhead = 512
+	// idemBudget bounds the Idempotency-Keys a store has remembered (each
+	// for idempotencyTTL); past it, a publish with a new key answers 503.
+	idemBudget = 100_000
 )
+
+// errOverBudget answers a change that would take a store's webhooks past
+// pendingBudget or idemBudget.
+var errOverBudget = &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable",
+	Message: "this store's undelivered webhooks, or its remembered Idempotency-Keys, are over their memory budget; retry later", retryAfter: 30}
 
 var knownEvents = []string{eventOrderStatus, eventTest}
 
@@ -160,11 +178,17 @@ type hooks struct {
 	ready     []*delivery     // due, endpoint under its in-flight limit
 	dirty     bool            // changed since the last save
 	closed    bool
-	wake      chan struct{} // poked by pokeLocked: sched's head changed, or (edge build) a job became ready
+	pending   map[string]int64 // store id → what its pending deliveries hold (pendingCost), against budget.pending
+	idemCount map[string]int   // store id → its keys in idem, against budget.idem
+	budget    struct {
+		pending int64
+		idem    int
+	}
+	wake chan struct{} // poked by pokeLocked: sched's head changed, or (edge build) a job became ready
 }
 
 func newHooks(cfg *Config) *hooks {
-	return &hooks{
+	hk := &hooks{
 		cfg:       cfg,
 		endpoints: map[string]*endpoint{},
 		byStore:   map[string][]*endpoint{},
@@ -172,7 +196,21 @@ func newHooks(cfg *Config) *hooks {
 		deliv:     map[string]*delivery{},
 		idem:      map[string]idem{},
 		wake:      make(chan struct{}, 1),
+		pending:   map[string]int64{},
+		idemCount: map[string]int{},
 	}
+	hk.budget.pending, hk.budget.idem = pendingBudget, idemBudget
+	return hk
+}
+
+// pendingCost is what the pending delivery d counts against its store's
+// budget.pending.
+func pendingCost(d *delivery) int64 { return int64(len(d.ev.Body)) + pendingOverhead }
+
+// roomLocked reports whether the store has room in budget.pending for n
+// more pending deliveries of an event of size bytes. hk.mu must be held.
+func (hk *hooks) roomLocked(storeID string, n, size int) bool {
+	return hk.pending[storeID]+int64(n)*(int64(size)+pendingOverhead) <= hk.budget.pending
 }
 
 func newID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }
@@ -521,6 +559,10 @@ func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, e *e
 func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *endpoint) {
 	hk := s.hooks
 	ev := hk.newEventLocked(eventTest, json.RawMessage(`{"id":"test","message":"This is a test event from the webhook settings."}`))
+	if !hk.roomLocked(e.StoreID, 1, len(ev.Body)) {
+		writeError(w, errOverBudget)
+		return
+	}
 	d := hk.enqueueLocked(e, ev)
 	d.Explicit = true // goes even to a disabled endpoint, once
 	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": ev.ID, "delivery_id": d.ID}})
@@ -531,6 +573,10 @@ func (s *server) handleRetryDelivery(w http.ResponseWriter, r *http.Request, e *
 	old := hk.deliveryOfLocked(e, r)
 	if old == nil {
 		writeError(w, errNoDelivery)
+		return
+	}
+	if !hk.roomLocked(e.StoreID, 1, len(old.ev.Body)) {
+		writeError(w, errOverBudget)
 		return
 	}
 	d := hk.enqueueLocked(e, old.ev)
@@ -558,33 +604,53 @@ func (s *server) handlePublish(w http.ResponseWriter, r *http.Request, st *Store
 		writeError(w, validationError(fields))
 		return
 	}
-	id := s.hooks.publish(st.ID, typ, object, key)
+	id, ok := s.hooks.publish(st.ID, typ, object, key)
+	if !ok {
+		writeError(w, errOverBudget)
+		return
+	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": id}})
 }
 
 // publish makes an event of typ for the store and enqueues it for every
 // enabled endpoint subscribed to typ. A key seen in the last 24 hours
-// returns that event's id and sends nothing.
-func (hk *hooks) publish(storeID, typ string, object json.RawMessage, key string) (eventID string) {
+// returns that event's id and sends nothing. It makes nothing, and
+// reports false, when that would take the store past its budget.
+func (hk *hooks) publish(storeID, typ string, object json.RawMessage, key string) (eventID string, ok bool) {
 	hk.mu.Lock()
 	defer hk.mu.Unlock()
 	now := time.Now()
+	k := storeID + "\x00" + key
+	prev, seen := hk.idem[k]
 	if key != "" {
-		if prev, ok := hk.idem[storeID+"\x00"+key]; ok && now.Unix() < prev.Expires {
-			return prev.EventID
+		if seen && now.Unix() < prev.Expires {
+			return prev.EventID, true
+		}
+		if !seen && hk.idemCount[storeID] >= hk.budget.idem {
+			return "", false
 		}
 	}
 	ev := hk.newEventLocked(typ, object)
+	var to []*endpoint
 	for _, e := range hk.byStore[storeID] {
 		if e.Enabled && e.subscribed(typ) {
-			hk.enqueueLocked(e, ev)
+			to = append(to, e)
 		}
 	}
+	if !hk.roomLocked(storeID, len(to), len(ev.Body)) {
+		return "", false
+	}
+	for _, e := range to {
+		hk.enqueueLocked(e, ev)
+	}
 	if key != "" {
-		hk.idem[storeID+"\x00"+key] = idem{EventID: ev.ID, Expires: now.Add(idempotencyTTL).Unix()}
+		if !seen {
+			hk.idemCount[storeID]++
+		}
+		hk.idem[k] = idem{EventID: ev.ID, Expires: now.Add(idempotencyTTL).Unix()}
 		hk.dirty = true
 	}
-	return ev.ID
+	return ev.ID, true
 }
 
 // validateEvent checks a publish body: a known, publishable type and, for
@@ -658,6 +724,7 @@ func (hk *hooks) enqueueLocked(e *endpoint, ev *event) *delivery {
 	}
 	e.NextSeq++
 	hk.referLocked(d)
+	hk.pending[e.StoreID] += pendingCost(d)
 	e.log = append(e.log, d)
 	hk.trimLogLocked(e)
 	hk.scheduleLocked(d)
@@ -710,6 +777,7 @@ func (e *endpoint) finishedLocked(d *delivery, status string) {
 // and counts it: every way a delivery ends goes through here, so that
 // /metrics agrees with the delivery logs. hk.mu must be held.
 func (hk *hooks) endLocked(e *endpoint, d *delivery, status string) {
+	hk.pending[e.StoreID] -= pendingCost(d)
 	e.finishedLocked(d, status)
 	if status == statusSucceeded {
 		hk.ended.succeeded.Add(1)
@@ -742,6 +810,9 @@ func (hk *hooks) removeEndpointLocked(e *endpoint) {
 	for _, d := range e.log {
 		if d.index >= 0 {
 			hk.sched.remove(d)
+		}
+		if d.Status == statusPending {
+			hk.pending[e.StoreID] -= pendingCost(d)
 		}
 		d.Status = statusFailed
 		hk.forgetLocked(d)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,6 +80,7 @@ func whCheckRefs(t *testing.T, hk *hooks) {
 	}
 	assert.Equal(t, want, got, "events and their reference counts")
 	n := 0
+	pending := map[string]int64{}
 	for _, e := range hk.endpoints {
 		n += len(e.log)
 		fin := 0
@@ -86,11 +88,27 @@ func whCheckRefs(t *testing.T, hk *hooks) {
 			assert.Same(t, d, hk.deliv[d.ID], "logged deliveries are indexed")
 			if d.Status != statusPending {
 				fin++
+			} else {
+				pending[e.StoreID] += pendingCost(d)
 			}
 		}
 		assert.Equal(t, fin, e.finished, "finished deliveries in the log of %s", e.ID)
 	}
 	assert.Equal(t, n, len(hk.deliv), "indexed deliveries are logged")
+	for store, held := range hk.pending {
+		assert.Equal(t, pending[store], held, "what the pending deliveries of store %s hold", store)
+	}
+	for store, held := range pending {
+		assert.Equal(t, held, hk.pending[store], "what the pending deliveries of store %s hold", store)
+	}
+	keys := map[string]int{}
+	for k := range hk.idem {
+		store, _, _ := strings.Cut(k, "\x00")
+		keys[store]++
+	}
+	for store, n := range hk.idemCount {
+		assert.Equal(t, keys[store], n, "Idempotency-Keys of store %s", store)
+	}
 }
 
 func TestEventReferenceCounts(t *testing.T) {
@@ -158,7 +176,7 @@ func TestTrimLog(t *testing.T) {
 			for _, d := range e.log {
 				if d.Status == statusPending && rng.IntN(3) == 0 {
 					hk.sched.remove(d)
-					e.finishedLocked(d, statusSucceeded)
+					hk.endLocked(e, d, statusSucceeded)
 				}
 			}
 			d := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
@@ -445,4 +463,31 @@ func TestDeliveryLogTrimmedAsDeliveriesEnd(t *testing.T) {
 			whCheckRefs(t, hk)
 		})
 	}
+}
+
+// TestIdempotencyKeysLeaveTheBudget: keys that expire at a tick give their
+// room in the store's budget back, and a restart counts what it restores.
+func TestIdempotencyKeysLeaveTheBudget(t *testing.T) {
+	hk, _ := whHooks(t, whFast(), 1)
+	hk.budget.idem = 2
+	for _, k := range []string{"k1", "k2"} {
+		_, ok := hk.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), k)
+		require.True(t, ok, "publish with %s", k)
+	}
+	_, ok := hk.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k3")
+	require.False(t, ok, "a third key past a budget of two")
+
+	restored := whReloaded(t, hk)
+	assert.Equal(t, 2, restored.idemCount[whStoreA], "keys counted at a restart")
+	whCheckRefs(t, restored)
+
+	require.NoError(t, hk.tick(time.Now().Add(idempotencyTTL+time.Second), hk.cfg.DataDir))
+	hk.mu.Lock()
+	defer hk.mu.Unlock()
+	assert.Zero(t, hk.idemCount[whStoreA], "after the keys expired")
+	whCheckRefs(t, hk)
+	hk.mu.Unlock()
+	_, ok = hk.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k3")
+	hk.mu.Lock()
+	assert.True(t, ok, "a new key once the old ones expired")
 }

@@ -1162,3 +1162,71 @@ func TestWebhookChangesWhileStateCannotBeWritten(t *testing.T) {
 		w.whEndpoint(t, "https://hooks.example.com/4")
 	})
 }
+
+// TestWebhookBudgets: a store's pending deliveries may hold up to its
+// budget (each its event's bytes and an overhead), and it may remember up
+// to its budget of Idempotency-Keys; past either, what would add more
+// answers 503 unavailable with Retry-After (API.md §3: over its memory
+// budget), and nothing is made. Deliveries that end, or an endpoint
+// deleted, give the room back; a repeated key is still answered.
+func TestWebhookBudgets(t *testing.T) {
+	conf := whFast()
+	conf.Retry = []string{"1h"} // a failed first attempt stays pending
+	w := whStart(t, conf)
+	hk := w.app.srv.hooks
+	held := func() int64 {
+		hk.mu.Lock()
+		defer hk.mu.Unlock()
+		return hk.pending[whStoreA]
+	}
+	overBudget := func(t *testing.T, r whResp) {
+		t.Helper()
+		whRequireError(t, r, http.StatusServiceUnavailable, "unavailable")
+		assert.NotEmpty(t, r.header.Get("Retry-After"), "Retry-After")
+	}
+	publish := func(key string) whResp {
+		q := whReq{method: "POST", path: "/stores/" + whStoreA + "/events", key: whKeyA,
+			body: map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}}
+		if key != "" {
+			q.header = map[string]string{"Idempotency-Key": key}
+		}
+		return w.do(t, q)
+	}
+
+	t.Run("pending deliveries", func(t *testing.T) {
+		ep, _ := w.whEndpoint(t, "http://127.0.0.1:1/") // refused: never delivered
+		require.Equal(t, http.StatusAccepted, publish("").status)
+		one := held()
+		require.Positive(t, one)
+		hk.mu.Lock()
+		hk.budget.pending = 3 * one
+		hk.mu.Unlock()
+		require.Equal(t, http.StatusAccepted, publish("").status)
+		require.Equal(t, http.StatusAccepted, publish("").status)
+		overBudget(t, publish(""))
+		dlv := w.whDeliveries(t, ep, "")[0]["id"].(string)
+		overBudget(t, w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test", key: whKeyA}))
+		overBudget(t, w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + dlv + "/retry", key: whKeyA}))
+		assert.Len(t, w.whDeliveries(t, ep, ""), 3, "nothing was made past the budget")
+		assert.Equal(t, 3*one, held())
+
+		w.do(t, whReq{method: "DELETE", path: whEndpointPath(whStoreA, ep), key: whKeyA})
+		assert.Zero(t, held(), "the deleted endpoint's pending deliveries")
+		hk.mu.Lock()
+		hk.budget.pending = pendingBudget
+		hk.mu.Unlock()
+	})
+	t.Run("idempotency keys", func(t *testing.T) {
+		hk.mu.Lock()
+		hk.budget.idem = 2
+		hk.mu.Unlock()
+		first := publish("k1")
+		require.Equal(t, http.StatusAccepted, first.status)
+		require.Equal(t, http.StatusAccepted, publish("k2").status)
+		overBudget(t, publish("k3"))
+		again := publish("k1")
+		require.Equal(t, http.StatusAccepted, again.status, "a key remembered is answered: %s", again.raw)
+		assert.Equal(t, first.data()["id"], again.data()["id"])
+		assert.Equal(t, http.StatusAccepted, publish("").status, "a publish without a key")
+	})
+}
