@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -164,6 +165,20 @@ func (s *server) logRequest(r *http.Request, route string, status int, n int64, 
 	logRequest(s.log, r, route, status, n, end, d)
 }
 
+// maxLoggedPath is the most of a request's path its log line shows: a
+// path may be nearly 64 KiB, and anyone can send one.
+const maxLoggedPath = 512
+
+// loggedPath is r's path as its log line shows it: cut at maxLoggedPath
+// bytes, saying so.
+func loggedPath(r *http.Request) string {
+	p := r.URL.Path
+	if len(p) <= maxLoggedPath {
+		return p
+	}
+	return p[:maxLoggedPath] + "…(" + strconv.Itoa(len(p)) + " bytes)"
+}
+
 // logRequest writes the log line of one served request through log.
 func logRequest(log *slog.Logger, r *http.Request, route string, status int, n int64, end time.Time, d time.Duration) {
 	h := log.Handler()
@@ -171,13 +186,13 @@ func logRequest(log *slog.Logger, r *http.Request, route string, status int, n i
 		return
 	}
 	if lh, ok := h.(*lineHandler); ok {
-		lh.request(end, r.Method, r.URL.Path, route, status, n, d)
+		lh.request(end, r.Method, loggedPath(r), route, status, n, d)
 		return
 	}
 	rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
 	rec.AddAttrs(
 		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+		slog.String("path", loggedPath(r)),
 		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Int64("bytes", n),
@@ -193,9 +208,9 @@ func (s *server) notFound(mux *http.ServeMux) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var allow []string
 		for _, m := range methods {
-			probe := r.Clone(r.Context())
+			probe := *r // mux.Handler reads it only: no need of Clone's deep copy
 			probe.Method = m
-			if _, pat := mux.Handler(probe); pat != "" && pat != "/" {
+			if _, pat := mux.Handler(&probe); pat != "" && pat != "/" {
 				allow = append(allow, m)
 			}
 		}

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // registerMux routes only registerRoute, recording the store_id it sees.
@@ -85,4 +89,49 @@ func FuzzRegisterStore(f *testing.F) {
 	f.Fuzz(func(t *testing.T, method, target string) {
 		checkRegisterStore(t, method, target)
 	})
+}
+
+// lockedBuffer is a log destination safe for the server's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex // guards the field below
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+// TestLoggedPathIsCut: anyone can send a path of nearly 64 KiB; its log
+// line shows the first maxLoggedPath bytes and says how long it was.
+func TestLoggedPathIsCut(t *testing.T) {
+	a, ts := startService(t, cfgOpts{})
+	var logs lockedBuffer
+	a.srv.log = slog.New(newLineHandler(&logs, slog.LevelInfo))
+	for _, tt := range []struct {
+		path, want string
+	}{
+		{"/" + strings.Repeat("a", 99), "/" + strings.Repeat("a", 99)},
+		{"/" + strings.Repeat("b", maxLoggedPath-1), "/" + strings.Repeat("b", maxLoggedPath-1)},
+		{"/" + strings.Repeat("c", 5000), "/" + strings.Repeat("c", maxLoggedPath-1) + "…(5001 bytes)"},
+	} {
+		resp, err := http.Get(ts.URL + tt.path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNotFound, resp.StatusCode)
+		var line struct{ Path string }
+		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &line))
+		if line.Path != tt.want {
+			t.Errorf("logged path of a %d-byte path = %.40q… (%d bytes); want %.40q… (%d bytes)", len(tt.path), line.Path, len(line.Path), tt.want, len(tt.want))
+		}
+	}
 }
