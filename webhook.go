@@ -734,10 +734,11 @@ func (hk *hooks) enqueueLocked(e *endpoint, ev *event) *delivery {
 
 // trimLogLocked drops the oldest finished deliveries beyond the retention.
 // Pending ones stay whatever their age; so the log is trimmed when one is
-// added, and again when ones logged beyond the retention end. It costs O(1) when nothing can go
-// (e.finished is 0, as on a dead endpoint) and otherwise O(the entries up
-// to the last one dropped): usually the oldest entry is finished and goes
-// by reslicing, not by copying the whole log. hk.mu must be held.
+// added, and again when ones logged beyond the retention end. It costs
+// O(1) when nothing can go (e.finished is 0, as on a dead endpoint) and
+// otherwise O(the entries up to the last one dropped): usually the oldest
+// entry is finished and goes by reslicing, not by copying the whole log.
+// hk.mu must be held.
 func (hk *hooks) trimLogLocked(e *endpoint) {
 	excess := min(len(e.log)-hk.cfg.Webhooks.DeliveryLogSize, e.finished)
 	if excess <= 0 {
