@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -368,11 +369,11 @@ func (a attempt) complete(r egress.Result) attempt {
 	a.ResponseBody = string(r.Body)
 	switch {
 	case r.Err != nil && r.Status == 0 && r.Timeout:
-		a.Error = "timed out: " + r.Err.Error()
+		a.Error = "timed out: " + errText(r.Err)
 	case r.Err != nil && r.Status == 0:
-		a.Error = r.Err.Error()
+		a.Error = errText(r.Err)
 	case r.Err != nil:
-		a.Error = "reading the response: " + r.Err.Error()
+		a.Error = "reading the response: " + errText(r.Err)
 	case r.Status == http.StatusOK:
 	case r.Status >= 200 && r.Status < 300:
 		a.Error = fmt.Sprintf("answer 200: only HTTP 200 counts as success, %d does not", r.Status)
@@ -382,6 +383,19 @@ func (a attempt) complete(r egress.Result) attempt {
 		a.Error = fmt.Sprintf("the receiver answered %d", r.Status)
 	}
 	return a
+}
+
+// errText is err's message as the delivery log shows it to the merchant:
+// Go's, but for a failed lookup's resolver address, which is the
+// service's own network's business.
+func errText(err error) string {
+	var dns *net.DNSError
+	if !errors.As(err, &dns) || dns.Server == "" {
+		return err.Error()
+	}
+	bare := *dns
+	bare.Server = ""
+	return strings.Replace(err.Error(), dns.Error(), bare.Error(), 1)
 }
 
 // recordLocked adds a to d, logged on e, and decides what comes next:
