@@ -169,10 +169,11 @@ func (s *server) logRequest(r *http.Request, route string, status int, n int64, 
 // path may be nearly 64 KiB, and anyone can send one.
 const maxLoggedPath = 512
 
-// loggedPath is r's path as its log line shows it: cut at maxLoggedPath
-// bytes, saying so.
-func loggedPath(r *http.Request) string {
-	p := r.URL.Path
+// loggedPath is r's path as its log line shows it (cutPath).
+func loggedPath(r *http.Request) string { return cutPath(r.URL.Path) }
+
+// cutPath is p cut at maxLoggedPath bytes, saying so.
+func cutPath(p string) string {
 	if len(p) <= maxLoggedPath {
 		return p
 	}
