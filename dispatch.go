@@ -482,8 +482,11 @@ func (hk *hooks) save(dir string) error {
 		hk.mu.Lock()
 		hk.dirty = true
 		hk.mu.Unlock()
-		hk.saveBad.Store(true)
-		return fmt.Errorf("saving webhooks: %w", err)
+		err = fmt.Errorf("saving webhooks: %w", err)
+		if !hk.saveBad.Swap(true) { // once, as the store says it
+			slog.Error("webhooks: saving state failed; changes to webhooks answer 503 until it works", "err", err)
+		}
+		return err
 	}
 	if hk.saveBad.Swap(false) {
 		slog.Info("webhooks: saving state works again")

@@ -353,11 +353,7 @@ func (a *app) tick(now time.Time) {
 	a.ensureDataDir()
 	a.srv.keys.sweep(now)
 	a.store.Tick(now)
-	wasBad := a.srv.hooks.saveBad.Load()
-	if err := a.srv.hooks.tick(now, a.srv.cfg.DataDir); err != nil && !wasBad {
-		// Once, as the store says it: save logs when it works again.
-		a.srv.log.Error("webhooks: saving state failed; changes to webhooks answer 503 until it works", "err", err)
-	}
+	a.srv.hooks.tick(now, a.srv.cfg.DataDir) // a failure is logged by the save, and retried at the next tick
 }
 
 // Close stops the timed work and the webhook dispatcher and writes the

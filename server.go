@@ -169,10 +169,8 @@ func (s *server) logRequest(r *http.Request, route string, status int, n int64, 
 // path may be nearly 64 KiB, and anyone can send one.
 const maxLoggedPath = 512
 
-// loggedPath is r's path as its log line shows it (cutPath).
-func loggedPath(r *http.Request) string { return cutPath(r.URL.Path) }
-
-// cutPath is p cut at maxLoggedPath bytes, saying so.
+// cutPath is p, a request's path, as a log line shows it: cut at
+// maxLoggedPath bytes, saying so.
 func cutPath(p string) string {
 	if len(p) <= maxLoggedPath {
 		return p
@@ -187,13 +185,13 @@ func logRequest(log *slog.Logger, r *http.Request, route string, status int, n i
 		return
 	}
 	if lh, ok := h.(*lineHandler); ok {
-		lh.request(end, r.Method, loggedPath(r), route, status, n, d)
+		lh.request(end, r.Method, cutPath(r.URL.Path), route, status, n, d)
 		return
 	}
 	rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
 	rec.AddAttrs(
 		slog.String("method", r.Method),
-		slog.String("path", loggedPath(r)),
+		slog.String("path", cutPath(r.URL.Path)),
 		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Int64("bytes", n),

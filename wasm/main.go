@@ -469,23 +469,9 @@ func (h *host) pokeIfDue() {
 func serveUnavailable(route, why string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		cw := &countingWriter{ResponseWriter: w}
-		status := serving.Unavailable(cw, r, why)
-		slog.Info("request", "method", r.Method, "path", r.URL.Path, "route", route, "status", status, "bytes", cw.n, "duration", time.Since(start))
+		status, n := serving.Unavailable(w, r, why)
+		slog.Info("request", "method", r.Method, "path", r.URL.Path, "route", route, "status", status, "bytes", n, "duration", time.Since(start))
 	})
-}
-
-// countingWriter counts the body bytes written through it, for the log
-// line, which has the same fields as the module's.
-type countingWriter struct {
-	http.ResponseWriter
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.ResponseWriter.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // loop drives the module's timed work: a tick at least every second (its

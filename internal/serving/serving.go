@@ -157,12 +157,12 @@ func DemoHost(a *net.TCPAddr) string {
 // Unavailable answers r as both servers do while they cannot serve it:
 // while they start (the native one restoring its state, the edge host
 // compiling its module) and while they stop (Server.Stop). It returns
-// the status it answered: /healthz 200; anything else 503 with
+// the status it answered and the body's bytes: /healthz 200; anything else 503 with
 // Retry-After, in the form its endpoint answers errors in (API.md §3): the
 // token endpoint's OAuth's (temporarily_unavailable), the callback's a
 // page for the browser, the rest the service's JSON error (unavailable).
 // why says what it waits for. The caller logs the request.
-func Unavailable(w http.ResponseWriter, r *http.Request, why string) int {
+func Unavailable(w http.ResponseWriter, r *http.Request, why string) (status, n int) {
 	h := w.Header()
 	storeRoute := func(p string) bool { ok, _ := path.Match("/stores/*/auth/"+p, r.URL.Path); return ok }
 	var body []byte
@@ -170,8 +170,8 @@ func Unavailable(w http.ResponseWriter, r *http.Request, why string) int {
 	case r.URL.Path == "/healthz":
 		h.Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
-		io.WriteString(w, `{"data":{"status":"ok"}}`+"\n")
-		return http.StatusOK
+		n, _ := io.WriteString(w, `{"data":{"status":"ok"}}`+"\n")
+		return http.StatusOK, n
 	case storeRoute("token"):
 		h.Set("Content-Type", "application/json")
 		h.Set("Cache-Control", "no-store")
@@ -186,6 +186,6 @@ func Unavailable(w http.ResponseWriter, r *http.Request, why string) int {
 	}
 	h.Set("Retry-After", "1")
 	w.WriteHeader(http.StatusServiceUnavailable)
-	w.Write(append(body, '\n'))
-	return http.StatusServiceUnavailable
+	n, _ = w.Write(append(body, '\n'))
+	return http.StatusServiceUnavailable, n
 }
