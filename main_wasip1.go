@@ -27,6 +27,7 @@ import (
 	"unsafe"
 
 	"deeplink/internal/egress"
+	"deeplink/internal/serving"
 	"deeplink/internal/wire"
 )
 
@@ -147,7 +148,7 @@ func serveEdge(rec *recorder, req *wire.Request) {
 	defer func() {
 		if p := recover(); p != nil {
 			path, _, _ := strings.Cut(req.URI, "?") // the query may carry codes and states
-			edge.app.srv.log.Error("handler panicked", "panic", fmt.Sprint(p), "path", cutPath(path))
+			edge.app.srv.log.Error("handler panicked", "panic", fmt.Sprint(p), "path", serving.CutPath(path))
 			*rec = recorder{header: http.Header{}}
 			writeError(rec, &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"})
 		}

@@ -2,11 +2,11 @@ package main
 
 import (
 	"bytes"
+	"deeplink/internal/serving"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -165,19 +165,6 @@ func (s *server) logRequest(r *http.Request, route string, status int, n int64, 
 	logRequest(s.log, r, route, status, n, end, d)
 }
 
-// maxLoggedPath is the most of a request's path its log line shows: a
-// path may be nearly 64 KiB, and anyone can send one.
-const maxLoggedPath = 512
-
-// cutPath is p, a request's path, as a log line shows it: cut at
-// maxLoggedPath bytes, saying so.
-func cutPath(p string) string {
-	if len(p) <= maxLoggedPath {
-		return p
-	}
-	return p[:maxLoggedPath] + "…(" + strconv.Itoa(len(p)) + " bytes)"
-}
-
 // logRequest writes the log line of one served request through log.
 func logRequest(log *slog.Logger, r *http.Request, route string, status int, n int64, end time.Time, d time.Duration) {
 	h := log.Handler()
@@ -185,13 +172,13 @@ func logRequest(log *slog.Logger, r *http.Request, route string, status int, n i
 		return
 	}
 	if lh, ok := h.(*lineHandler); ok {
-		lh.request(end, r.Method, cutPath(r.URL.Path), route, status, n, d)
+		lh.request(end, r.Method, serving.CutPath(r.URL.Path), route, status, n, d)
 		return
 	}
 	rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
 	rec.AddAttrs(
 		slog.String("method", r.Method),
-		slog.String("path", cutPath(r.URL.Path)),
+		slog.String("path", serving.CutPath(r.URL.Path)),
 		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Int64("bytes", n),

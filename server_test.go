@@ -1,6 +1,7 @@
 package main
 
 import (
+	"deeplink/internal/serving"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -111,7 +112,7 @@ func (b *lockedBuffer) String() string {
 }
 
 // TestLoggedPathIsCut: anyone can send a path of nearly 64 KiB; its log
-// line shows the first maxLoggedPath bytes and says how long it was.
+// line shows the first serving.MaxLoggedPath bytes and says how long it was.
 func TestLoggedPathIsCut(t *testing.T) {
 	a, ts := startService(t, cfgOpts{})
 	var logs lockedBuffer
@@ -120,8 +121,8 @@ func TestLoggedPathIsCut(t *testing.T) {
 		path, want string
 	}{
 		{"/" + strings.Repeat("a", 99), "/" + strings.Repeat("a", 99)},
-		{"/" + strings.Repeat("b", maxLoggedPath-1), "/" + strings.Repeat("b", maxLoggedPath-1)},
-		{"/" + strings.Repeat("c", 5000), "/" + strings.Repeat("c", maxLoggedPath-1) + "…(5001 bytes)"},
+		{"/" + strings.Repeat("b", serving.MaxLoggedPath-1), "/" + strings.Repeat("b", serving.MaxLoggedPath-1)},
+		{"/" + strings.Repeat("c", 5000), "/" + strings.Repeat("c", serving.MaxLoggedPath-1) + "…(5001 bytes)"},
 	} {
 		resp, err := http.Get(ts.URL + tt.path)
 		require.NoError(t, err)

@@ -470,7 +470,7 @@ func serveUnavailable(route, why string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		status, n := serving.Unavailable(w, r, why)
-		slog.Info("request", "method", r.Method, "path", r.URL.Path, "route", route, "status", status, "bytes", n, "duration", time.Since(start))
+		slog.Info("request", "method", r.Method, "path", serving.CutPath(r.URL.Path), "route", route, "status", status, "bytes", n, "duration", time.Since(start))
 	})
 }
 

@@ -189,3 +189,16 @@ func Unavailable(w http.ResponseWriter, r *http.Request, why string) (status, n 
 	n, _ = w.Write(append(body, '\n'))
 	return http.StatusServiceUnavailable, n
 }
+
+// MaxLoggedPath is the most of a request's path its log line shows: a
+// path may be nearly 64 KiB, and anyone can send one.
+const MaxLoggedPath = 512
+
+// CutPath is p, a request's path, as a log line shows it: cut at
+// MaxLoggedPath bytes, saying so. Both builds' log lines use it.
+func CutPath(p string) string {
+	if len(p) <= MaxLoggedPath {
+		return p
+	}
+	return p[:MaxLoggedPath] + "…(" + strconv.Itoa(len(p)) + " bytes)"
+}

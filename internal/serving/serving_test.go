@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -207,5 +208,18 @@ func TestStopCutsOffLateRequests(t *testing.T) {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		t.Errorf("the connection was left open: %v", err)
+	}
+}
+
+func TestCutPath(t *testing.T) {
+	long := "/" + strings.Repeat("p", 2*MaxLoggedPath)
+	for _, tt := range []struct{ in, want string }{
+		{"/healthz", "/healthz"},
+		{long[:MaxLoggedPath], long[:MaxLoggedPath]},
+		{long, long[:MaxLoggedPath] + "…(1025 bytes)"},
+	} {
+		if got := CutPath(tt.in); got != tt.want {
+			t.Errorf("CutPath(%.20q… %d bytes) = %.20q… %d bytes; want %d bytes", tt.in, len(tt.in), got, len(got), len(tt.want))
+		}
 	}
 }
