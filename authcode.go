@@ -534,6 +534,13 @@ func (s *server) token(r *http.Request) (*tokenResponse, *tokenError) {
 		return nil, &tokenError{status: http.StatusBadRequest, Err: "unsupported_grant_type", Description: "only authorization_code is supported"}
 	case p.Code == "":
 		return nil, invalidRequest("code is required")
+	// Checked before the code is looked at: a request lacking one is
+	// malformed, not an attempt, so it uses nothing up, and its answer is
+	// the same whether the code is live or not.
+	case p.RedirectURI == "":
+		return nil, invalidRequest("redirect_uri is required")
+	case p.CodeVerifier == "":
+		return nil, invalidRequest("code_verifier is required")
 	}
 	st := s.cfg.stores[r.PathValue("store_id")]
 	if st == nil {
@@ -752,10 +759,6 @@ func checkExchange(old []byte, redirectURI, verifier string) (codeRecord, *token
 	switch {
 	case !ok:
 		return rec, invalidGrant(unknownCode)
-	case redirectURI == "":
-		return rec, invalidRequest("redirect_uri is required")
-	case verifier == "":
-		return rec, invalidRequest("code_verifier is required")
 	case redirectURI != rec.RedirectURI:
 		return rec, invalidGrant("redirect_uri differs from the one the code was registered with")
 	case !isCodeVerifier(verifier) || !verifyS256(verifier, rec.CodeChallenge):

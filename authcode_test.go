@@ -928,6 +928,41 @@ func TestTokenJSONNotAnAttempt(t *testing.T) {
 	}
 }
 
+// TestTokenMissingParameterNotAnAttempt leaves out a parameter the
+// exchange needs: the request is malformed, not an attempt, so the code is
+// not used up, and a live code gets the very answer an unknown one does.
+func TestTokenMissingParameterNotAnAttempt(t *testing.T) {
+	_, ts := startService(t, cfgOpts{})
+	for _, tt := range []struct{ name, param string }{
+		{"redirect_uri missing", "redirect_uri"},
+		{"code_verifier missing", "code_verifier"},
+		{"redirect_uri empty", "redirect_uri="},
+		{"code_verifier empty", "code_verifier="},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			edit := func(f url.Values) {
+				if name, ok := strings.CutSuffix(tt.param, "="); ok {
+					f.Set(name, "")
+				} else {
+					f.Del(tt.param)
+				}
+			}
+			live := mustRegister(t, ts, storeA, keyA)
+			unknown := registered{code: newAuthCode(t), verifier: live.verifier, redirectURI: live.redirectURI}
+			var answers []string
+			for _, r := range []registered{live, unknown} {
+				f := r.form()
+				edit(f)
+				got := postForm(t, tokenURL(ts, storeA), f)
+				requireTokenError(t, got, "invalid_request")
+				answers = append(answers, string(got.body))
+			}
+			assert.Equal(t, answers[1], answers[0], "the answer for a live code; want the one for an unknown code")
+			requireToken(t, postForm(t, tokenURL(ts, storeA), live.form())) // not used up
+		})
+	}
+}
+
 // TestTokenRFC7636Example redeems with the verifier and challenge of RFC
 // 7636 Appendix B, so the S256 check is held to the standard's own numbers.
 func TestTokenRFC7636Example(t *testing.T) {
