@@ -776,8 +776,11 @@ func (s *server) allowCORS(w http.ResponseWriter, r *http.Request) bool {
 	if origin == "" || st == nil {
 		return false
 	}
+	// An origin is scheme://host[:port] and nothing else (RFC 6454 §6.2):
+	// what parses to more, such as https://evil@shop.example.com, is not
+	// one a browser sends.
 	u, err := url.Parse(origin)
-	if err != nil || u.Path != "" || !(u.Scheme == "https" || u.Scheme == "http" && s.cfg.Webhooks.AllowInsecureURLs) || !st.allowsHost(strings.ToLower(u.Hostname())) {
+	if err != nil || origin != u.Scheme+"://"+u.Host || !(u.Scheme == "https" || u.Scheme == "http" && s.cfg.Webhooks.AllowInsecureURLs) || !st.allowsHost(strings.ToLower(u.Hostname())) {
 		return false
 	}
 	h := w.Header()
@@ -828,7 +831,11 @@ func (s *server) handleMe(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !ok || token == "" || sess.StoreID != st.ID {
-		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		challenge := `Bearer error="invalid_token"`
+		if _, err := r.Cookie(sessionCookie); err != nil && r.Header.Get("Authorization") == "" {
+			challenge = "Bearer" // no credentials sent: no error code (RFC 6750 §3.1)
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
 		writeError(w, &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "the access token is missing, unknown, expired or for another store"})
 		return
 	}

@@ -1226,6 +1226,13 @@ func TestTokenCORS(t *testing.T) {
 		{"https://shop.example.com.evil.com", false},
 		{"http://shop.example.com", false},
 		{"null", false},
+		// Parsed, these name an allowed host; as origins they are not
+		// ones a browser sends.
+		{"https://evil@shop.example.com", false},
+		{"https://shop.example.com?x=1", false},
+		{"https://shop.example.com#x", false},
+		{"https://shop.example.com/", false},
+		{"https:shop.example.com", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.origin, func(t *testing.T) {
@@ -1274,17 +1281,21 @@ func TestMe(t *testing.T) {
 		require.NoError(t, json.Unmarshal(got.body, &body))
 		assert.Equal(t, wantPlayer, body.Data.Player)
 	})
+	// RFC 6750 §3.1: a request without credentials gets a challenge
+	// without an error code.
+	const invalid, bare = `Bearer error="invalid_token"`, "Bearer"
 	tests := []struct {
-		name, store, auth string
-		wantStatus        int
-		wantCode          string
+		name, store, auth, cookie string
+		wantStatus                int
+		wantCode, wantChallenge   string
 	}{
-		{"no Authorization", storeA, "", 401, "unauthorized"},
-		{"unknown token", storeA, "Bearer " + newAuthCode(t), 401, "unauthorized"},
-		{"empty token", storeA, "Bearer ", 401, "unauthorized"},
-		{"Basic scheme", storeA, "Basic " + tok.AccessToken, 401, "unauthorized"},
-		{"token of store A at store B", storeB, "Bearer " + tok.AccessToken, 401, "unauthorized"},
-		{"unknown store", storeNone, "Bearer " + tok.AccessToken, 404, "store_not_found"},
+		{"no Authorization", storeA, "", "", 401, "unauthorized", bare},
+		{"unknown token", storeA, "Bearer " + newAuthCode(t), "", 401, "unauthorized", invalid},
+		{"empty token", storeA, "Bearer ", "", 401, "unauthorized", invalid},
+		{"Basic scheme", storeA, "Basic " + tok.AccessToken, "", 401, "unauthorized", invalid},
+		{"unknown session cookie", storeA, "", newAuthCode(t), 401, "unauthorized", invalid},
+		{"token of store A at store B", storeB, "Bearer " + tok.AccessToken, "", 401, "unauthorized", invalid},
+		{"unknown store", storeNone, "Bearer " + tok.AccessToken, "", 404, "store_not_found", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1292,7 +1303,12 @@ func TestMe(t *testing.T) {
 			if tt.auth != "" {
 				headers = []string{"Authorization", tt.auth}
 			}
-			requireAPIError(t, call(t, http.MethodGet, meURL(ts, tt.store), nil, headers...), tt.wantStatus, tt.wantCode)
+			if tt.cookie != "" {
+				headers = append(headers, "Cookie", sessionCookie+"="+tt.cookie)
+			}
+			got := call(t, http.MethodGet, meURL(ts, tt.store), nil, headers...)
+			requireAPIError(t, got, tt.wantStatus, tt.wantCode)
+			assert.Equal(t, tt.wantChallenge, got.header.Get("WWW-Authenticate"), "WWW-Authenticate")
 		})
 	}
 }
