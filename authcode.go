@@ -858,6 +858,12 @@ const linkCookie = "dl_link"
 // handleLink is GET /stores/{store_id}/auth/link (API.md §4.4): it starts
 // the deep-link flow by sending the browser to the game app.
 func (s *server) handleLink(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		// The GET route takes HEAD too, but a HEAD here would set a new
+		// link cookie in place of the one of a sign-in under way.
+		methodNotAllowed(w, r, http.MethodGet)
+		return
+	}
 	st := s.storeFor(w, r)
 	if st == nil {
 		return
@@ -975,31 +981,47 @@ func (s *server) mac(payload string) []byte {
 // handleCallback is GET /stores/{store_id}/auth/callback (API.md §4.4):
 // where the game app sends the browser back with code and state.
 func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		// The GET route takes HEAD too, but a HEAD here would redeem the
+		// code: a link checker's HEAD would spend the player's sign-in.
+		methodNotAllowed(w, r, http.MethodGet)
+		return
+	}
 	st := s.storeFor(w, r)
 	if st == nil {
 		return
 	}
 	q := r.URL.Query()
-	// Whatever happens, this link attempt is over.
-	http.SetCookie(w, &http.Cookie{Name: linkCookie, Path: s.linkCookiePath(st), MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
 	c, err := r.Cookie(linkCookie)
 	if err != nil {
 		callbackFailed(w, "This sign-in was not started in this browser, or it was already completed. Go back to the shop and choose “Link to game” again.")
 		return
 	}
+	// A cookie that can never complete a sign-in is cleared; one whose
+	// state a request does not carry is left for the request that does:
+	// any page can send the browser here, and must not end a sign-in
+	// under way.
+	clearLink := func() {
+		http.SetCookie(w, &http.Cookie{Name: linkCookie, Path: s.linkCookiePath(st), MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
+	}
 	ls, why := s.verify(c.Value, time.Now())
 	switch {
 	case why != "":
+		clearLink()
 		callbackFailed(w, why+" Go back to the shop and choose “Link to game” again.")
 		return
 	case ls.StoreID != st.ID:
+		clearLink()
 		callbackFailed(w, "This browser's sign-in attempt was started in another store. Go back to the shop and choose “Link to game” again.")
-		return
-	case q.Get("error") != "":
-		callbackFailed(w, "The game app did not complete the sign-in ("+q.Get("error")+").")
 		return
 	case subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(ls.State)) != 1:
 		callbackFailed(w, "The state returned by the game app does not match this browser's sign-in attempt.")
+		return
+	}
+	clearLink() // from here on, whatever happens, this link attempt is over
+	switch {
+	case q.Get("error") != "":
+		callbackFailed(w, "The game app did not complete the sign-in ("+q.Get("error")+").")
 		return
 	case q.Get("code") == "":
 		callbackFailed(w, "The game app returned no code.")

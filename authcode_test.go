@@ -1584,7 +1584,13 @@ func startFlowAt(t *testing.T, prefix string) *flow {
 // get fetches u without following redirects, sending cookies.
 func (f *flow) get(t *testing.T, u string, cookies ...*http.Cookie) response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, u, nil)
+	return f.do(t, http.MethodGet, u, cookies...)
+}
+
+// do sends a bodiless request as a browser would, redirects not followed.
+func (f *flow) do(t *testing.T, method, u string, cookies ...*http.Cookie) response {
+	t.Helper()
+	req, err := http.NewRequest(method, u, nil)
 	require.NoError(t, err)
 	for _, c := range cookies {
 		req.AddCookie(c)
@@ -1794,8 +1800,54 @@ func TestCallback(t *testing.T) {
 		q.Del("code")
 		q.Set("error", "access_denied")
 		u.RawQuery = q.Encode()
-		requireCallbackFailed(t, f.get(t, u.String(), cookies...), "did not complete the sign-in (access_denied)")
+		got := f.get(t, u.String(), cookies...)
+		requireCallbackFailed(t, got, "did not complete the sign-in (access_denied)")
+		assert.True(t, clearsLinkCookie(got), "the attempt is over: its cookie is cleared")
 	})
+	t.Run("tampered cookie cleared", func(t *testing.T) {
+		cookies, callback := f.startLink(t, "/")
+		for _, c := range cookies {
+			c.Value = "x" + c.Value
+		}
+		assert.True(t, clearsLinkCookie(f.get(t, callback, cookies...)), "a cookie that cannot complete a sign-in is cleared")
+	})
+	// Any page can send the browser to the callback, cookie and all
+	// (SameSite=Lax): without the attempt's state, that must not end it.
+	for _, stray := range []struct{ name, query string }{
+		{"stray: no query", ""},
+		{"stray: another state", "?state=x&code=y"},
+		{"stray: an error without the state", "?error=access_denied"},
+	} {
+		t.Run(stray.name, func(t *testing.T) {
+			cookies, callback := f.startLink(t, "/")
+			got := f.get(t, f.svc.URL+"/stores/"+storeA+"/auth/callback"+stray.query, cookies...)
+			requireCallbackFailed(t, got, "does not match")
+			assert.False(t, clearsLinkCookie(got), "a stray callback clears the link cookie")
+			assert.Equal(t, http.StatusFound, f.get(t, callback, cookies...).status, "the real callback after it")
+		})
+	}
+	// The GET routes take HEAD too; here HEAD would redeem the code, or
+	// replace the link cookie of the sign-in under way.
+	t.Run("HEAD", func(t *testing.T) {
+		cookies, callback := f.startLink(t, "/")
+		for _, u := range []string{callback, f.linkURL(storeA, "/")} {
+			got := f.do(t, http.MethodHead, u, cookies...)
+			assert.Equal(t, http.StatusMethodNotAllowed, got.status, "HEAD %s", u)
+			assert.Equal(t, "GET", got.header.Get("Allow"), "HEAD %s: Allow", u)
+			assert.Empty(t, got.resp.Cookies(), "HEAD %s: Set-Cookie", u)
+		}
+		assert.Equal(t, http.StatusFound, f.get(t, callback, cookies...).status, "the callback after HEAD")
+	})
+}
+
+// clearsLinkCookie reports whether r deletes the link cookie.
+func clearsLinkCookie(r response) bool {
+	for _, c := range r.resp.Cookies() {
+		if c.Name == linkCookie && c.MaxAge < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // TestLinkCookieVerify checks why verify refuses a link cookie's value, as

@@ -201,12 +201,17 @@ func (s *server) notFound(mux *http.ServeMux) http.HandlerFunc {
 			}
 		}
 		if len(allow) > 0 {
-			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: r.Method + " is not allowed here; use " + strings.Join(allow, " or ")})
+			methodNotAllowed(w, r, allow...)
 			return
 		}
 		writeError(w, errNotFound)
 	}
+}
+
+// methodNotAllowed answers 405 with Allow: r's method is not one of allow.
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow ...string) {
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: r.Method + " is not allowed here; use " + strings.Join(allow, " or ")})
 }
 
 func (s *server) serveBody(body func() []byte) http.HandlerFunc {
