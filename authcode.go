@@ -461,6 +461,29 @@ func (s *server) checkRedirectURI(v string) (host, msg string) {
 	return host, ""
 }
 
+// configWarnings says what in a valid configuration cannot work, for both
+// builds to log at start-up: a store whose own link flow sends the game
+// app a callback URL that registering would refuse.
+func (s *server) configWarnings() []string {
+	var ws []string
+	if s.cfg.Webhooks.AllowInsecureURLs {
+		ws = append(ws, "allow_insecure_urls is on: http:// and private addresses are accepted; for development only")
+	}
+	for _, st := range s.cfg.Stores {
+		if st.GameAuthorizeURL == "" {
+			continue // no link flow
+		}
+		cb := s.callbackURL(st)
+		switch host, msg := s.checkRedirectURI(cb); {
+		case msg != "":
+			ws = append(ws, fmt.Sprintf("store %s: its link flow cannot complete: registering its callback URL %s answers 422 (redirect_uri %s); public_base_url must be https", st.ID, cb, msg))
+		case !st.allowsHost(host):
+			ws = append(ws, fmt.Sprintf("store %s: its link flow cannot complete: registering its callback URL %s answers 400 redirect_uri_not_allowed; add %s to its redirect_domains", st.ID, cb, host))
+		}
+	}
+	return ws
+}
+
 // allowsHost reports whether host (lower case) is one of the store's
 // redirect domains: an exact entry, or a proper subdomain of a *.entry.
 func (st *StoreConfig) allowsHost(host string) bool {

@@ -2045,3 +2045,31 @@ func TestReviewedEdges(t *testing.T) {
 		assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	})
 }
+
+// TestConfigWarnings checks the start-up warnings about a store whose own
+// link flow would send the game app a callback URL that registering it
+// refuses: the browser flow could never complete.
+func TestConfigWarnings(t *testing.T) {
+	tests := []struct {
+		name string
+		o    cfgOpts
+		want []string // a warning containing each, in order; none for nil
+	}{
+		{"https base on every store's domains", cfgOpts{}, nil},
+		{"base on store A's domains only", cfgOpts{publicBaseURL: "https://x.acme.example.com"},
+			[]string{"store " + storeB + ": its link flow cannot complete: registering its callback URL https://x.acme.example.com/stores/" + storeB + "/auth/callback answers 400 redirect_uri_not_allowed; add x.acme.example.com to its redirect_domains"}},
+		{"http base", cfgOpts{publicBaseURL: "http://shop.example.com"},
+			[]string{"store " + storeA + ": its link flow cannot complete: registering its callback URL http://shop.example.com/stores/" + storeA + "/auth/callback answers 422", "store " + storeB + ": "}},
+		{"http loopback base with insecure URLs", cfgOpts{publicBaseURL: "http://127.0.0.1:8080", insecure: true},
+			[]string{"allow_insecure_urls is on", "store " + storeB + ": its link flow cannot complete: registering its callback URL http://127.0.0.1:8080/stores/" + storeB + "/auth/callback answers 400 redirect_uri_not_allowed; add 127.0.0.1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := newTestApp(t, testConfig(tt.o)).srv.configWarnings()
+			require.Len(t, got, len(tt.want), "configWarnings() = %q", got)
+			for i, w := range tt.want {
+				assert.Contains(t, got[i], w, "warning %d", i)
+			}
+		})
+	}
+}

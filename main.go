@@ -133,9 +133,6 @@ func run() error {
 		cfg.PublicBaseURL = base
 		cfg.Stores[0].GameAuthorizeURL = base + "/demo/game/authorize"
 	}
-	if cfg.Webhooks.AllowInsecureURLs {
-		logger.Warn("allow_insecure_urls is on: http:// and private addresses are accepted; for development only")
-	}
 
 	// Until the state is restored, which takes a while for a large store,
 	// /healthz answers 200 and everything else 503: probes see "starting".
@@ -156,6 +153,9 @@ func run() error {
 		return err
 	}
 	go keepGCHeadroom(ctx, time.Second) // gc.go
+	for _, w := range a.srv.configWarnings() {
+		logger.Warn(w)
+	}
 	// A signal while restoring: never ready, straight to the shutdown.
 	if ctx.Err() == nil {
 		a.srv.metrics = m

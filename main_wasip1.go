@@ -101,8 +101,8 @@ func wasmStart(n uint32) (res uint64) {
 		return result([]byte(err.Error()))
 	}
 	a.store.keepOpen = true // every request writes: spare the open and close
-	if cfg.Webhooks.AllowInsecureURLs {
-		logger.Warn("allow_insecure_urls is on: http:// and private addresses are accepted; for development only")
+	for _, w := range a.srv.configWarnings() {
+		logger.Warn(w)
 	}
 	a.srv.ready.Store(true)
 	edge.app, edge.handler = a, a.srv.handler()
