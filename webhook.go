@@ -347,6 +347,14 @@ func readJSONObject(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	defer bodyPool.Put(buf)
+	if !utf8.Valid(body) {
+		// encoding/json would take it, making the bad bytes U+FFFD in
+		// what it decodes, while an event's data goes out byte for byte:
+		// a body its receivers cannot parse as JSON, signed over bytes
+		// that a verifier decoding it as text never sees.
+		writeError(w, errNotUTF8)
+		return false
+	}
 	if err := unmarshalObject(body, v); err != nil {
 		writeError(w, errInvalidJSON)
 		return false

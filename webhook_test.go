@@ -623,6 +623,7 @@ func TestEndpointCreateInvalid(t *testing.T) {
 		{"body over 64 KiB", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents, "description": strings.Repeat("d", 65<<10)}}, 413, "body_too_large", nil},
 		{"not JSON", whReq{body: "url=https://hooks.example.com/"}, 400, "invalid_json", nil},
 		{"JSON array", whReq{body: "[]"}, 400, "invalid_json", nil},
+		{"invalid UTF-8", whReq{body: "{\"url\":\"https://hooks.example.com/\",\"events\":[\"order.status.updated\"],\"description\":\"caf\xe9\"}"}, 400, "invalid_json", nil},
 		{"wrong content type", whReq{body: `{"url":"https://hooks.example.com/","events":["order.status.updated"]}`, ctype: "text/plain"}, 415, "unsupported_media_type", nil},
 		{"missing key", whReq{key: "-", body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents}}, 401, "unauthorized", nil},
 		{"wrong key", whReq{key: "ak_wrong", body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents}}, 401, "unauthorized", nil},
@@ -679,6 +680,7 @@ func TestEndpointPatchInvalid(t *testing.T) {
 		{"events unknown", map[string]any{"events": []string{"nope"}}, 422, "validation_failed", "events"},
 		{"enabled null", map[string]any{"enabled": nil}, 422, "validation_failed", "enabled"},
 		{"not JSON", "{", 400, "invalid_json", ""},
+		{"invalid UTF-8", "{\"description\":\"caf\xe9\"}", 400, "invalid_json", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -756,6 +758,7 @@ func TestPublishValidation(t *testing.T) {
 		{"status missing", map[string]any{"type": eventOrderStatus, "data": obj("id", "o1")}, "", "", 422, "validation_failed", "data.object.status"},
 		{"status unknown", map[string]any{"type": eventOrderStatus, "data": obj("id", "o1", "status", "shipped")}, "", "", 422, "validation_failed", "data.object.status"},
 		{"not JSON", "type=order.status.updated", "", "", 400, "invalid_json", ""},
+		{"invalid UTF-8", "{\"type\":\"order.status.updated\",\"data\":{\"object\":{\"id\":\"u\xff\xfe\",\"status\":\"pending\"}}}", "", "", 400, "invalid_json", ""},
 		{"wrong content type", `{"type":"order.status.updated","data":{"object":{"id":"o1","status":"pending"}}}`, "text/plain", "", 415, "unsupported_media_type", ""},
 		{"missing key", map[string]any{"type": eventOrderStatus, "data": obj("id", "o1", "status", "pending")}, "", "-", 401, "unauthorized", ""},
 	}
