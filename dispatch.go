@@ -269,7 +269,7 @@ func (hk *hooks) takeLocked(now time.Time) *job {
 		cur, old := e.secrets(now)
 		sig := signDelivery(cur, old, d.ev.ID, now.Unix(), d.ev.Body)
 		return &job{d: d, url: e.URL, header: deliveryHeader(sig),
-			a: attempt{At: now.UnixNano(), Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}}
+			a: attempt{At: now.UnixNano(), URL: e.URL, Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}}
 	}
 	return nil
 }

@@ -765,3 +765,28 @@ func TestAttemptErrorText(t *testing.T) {
 		}
 	}
 }
+
+// TestAttemptURLIsWhereItWent moves an endpoint while its delivery is
+// being retried: each attempt in the log shows the URL it went to, not
+// the endpoint's URL at the time of reading.
+func TestAttemptURLIsWhereItWent(t *testing.T) {
+	w := whStart(t, whFast())
+	failing := whNewReceiver(t, false, func(_ whHit, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
+	working := whNewReceiver(t, false, nil)
+	ep, _ := w.whEndpoint(t, failing.URL)
+	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+	failing.next(t, whWait) // the first attempt was made, and failed
+	r := w.do(t, whReq{method: http.MethodPatch, path: whEndpointPath(whStoreA, ep), key: whKeyA, body: map[string]any{"url": working.URL}})
+	require.Equal(t, http.StatusOK, r.status, "PATCH url: %s", r.body)
+	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusSucceeded)
+	assert.Equal(t, working.URL, d["url"], "the delivery's url: the endpoint's now")
+	atts := whAttempts(t, d)
+	require.GreaterOrEqual(t, len(atts), 2, "attempts: %v", atts)
+	for i, a := range atts {
+		want := failing.URL
+		if a["response_status"] == float64(http.StatusOK) {
+			want = working.URL
+		}
+		assert.Equal(t, want, a["url"], "attempt %d (status %v)", i+1, a["response_status"])
+	}
+}

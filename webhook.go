@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -140,8 +141,9 @@ type delivery struct {
 // attempt is one HTTP request of a delivery. The request headers other
 // than the signatures are fixed, so only those are kept.
 type attempt struct {
-	At           int64  `json:"at"` // unix nanoseconds
-	Timestamp    int64  `json:"t"`  // the signed timestamp, unix seconds
+	At           int64  `json:"at"`            // unix nanoseconds
+	URL          string `json:"url,omitempty"` // where it was sent: the endpoint's URL then (absent from state saved before it was kept)
+	Timestamp    int64  `json:"t"`             // the signed timestamp, unix seconds
 	Signature    string `json:"sig"`
 	StdSignature string `json:"std_sig"`
 	Status       int    `json:"status,omitempty"`
@@ -861,6 +863,7 @@ func (d *delivery) detail(e *endpoint) map[string]any {
 	for _, a := range d.Attempts {
 		x := map[string]any{
 			"at":              time.Unix(0, a.At).UTC().Format(time.RFC3339Nano),
+			"url":             cmp.Or(a.URL, e.URL),
 			"request_headers": flatHeader(deliveryHeader(a.signatures(d.ev.ID))),
 			"request_body":    string(d.ev.Body),
 			"response_status": a.Status,
