@@ -472,6 +472,27 @@ func TestRotateSecretSignatures(t *testing.T) {
 	}
 }
 
+// TestRotateTwiceWithinGrace pins what the merchants' guide says: a
+// rotation within another's grace ends the older secret's grace, and the
+// requests carry the newest secret and the one it replaced.
+func TestRotateTwiceWithinGrace(t *testing.T) {
+	w := whStart(t, whFast()) // grace 24h
+	rc := whNewReceiver(t, false, nil)
+	ep, first := w.whEndpoint(t, rc.URL)
+	var secrets []string
+	for range 2 {
+		r := w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/rotate-secret", key: whKeyA})
+		require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
+		secrets = append(secrets, r.data()["secret"].(string))
+	}
+	w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
+	h := rc.next(t, whWait)
+	ts, v1 := whSignature(t, h.header.Get("X-Webhook-Signature"))
+	assert.Equal(t, []string{whHMAC(secrets[1], ts, h.body), whHMAC(secrets[0], ts, h.body)}, v1,
+		"v1: the newest secret's, then the one it replaced")
+	assert.NotContains(t, v1, whHMAC(first, ts, h.body), "the first secret, replaced two rotations ago")
+}
+
 func TestDeliveryToLoopbackRefused(t *testing.T) {
 	rc := whNewReceiver(t, true, nil)
 	conf := whFast()
