@@ -405,6 +405,7 @@ func errText(err error) string {
 // receiver's Retry-After moves nothing). hk.mu must be held.
 func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 	d.Attempts = append(d.Attempts, a)
+	e.logBytes += attemptCost(&a)
 	hk.dirty = true
 	sched := hk.cfg.Webhooks.RetrySchedule
 	n := len(d.Attempts)
@@ -421,9 +422,8 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))
 		d.NextAt = time.Now().Add(wait).UnixNano()
 		hk.scheduleLocked(d)
-		return
 	}
-	hk.trimLogLocked(e)
+	hk.trimLogLocked(e) // d ended, or grew by its attempt
 }
 
 var userAgent = "deeplink-webhooks/" + productVersion()
@@ -562,6 +562,7 @@ func (hk *hooks) load(dir string) error {
 		d.index = -1
 		hk.referLocked(d) // only events some delivery refers to are kept
 		e.log = append(e.log, d)
+		e.logBytes += logCost(d)
 		if d.Status == statusPending {
 			hk.pending[e.StoreID] += pendingCost(d)
 			hk.scheduleLocked(d)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -422,6 +423,46 @@ func TestDeliveryLogSize(t *testing.T) {
 	assert.Equal(t, []string{dlvs[4], dlvs[3], dlvs[2]}, whField(w.whDeliveries(t, ep, ""), "id"), "the newest 3 are kept")
 	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + dlvs[0], key: whKeyA})
 	whRequireError(t, r, http.StatusNotFound, "not_found")
+}
+
+// TestDeliveryLogBytes sets an endpoint's log budget to about three
+// deliveries whose answers are large: the log keeps the newest that fit,
+// fewer than delivery_log_size, and never drops a pending one for it.
+func TestDeliveryLogBytes(t *testing.T) {
+	w := whStart(t, whFast()) // delivery_log_size 1000
+	big := strings.Repeat("x", 4<<10)
+	ok := whNewReceiver(t, false, func(_ whHit, w http.ResponseWriter, _ *http.Request) { io.WriteString(w, big) })
+	ep, _ := w.whEndpoint(t, ok.URL)
+	hk := w.app.srv.hooks
+	var dlvs []string
+	for i := range 6 {
+		evt := w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i), "pending"), "")
+		dlv := w.whDeliveryOf(t, ep, evt)
+		w.whAwaitStatus(t, ep, dlv, statusSucceeded)
+		dlvs = append(dlvs, dlv)
+		if i == 0 {
+			hk.mu.Lock()
+			one := hk.endpoints[ep].logBytes
+			hk.budget.log = 3*one + one/2
+			hk.mu.Unlock()
+		}
+	}
+	assert.Equal(t, []string{dlvs[5], dlvs[4], dlvs[3]}, whField(w.whDeliveries(t, ep, ""), "id"), "the newest 3 fit")
+	hk.mu.Lock()
+	assert.LessOrEqual(t, hk.endpoints[ep].logBytes, hk.budget.log, "what the log holds")
+	whCheckRefs(t, hk)
+	hk.mu.Unlock()
+
+	// Pending deliveries stay, over the budget if need be.
+	hk.mu.Lock()
+	hk.budget.log = 1
+	hk.mu.Unlock()
+	dead, _ := w.whEndpoint(t, "http://127.0.0.1:1/") // refused: retried, pending for the test's length
+	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o9", "pending"), "")
+	assert.Equal(t, []string{w.whDeliveryOf(t, dead, evt)}, whField(w.whDeliveries(t, dead, ""), "id"), "the pending delivery")
+	hk.mu.Lock()
+	whCheckRefs(t, hk)
+	hk.mu.Unlock()
 }
 
 func TestRotateSecretSignatures(t *testing.T) {

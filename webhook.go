@@ -44,6 +44,14 @@ const (
 	// idemBudget bounds the Idempotency-Keys a store has remembered (each
 	// for idempotencyTTL); past it, a publish with a new key answers 503.
 	idemBudget = 100_000
+	// logBudget bounds what an endpoint's finished deliveries hold (their
+	// event, and each attempt's answer of up to 4 KiB): the log keeps
+	// delivery_log_size of them, or fewer, the oldest going first, when
+	// they would hold more. Without it a store's log could take about
+	// 0.5 GB: 5 endpoints × 1000 deliveries × 9 attempts × 4 KiB, and
+	// events of up to 64 KiB. Pending deliveries are not dropped for it.
+	logBudget       = 16 << 20
+	attemptOverhead = 256
 )
 
 // errOverBudget answers a change that would take a store's webhooks past
@@ -74,6 +82,7 @@ type endpoint struct {
 	NextSeq uint64 `json:"next_seq"` // sequence of this endpoint's next delivery
 
 	log      []*delivery // oldest first
+	logBytes int64       // what log's deliveries hold (logCost), against hooks.budget.log
 	inflight int         // attempts under way
 	waiting  []*delivery // due while inflight was at its limit
 	finished int         // deliveries in log no longer pending
@@ -185,6 +194,7 @@ type hooks struct {
 	budget    struct {
 		pending int64
 		idem    int
+		log     int64
 	}
 	wake chan struct{} // poked by pokeLocked: sched's head changed, or (edge build) a job became ready
 }
@@ -201,13 +211,28 @@ func newHooks(cfg *Config) *hooks {
 		pending:   map[string]int64{},
 		idemCount: map[string]int{},
 	}
-	hk.budget.pending, hk.budget.idem = pendingBudget, idemBudget
+	hk.budget.pending, hk.budget.idem, hk.budget.log = pendingBudget, idemBudget, logBudget
 	return hk
 }
 
 // pendingCost is what the pending delivery d counts against its store's
 // budget.pending.
 func pendingCost(d *delivery) int64 { return int64(len(d.ev.Body)) + pendingOverhead }
+
+// attemptCost is what the attempt a adds to its delivery's logCost.
+func attemptCost(a *attempt) int64 {
+	return int64(len(a.URL)+len(a.Signature)+len(a.StdSignature)+len(a.ResponseBody)+len(a.Error)) + attemptOverhead
+}
+
+// logCost is what the delivery d counts against its endpoint's
+// budget.log: its event, as pendingCost, and its attempts.
+func logCost(d *delivery) int64 {
+	n := pendingCost(d)
+	for i := range d.Attempts {
+		n += attemptCost(&d.Attempts[i])
+	}
+	return n
+}
 
 // roomLocked reports whether the store has room in budget.pending for n
 // more pending deliveries of an event of size bytes. hk.mu must be held.
@@ -736,21 +761,37 @@ func (hk *hooks) enqueueLocked(e *endpoint, ev *event) *delivery {
 	hk.referLocked(d)
 	hk.pending[e.StoreID] += pendingCost(d)
 	e.log = append(e.log, d)
+	e.logBytes += logCost(d)
 	hk.trimLogLocked(e)
 	hk.scheduleLocked(d)
 	hk.dirty = true
 	return d
 }
 
-// trimLogLocked drops the oldest finished deliveries beyond the retention.
-// Pending ones stay whatever their age; so the log is trimmed when one is
-// added, and again when ones logged beyond the retention end. It costs
-// O(1) when nothing can go (e.finished is 0, as on a dead endpoint) and
-// otherwise O(the entries up to the last one dropped): usually the oldest
-// entry is finished and goes by reslicing, not by copying the whole log.
-// hk.mu must be held.
+// trimLogLocked drops the oldest finished deliveries beyond the retention:
+// past delivery_log_size, or past budget.log in bytes. Pending ones stay
+// whatever their age; so the log is trimmed when one is added or grows,
+// and again when ones logged beyond the retention end. It costs O(1) when
+// nothing can go (e.finished is 0, as on a dead endpoint) and otherwise
+// O(the entries up to the last one dropped): usually the oldest entry is
+// finished and goes by reslicing, not by copying the whole log. hk.mu
+// must be held.
 func (hk *hooks) trimLogLocked(e *endpoint) {
 	excess := min(len(e.log)-hk.cfg.Webhooks.DeliveryLogSize, e.finished)
+	if over := e.logBytes - hk.budget.log; over > 0 {
+		// The oldest finished ones that take it back under the budget.
+		n := 0
+		for _, d := range e.log {
+			if over <= 0 || n == e.finished {
+				break
+			}
+			if d.Status != statusPending {
+				n++
+				over -= logCost(d)
+			}
+		}
+		excess = max(excess, n)
+	}
 	if excess <= 0 {
 		return
 	}
@@ -766,6 +807,7 @@ func (hk *hooks) trimLogLocked(e *endpoint) {
 	for i := j - 1; i >= 0; i-- {
 		d := e.log[i]
 		if d.Status != statusPending {
+			e.logBytes -= logCost(d)
 			hk.forgetLocked(d)
 			continue
 		}

@@ -93,6 +93,11 @@ func whCheckRefs(t *testing.T, hk *hooks) {
 			}
 		}
 		assert.Equal(t, fin, e.finished, "finished deliveries in the log of %s", e.ID)
+		var bytes int64
+		for _, d := range e.log {
+			bytes += logCost(d)
+		}
+		assert.Equal(t, bytes, e.logBytes, "what the log of %s holds", e.ID)
 	}
 	assert.Equal(t, n, len(hk.deliv), "indexed deliveries are logged")
 	for store, held := range hk.pending {
