@@ -422,7 +422,8 @@ func (c *endpointChange) apply(e *endpoint, now int64) {
 	e.UpdatedAt = now
 }
 
-// validate checks the fields given; create requires url and events.
+// validate checks the fields given; create requires url and events. A
+// field that is null is as one left out, on create and PATCH alike.
 func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpointChange, fields []fieldError) {
 	bad := func(f, m string) { fields = append(fields, fieldError{f, m}) }
 	given := func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
@@ -465,7 +466,7 @@ func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpoint
 			slices.Sort(evs)
 			c.events = slices.Compact(evs)
 		}
-	} else if create || len(req.Events) > 0 {
+	} else if create {
 		bad("events", "is required")
 	}
 	if given(req.Enabled) {
@@ -475,21 +476,24 @@ func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpoint
 		} else {
 			c.enabled = &b
 		}
-	} else if len(req.Enabled) > 0 && !create {
-		bad("enabled", "must be true or false")
 	}
 	return c, fields
 }
 
 // checkWebhookURL returns why u cannot be a webhook URL, or "".
 func (s *server) checkWebhookURL(u string) string {
-	const msg = "must be an absolute https URL without userinfo, at most 2048 characters"
-	if len(u) > 2048 && utf8.RuneCountInString(u) > 2048 || hasControl(u) || strings.ContainsAny(u, " \\") {
-		return msg
+	const msg = "must be an absolute https URL without userinfo or fragment, at most 2048 characters"
+	if len(u) > 2048 && utf8.RuneCountInString(u) > 2048 || hasControl(u) || strings.ContainsAny(u, " \\#") {
+		return msg // a fragment is never sent: a URL with one is not the one that gets the requests
 	}
 	p, err := url.Parse(u)
-	if err != nil || p.Opaque != "" || p.User != nil || p.Host == "" || p.Hostname() == "" {
+	if err != nil || p.Opaque != "" || p.User != nil || p.Host == "" || p.Hostname() == "" || strings.HasSuffix(p.Host, ":") {
 		return msg
+	}
+	if port := p.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return "port " + port + " must be 1 to 65535"
+		}
 	}
 	switch {
 	case p.Scheme == "https":

@@ -544,6 +544,11 @@ func TestEndpointLifecycle(t *testing.T) {
 		{"events", map[string]any{"events": []string{eventTest, eventOrderStatus}}, "events", []any{eventOrderStatus, eventTest}},
 		{"disable", map[string]any{"enabled": false}, "enabled", false},
 		{"enable", map[string]any{"enabled": true}, "enabled", true},
+		// null is as absent: each changes nothing.
+		{"url null", map[string]any{"url": nil}, "url", "https://hooks.example.com/b"},
+		{"description null", map[string]any{"description": nil}, "description", "all of them"},
+		{"events null", map[string]any{"events": nil}, "events", []any{eventOrderStatus, eventTest}},
+		{"enabled null", map[string]any{"enabled": nil}, "enabled", true},
 	}
 	for _, tc := range patches {
 		t.Run("patch "+tc.name, func(t *testing.T) {
@@ -609,6 +614,11 @@ func TestEndpointCreateInvalid(t *testing.T) {
 		{"http url", whReq{body: map[string]any{"url": "http://hooks.example.com/", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
 		{"userinfo", whReq{body: map[string]any{"url": "https://user:pw@hooks.example.com/", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
 		{"user only", whReq{body: map[string]any{"url": "https://user@hooks.example.com/", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
+		{"fragment", whReq{body: map[string]any{"url": "https://hooks.example.com/h#x", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
+		{"empty fragment", whReq{body: map[string]any{"url": "https://hooks.example.com/h#", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
+		{"port over 65535", whReq{body: map[string]any{"url": "https://hooks.example.com:99999/", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
+		{"port 0", whReq{body: map[string]any{"url": "https://hooks.example.com:0/", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
+		{"empty port", whReq{body: map[string]any{"url": "https://hooks.example.com:/", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
 		{"url over 2048", whReq{body: map[string]any{"url": "https://hooks.example.com/" + strings.Repeat("a", 2049-len("https://hooks.example.com/")), "events": okEvents}}, 422, "validation_failed", []string{"url"}},
 		{"relative url", whReq{body: map[string]any{"url": "/hooks", "events": okEvents}}, 422, "validation_failed", []string{"url"}},
 		{"url not a string", whReq{body: map[string]any{"url": 7, "events": okEvents}}, 422, "validation_failed", []string{"url"}},
@@ -678,7 +688,6 @@ func TestEndpointPatchInvalid(t *testing.T) {
 		{"http url", map[string]any{"url": "http://hooks.example.com/"}, 422, "validation_failed", "url"},
 		{"events empty", map[string]any{"events": []string{}}, 422, "validation_failed", "events"},
 		{"events unknown", map[string]any{"events": []string{"nope"}}, 422, "validation_failed", "events"},
-		{"enabled null", map[string]any{"enabled": nil}, 422, "validation_failed", "enabled"},
 		{"not JSON", "{", 400, "invalid_json", ""},
 		{"invalid UTF-8", "{\"description\":\"caf\xe9\"}", 400, "invalid_json", ""},
 	}
