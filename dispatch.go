@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"container/heap"
 	"context"
 	"encoding/json"
@@ -572,10 +573,12 @@ func (hk *hooks) load(dir string) error {
 	}
 	if f.Idempotency != nil {
 		hk.idem = f.Idempotency
-		for k := range hk.idem {
+		for k, v := range hk.idem {
 			store, _, _ := strings.Cut(k, "\x00")
 			hk.idemCount[store]++
+			hk.idemQueue = append(hk.idemQueue, idemEntry{k, v.Expires})
 		}
+		slices.SortFunc(hk.idemQueue, func(a, b idemEntry) int { return cmp.Compare(a.expires, b.expires) })
 	}
 	return nil
 }
@@ -593,14 +596,23 @@ func (hk *hooks) markDirty() {
 
 func (hk *hooks) tick(now time.Time, dir string) error {
 	hk.mu.Lock()
-	for k, v := range hk.idem {
-		if now.Unix() >= v.Expires {
-			delete(hk.idem, k)
-			store, _, _ := strings.Cut(k, "\x00")
+	// The keys that expired, from the front of the queue: O(those), not
+	// O(every key remembered), under the lock every webhook call takes.
+	n := 0
+	for _, q := range hk.idemQueue {
+		if now.Unix() < q.expires {
+			break
+		}
+		n++
+		if v, ok := hk.idem[q.key]; ok && v.Expires == q.expires { // not published again since
+			delete(hk.idem, q.key)
+			store, _, _ := strings.Cut(q.key, "\x00")
 			hk.idemCount[store]--
 			hk.dirty = true
 		}
 	}
+	clear(hk.idemQueue[:n])
+	hk.idemQueue = hk.idemQueue[n:]
 	for _, e := range hk.endpoints {
 		if e.OldSecret != "" && now.Unix() >= e.OldSecretEnd {
 			e.OldSecret, e.OldSecretEnd = "", 0

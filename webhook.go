@@ -167,6 +167,13 @@ type idem struct {
 	Expires int64  `json:"expires"` // unix seconds
 }
 
+// idemEntry is a key of hooks.idem in hooks.idemQueue, with the expiry it
+// had when queued.
+type idemEntry struct {
+	key     string
+	expires int64
+}
+
 // hooks is the webhook state of all stores and the dispatcher's queues.
 type hooks struct {
 	cfg      *Config
@@ -185,6 +192,7 @@ type hooks struct {
 	events    map[string]*event      // events some delivery still refers to
 	deliv     map[string]*delivery
 	idem      map[string]idem // store id + "\x00" + key
+	idemQueue []idemEntry     // idem's keys in the order they expire, and ones since replaced (tick skips those)
 	sched     timerHeap       // pending deliveries by NextAt
 	ready     []*delivery     // due, endpoint under its in-flight limit
 	dirty     bool            // changed since the last save
@@ -686,7 +694,12 @@ func (hk *hooks) publish(storeID, typ string, object json.RawMessage, key string
 		if !seen {
 			hk.idemCount[storeID]++
 		}
-		hk.idem[k] = idem{EventID: ev.ID, Expires: now.Add(idempotencyTTL).Unix()}
+		exp := now.Add(idempotencyTTL).Unix()
+		hk.idem[k] = idem{EventID: ev.ID, Expires: exp}
+		// Every key lives idempotencyTTL, so the queue stays in order of
+		// expiry but for the wall clock stepping back, which only keeps
+		// the keys after a step a little longer than their TTL.
+		hk.idemQueue = append(hk.idemQueue, idemEntry{k, exp})
 		hk.dirty = true
 	}
 	return ev.ID, true

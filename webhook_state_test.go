@@ -114,6 +114,16 @@ func whCheckRefs(t *testing.T, hk *hooks) {
 	for store, n := range hk.idemCount {
 		assert.Equal(t, keys[store], n, "Idempotency-Keys of store %s", store)
 	}
+	queued := map[idemEntry]bool{}
+	for i, q := range hk.idemQueue {
+		queued[q] = true
+		if i > 0 {
+			assert.LessOrEqual(t, hk.idemQueue[i-1].expires, q.expires, "the queue is in order of expiry")
+		}
+	}
+	for k, v := range hk.idem {
+		assert.True(t, queued[idemEntry{k, v.Expires}], "key %q is queued to expire", k)
+	}
 }
 
 func TestEventReferenceCounts(t *testing.T) {
@@ -495,4 +505,32 @@ func TestIdempotencyKeysLeaveTheBudget(t *testing.T) {
 	_, ok = hk.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k3")
 	hk.mu.Lock()
 	assert.True(t, ok, "a new key once the old ones expired")
+}
+
+// TestIdempotencyKeyAgainAfterItExpired publishes with a key whose entry
+// expired but was not swept yet: it is remembered afresh, and the sweep of
+// its first expiry leaves the new entry alone.
+func TestIdempotencyKeyAgainAfterItExpired(t *testing.T) {
+	hk, _ := whHooks(t, whFast(), 1)
+	obj := []byte(`{"id":"o1","status":"pending"}`)
+	first, ok := hk.publish(whStoreA, eventOrderStatus, obj, "k1")
+	require.True(t, ok)
+	hk.mu.Lock()
+	e := hk.idem[whStoreA+"\x00k1"]
+	e.Expires = time.Now().Unix() - 1 // expired, not yet swept
+	hk.idem[whStoreA+"\x00k1"] = e
+	hk.idemQueue[0].expires = e.Expires
+	hk.mu.Unlock()
+
+	second, ok := hk.publish(whStoreA, eventOrderStatus, obj, "k1")
+	require.True(t, ok)
+	require.NotEqual(t, first, second, "an expired key publishes anew")
+	require.NoError(t, hk.tick(time.Now(), hk.cfg.DataDir)) // sweeps the first expiry
+	again, _ := hk.publish(whStoreA, eventOrderStatus, obj, "k1")
+	assert.Equal(t, second, again, "the key's new entry survived the sweep of its old one")
+	hk.mu.Lock()
+	defer hk.mu.Unlock()
+	assert.Equal(t, 1, hk.idemCount[whStoreA])
+	assert.Len(t, hk.idemQueue, 1, "the swept entry left the queue")
+	whCheckRefs(t, hk)
 }
