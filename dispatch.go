@@ -213,7 +213,7 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 		switch {
 		case e == nil:
 		case e.refusesLocked(d):
-			hk.endLocked(e, d, statusFailed)
+			hk.endLocked(e, d, statusFailed, e.refusalLocked(d))
 			hk.trimLogLocked(e)
 			hk.dirty = true
 		case e.inflight >= perEndpointInFlight:
@@ -240,11 +240,27 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 // not retried (recordLocked); this catches what a restart brings back: an
 // attempt under way at the change, which the shutdown or a crash left
 // pending. hk.mu must be held.
-func (e *endpoint) refusesLocked(d *delivery) bool {
-	if d.Explicit {
-		return !e.Enabled && len(d.Attempts) > 0
+func (e *endpoint) refusesLocked(d *delivery) bool { return e.refusalLocked(d) != "" }
+
+// Why a delivery failed, as its log shows it (failure_reason).
+const (
+	reasonRetriesUsedUp = "no attempt succeeded and the retries are used up"
+	reasonDisabled      = "the endpoint is disabled"
+	reasonUnsubscribed  = "the endpoint no longer takes this event type"
+)
+
+// refusalLocked is why e refuses d (refusesLocked), or "". hk.mu must be
+// held.
+func (e *endpoint) refusalLocked(d *delivery) string {
+	switch {
+	case d.Explicit && (e.Enabled || len(d.Attempts) == 0):
+		return ""
+	case !e.Enabled:
+		return reasonDisabled
+	case !d.Explicit && !e.subscribed(d.ev.Type):
+		return reasonUnsubscribed
 	}
-	return !e.Enabled || !e.subscribed(d.ev.Type)
+	return ""
 }
 
 // job is one attempt of a delivery, signed and ready to send.
@@ -310,7 +326,7 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 // after that answer. hk.mu must be held.
 func (hk *hooks) dropQueuedLocked(e *endpoint, drop func(*delivery) bool) {
 	fail := func(d *delivery) {
-		hk.endLocked(e, d, statusFailed)
+		hk.endLocked(e, d, statusFailed, cmp.Or(e.refusalLocked(d), reasonDisabled))
 		hk.dirty = true
 	}
 	for _, d := range e.log {
@@ -412,10 +428,13 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 	n := len(d.Attempts)
 	switch {
 	case a.Status == http.StatusOK && a.Error == "": // not a 200 whose body then timed out
-		hk.endLocked(e, d, statusSucceeded)
+		hk.endLocked(e, d, statusSucceeded, "")
 		hk.outcomes.succeeded.Add(1)
-	case n > len(sched), e.refusesLocked(d):
-		hk.endLocked(e, d, statusFailed)
+	case n > len(sched):
+		hk.endLocked(e, d, statusFailed, reasonRetriesUsedUp)
+		hk.outcomes.failed.Add(1)
+	case e.refusesLocked(d):
+		hk.endLocked(e, d, statusFailed, e.refusalLocked(d))
 		hk.outcomes.failed.Add(1)
 	default:
 		hk.outcomes.retried.Add(1)

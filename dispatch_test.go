@@ -852,3 +852,47 @@ func TestAttemptURLIsWhereItWent(t *testing.T) {
 		assert.Equal(t, want, a["url"], "attempt %d (status %v)", i+1, a["response_status"])
 	}
 }
+
+// TestFailureReason checks that a failed delivery says why, in the log's
+// list and in its detail, however it failed: some fail without an attempt.
+func TestFailureReason(t *testing.T) {
+	cases := []struct {
+		name   string
+		answer int            // the receiver's status; 0: a dead address
+		change map[string]any // a PATCH of the endpoint once published
+		want   string         // failure_reason; "" for none
+		status string         // the delivery's end
+	}{
+		{"retries used up", http.StatusInternalServerError, nil, reasonRetriesUsedUp, statusFailed},
+		{"disabled", 0, map[string]any{"enabled": false}, reasonDisabled, statusFailed},
+		{"event type dropped", 0, map[string]any{"events": []string{eventTest}}, reasonUnsubscribed, statusFailed},
+		{"succeeded", http.StatusOK, nil, "", statusSucceeded},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := whFast()
+			url := "http://127.0.0.1:1/"
+			if tc.answer != 0 {
+				url = whNewReceiver(t, false, func(_ whHit, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(tc.answer) }).URL
+			} else {
+				conf.Retry = []string{"1h"} // pending until the change
+			}
+			w := whStart(t, conf)
+			ep, _ := w.whEndpoint(t, url)
+			dlv := w.whDeliveryOf(t, ep, w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), ""))
+			if tc.change != nil {
+				r := w.do(t, whReq{method: http.MethodPatch, path: whEndpointPath(whStoreA, ep), key: whKeyA, body: tc.change})
+				require.Equal(t, http.StatusOK, r.status, "PATCH: %s", r.raw)
+			}
+			d := w.whAwaitStatus(t, ep, dlv, tc.status)
+			listed := w.whDeliveries(t, ep, "")[0]
+			if tc.want == "" {
+				assert.NotContains(t, d, "failure_reason")
+				assert.NotContains(t, listed, "failure_reason")
+				return
+			}
+			assert.Equal(t, tc.want, d["failure_reason"], "detail")
+			assert.Equal(t, tc.want, listed["failure_reason"], "list")
+		})
+	}
+}

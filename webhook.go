@@ -142,6 +142,7 @@ type delivery struct {
 	NextAt     int64     `json:"next_at,omitempty"` // unix nanoseconds of the next attempt, while pending
 	Attempts   []attempt `json:"attempts"`
 	Explicit   bool      `json:"explicit,omitempty"` // made by the test call or a manual retry
+	Reason     string    `json:"reason,omitempty"`   // why it failed
 
 	ev    *event
 	index int // in the hooks' timer heap; -1 when not in it
@@ -843,12 +844,14 @@ func (e *endpoint) finishedLocked(d *delivery, status string) {
 	e.finished++
 }
 
-// endLocked ends d, of e, with status (statusSucceeded or statusFailed),
-// and counts it: every way a delivery ends goes through here, so that
-// /metrics agrees with the delivery logs. hk.mu must be held.
-func (hk *hooks) endLocked(e *endpoint, d *delivery, status string) {
+// endLocked ends d, of e, with status (statusSucceeded or statusFailed;
+// a failure says why), and counts it: every way a delivery ends goes
+// through here, so that /metrics agrees with the delivery logs. hk.mu
+// must be held.
+func (hk *hooks) endLocked(e *endpoint, d *delivery, status, reason string) {
 	hk.pending[e.StoreID] -= pendingCost(d)
 	e.finishedLocked(d, status)
+	d.Reason = reason
 	if status == statusSucceeded {
 		hk.ended.succeeded.Add(1)
 	} else {
@@ -905,6 +908,9 @@ func (d *delivery) summary() map[string]any {
 	}
 	if d.Status == statusPending {
 		m["next_attempt_at"] = time.Unix(0, d.NextAt).Unix()
+	}
+	if d.Reason != "" {
+		m["failure_reason"] = d.Reason
 	}
 	if n := len(d.Attempts); n > 0 {
 		a := d.Attempts[n-1]

@@ -191,7 +191,7 @@ func TestTrimLog(t *testing.T) {
 			for _, d := range e.log {
 				if d.Status == statusPending && rng.IntN(3) == 0 {
 					hk.sched.remove(d)
-					hk.endLocked(e, d, statusSucceeded)
+					hk.endLocked(e, d, statusSucceeded, "")
 				}
 			}
 			d := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
