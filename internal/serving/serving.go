@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,11 +195,18 @@ func Unavailable(w http.ResponseWriter, r *http.Request, why string) (status, n 
 // path may be nearly 64 KiB, and anyone can send one.
 const MaxLoggedPath = 512
 
-// CutPath is p, a request's path, as a log line shows it: cut at
-// MaxLoggedPath bytes, saying so. Both builds' log lines use it.
+// CutPath is p, a request's path (decoded), as a log line shows it: cut at
+// MaxLoggedPath bytes, and before a '?' or '#', which only percent-encoding
+// puts in a path (a client that escaped its query string into the path,
+// codes and states with it), saying how long it was. Both builds' log lines
+// use it.
 func CutPath(p string) string {
-	if len(p) <= MaxLoggedPath {
+	n := min(len(p), MaxLoggedPath)
+	if i := strings.IndexAny(p[:n], "?#"); i >= 0 {
+		n = i
+	}
+	if n == len(p) {
 		return p
 	}
-	return p[:MaxLoggedPath] + "…(" + strconv.Itoa(len(p)) + " bytes)"
+	return p[:n] + "…(" + strconv.Itoa(len(p)) + " bytes)"
 }

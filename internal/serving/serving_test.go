@@ -217,6 +217,10 @@ func TestCutPath(t *testing.T) {
 		{"/healthz", "/healthz"},
 		{long[:MaxLoggedPath], long[:MaxLoggedPath]},
 		{long, long[:MaxLoggedPath] + "…(1025 bytes)"},
+		// A query string escaped into the path: its codes stay out.
+		{"/stores/s/auth/callback?code=secret-code&state=x", "/stores/s/auth/callback…(48 bytes)"},
+		{"/p#code=secret", "/p…(14 bytes)"},
+		{long[:MaxLoggedPath] + "?code=secret", long[:MaxLoggedPath] + "…(524 bytes)"},
 	} {
 		if got := CutPath(tt.in); got != tt.want {
 			t.Errorf("CutPath(%.20q… %d bytes) = %.20q… %d bytes; want %d bytes", tt.in, len(tt.in), got, len(got), len(tt.want))
