@@ -1420,6 +1420,23 @@ func contractCases() []contractCase {
 				ctError(t, s.register(t, c), http.StatusConflict, "auth_code_conflict")
 			}
 		}},
+		// SIGHUP, whose default kills the process with its state
+		// unwritten (a logrotate postrotate, a closed terminal), is
+		// ignored and logged: there is nothing to reload.
+		{name: "a SIGHUP is logged and ignored", run: func(t *testing.T, s *ctService) {
+			code := s.mustRegister(t)
+			require.NoError(t, s.p.cmd.Process.Signal(syscall.SIGHUP))
+			ctEventually(t, 20*time.Second, func() bool {
+				b, _ := os.ReadFile(s.log)
+				return bytes.Contains(b, []byte("SIGHUP ignored"))
+			}, "no line about the SIGHUP")
+			select {
+			case <-s.p.exited:
+				t.Fatalf("exited on SIGHUP: %v", s.p.err)
+			default:
+			}
+			ctToken(t, s.redeem(t, ctStoreA, code))
+		}},
 		// Every state acknowledged survives a graceful restart: when the
 		// state cannot be written at a SIGTERM (data_dir read-only, a full
 		// disk; here the webhook state's file replaced by a directory), the

@@ -103,6 +103,7 @@ func run() error {
 	// request, with the last second's registrations unwritten. Ignored,
 	// the write fails instead: the log is lost, not the state.
 	signal.Ignore(syscall.SIGPIPE)
+	serving.IgnoreHangups() // SIGHUP would kill the process, state unwritten
 	cfg, err := LoadConfig(*configFile)
 	if err != nil {
 		return err

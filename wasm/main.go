@@ -73,6 +73,7 @@ func main() {
 	// process (SIGPIPE) and with it the instance's state.
 	signal.Ignore(syscall.SIGPIPE)
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil))) // the module's lines are JSON too
+	serving.IgnoreHangups()
 	if err := run(); err != nil {
 		log.Fatal(err)
 	}

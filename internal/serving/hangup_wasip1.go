@@ -1,0 +1,5 @@
+package serving
+
+// IgnoreHangups does nothing in a WebAssembly module: signals go to its
+// host, which ignores SIGHUP itself.
+func IgnoreHangups() {}
