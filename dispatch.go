@@ -541,6 +541,10 @@ func (hk *hooks) snapshotLocked() hooksFile {
 	for _, ev := range hk.events {
 		f.Events = append(f.Events, ev)
 	}
+	// Never changed once loaded: shared, not copied.
+	f.Endpoints = append(f.Endpoints, hk.parked.Endpoints...)
+	f.Deliveries = append(f.Deliveries, hk.parked.Deliveries...)
+	f.Events = append(f.Events, hk.parked.Events...)
 	return f
 }
 
@@ -561,9 +565,12 @@ func (hk *hooks) load(dir string) error {
 	}
 	hk.mu.Lock()
 	defer hk.mu.Unlock()
+	parked := map[string]bool{} // endpoint ids
 	for _, e := range f.Endpoints {
 		if hk.cfg.stores[e.StoreID] == nil {
-			slog.Warn("webhooks: dropping endpoint of a store no longer configured", "endpoint", e.ID, "store", e.StoreID)
+			slog.Warn("webhooks: keeping, inactive, the endpoint of a store no longer configured; it is served again if the store is", "endpoint", e.ID, "store", e.StoreID)
+			hk.parked.Endpoints = append(hk.parked.Endpoints, e)
+			parked[e.ID] = true
 			continue
 		}
 		hk.endpoints[e.ID] = e
@@ -573,9 +580,18 @@ func (hk *hooks) load(dir string) error {
 	for _, ev := range f.Events {
 		events[ev.ID] = ev
 	}
+	parkedEvents := map[string]bool{}
 	for _, d := range f.Deliveries {
 		e := hk.endpoints[d.EndpointID]
 		d.ev = events[d.EventID]
+		if parked[d.EndpointID] && d.ev != nil {
+			hk.parked.Deliveries = append(hk.parked.Deliveries, d)
+			if !parkedEvents[d.EventID] {
+				parkedEvents[d.EventID] = true
+				hk.parked.Events = append(hk.parked.Events, d.ev)
+			}
+			continue
+		}
 		if e == nil || d.ev == nil {
 			continue
 		}

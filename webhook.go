@@ -206,6 +206,12 @@ type hooks struct {
 		log     int64
 	}
 	wake chan struct{} // poked by pokeLocked: sched's head changed, or (edge build) a job became ready
+
+	// parked is what the saved state held for stores no longer
+	// configured: kept as it was, neither served nor sent, and written
+	// back with every save, so that configuring the store again (a
+	// rollback) finds its endpoints, secrets and log. Set by load only.
+	parked hooksFile
 }
 
 func newHooks(cfg *Config) *hooks {

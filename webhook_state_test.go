@@ -534,3 +534,44 @@ func TestIdempotencyKeyAgainAfterItExpired(t *testing.T) {
 	assert.Len(t, hk.idemQueue, 1, "the swept entry left the queue")
 	whCheckRefs(t, hk)
 }
+
+// TestRemovedStoreKeepsItsWebhooks restarts without store B in the
+// configuration, then with it again, as a rollback would: B's endpoint,
+// secret, pending delivery and event are kept, inactive, meanwhile, saves
+// included, and come back whole.
+func TestRemovedStoreKeepsItsWebhooks(t *testing.T) {
+	conf := whFast()
+	conf.DataDir = t.TempDir()
+	hk, _ := whHooks(t, conf, 0)
+	eB := &endpoint{ID: newID("we_"), StoreID: whStoreB, URL: "http://127.0.0.1:1/", Events: []string{eventOrderStatus}, Enabled: true, Secret: newSecret()}
+	hk.endpoints[eB.ID] = eB
+	hk.byStore[whStoreB] = []*endpoint{eB}
+	evt, ok := hk.publish(whStoreB, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "")
+	require.True(t, ok)
+	require.NoError(t, hk.save(conf.DataDir))
+
+	without := conf
+	without.NoStoreB = true
+	hkA := newHooks(whParseConfig(t, without))
+	require.NoError(t, hkA.load(conf.DataDir))
+	hkA.mu.Lock()
+	assert.Empty(t, hkA.endpoints, "store B's endpoint is not served")
+	assert.Empty(t, hkA.sched, "nor its delivery sent")
+	whCheckRefs(t, hkA)
+	hkA.dirty = true
+	hkA.mu.Unlock()
+	require.NoError(t, hkA.save(conf.DataDir)) // a save without B configured keeps it
+
+	back := newHooks(whParseConfig(t, conf))
+	require.NoError(t, back.load(conf.DataDir))
+	back.mu.Lock()
+	defer back.mu.Unlock()
+	e := back.endpoints[eB.ID]
+	require.NotNil(t, e, "store B's endpoint, once B is configured again")
+	assert.Equal(t, eB.Secret, e.Secret)
+	require.Len(t, e.log, 1)
+	assert.Equal(t, evt, e.log[0].EventID)
+	assert.Equal(t, statusPending, e.log[0].Status)
+	assert.Len(t, back.sched, 1, "its pending delivery is scheduled again")
+	whCheckRefs(t, back)
+}

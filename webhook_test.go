@@ -51,6 +51,7 @@ type whConf struct {
 	CAFile   string
 	DataDir  string // t.TempDir() when empty
 	LogSize  int    // delivery_log_size; the default when 0
+	NoStoreB bool   // configure store A only
 }
 
 // whFast is the configuration most tests use: short timeout and retries.
@@ -80,6 +81,9 @@ func whParseConfig(t *testing.T, c whConf) *Config {
 	}
 	if c.LogSize > 0 {
 		doc["webhooks"].(map[string]any)["delivery_log_size"] = c.LogSize
+	}
+	if c.NoStoreB {
+		doc["stores"] = doc["stores"].([]map[string]any)[:1]
 	}
 	b, err := json.Marshal(doc)
 	require.NoError(t, err)
