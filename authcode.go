@@ -146,7 +146,7 @@ func (s *server) storeFor(w http.ResponseWriter, r *http.Request) *StoreConfig {
 
 // storeNamed returns the store whose id is id, or writes 404.
 func (s *server) storeNamed(w http.ResponseWriter, id string) *StoreConfig {
-	st := s.cfg.stores[id]
+	st := s.cfg.store(id)
 	if st == nil {
 		writeError(w, errStoreNotFound)
 	}
@@ -565,7 +565,7 @@ func (s *server) token(r *http.Request) (*tokenResponse, *tokenError) {
 	case p.CodeVerifier == "":
 		return nil, invalidRequest("code_verifier is required")
 	}
-	st := s.cfg.stores[r.PathValue("store_id")]
+	st := s.cfg.store(r.PathValue("store_id"))
 	if st == nil {
 		return nil, invalidGrant("no store with that id")
 	}
@@ -795,7 +795,7 @@ func checkExchange(old []byte, redirectURI, verifier string) (codeRecord, *token
 func (s *server) allowCORS(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Add("Vary", "Origin")
 	origin := r.Header.Get("Origin")
-	st := s.cfg.stores[r.PathValue("store_id")]
+	st := s.cfg.store(r.PathValue("store_id"))
 	if origin == "" || st == nil {
 		return false
 	}

@@ -50,7 +50,7 @@ type Config struct {
 	// would let the client pick the address it is counted as.
 	TrustedProxies []string `json:"trusted_proxies"`
 
-	stores  map[string]*StoreConfig // by id, built by validate
+	stores  map[string]*StoreConfig // by id in lower case, built by validate: look up with store
 	proxies []netip.Prefix          // TrustedProxies, parsed by validate
 }
 
@@ -282,10 +282,11 @@ func (c *Config) validate() error {
 		if err := s.validate(); err != nil {
 			return fmt.Errorf("stores[%d].%w", i, err)
 		}
-		if _, dup := c.stores[s.ID]; dup {
-			return fmt.Errorf("stores[%d].id: %q appears twice", i, s.ID)
+		key := strings.ToLower(s.ID) // see store
+		if _, dup := c.stores[key]; dup {
+			return fmt.Errorf("stores[%d].id: %q appears twice (ids are compared ignoring case)", i, s.ID)
 		}
-		c.stores[s.ID] = s
+		c.stores[key] = s
 	}
 	for i, a := range c.Apps.Apple {
 		if a.AppID == "" {
@@ -348,6 +349,17 @@ func (s *StoreConfig) validate() error {
 		}
 	}
 	return nil
+}
+
+// store returns the configured store whose id is id, or nil. UUIDs are
+// compared ignoring case (RFC 9562 §4: uuidgen on macOS prints capitals),
+// in the configuration and in URLs alike; the store keeps its id as
+// configured, which is what its codes are keyed by.
+func (c *Config) store(id string) *StoreConfig {
+	if st, ok := c.stores[id]; ok { // the usual, lower-case spelling: one lookup
+		return st
+	}
+	return c.stores[strings.ToLower(id)]
 }
 
 // isUUID reports whether s has the 8-4-4-4-12 hex form of a UUID.

@@ -195,6 +195,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"store id missing", `{` + store(key) + `}`, "id"},
 		{"store id with braces", `{` + store(`"id": "{7c9e6679-7425-40de-944b-e07fc1f90ae}", `+key) + `}`, "id"},
 		{"duplicate store id", `{"stores": [{` + id + `, ` + key + `}, {` + id + `, ` + key + `}]}`, "id"},
+		{"duplicate store id in capitals", `{"stores": [{` + id + `, ` + key + `}, {"id": "7C9E6679-7425-40DE-944B-E07FC1F90AE7", ` + key + `}]}`, "appears twice"},
 		{"no keys", `{` + store(id) + `}`, "api_key"},
 		{"empty key lists", `{` + store(id+`, "api_keys": [], "api_key_sha256": []`) + `}`, "api_key"},
 		{"empty api key", `{` + store(id+`, "api_keys": [""]`) + `}`, "api_keys"},
@@ -295,5 +296,24 @@ func TestLoadConfigDemo(t *testing.T) {
 	}
 	if len(cfg.Stores) != 1 || len(cfg.Stores[0].APIKeys) == 0 {
 		t.Errorf(`LoadConfig("").Stores = %+v; want one store with an API key`, cfg.Stores)
+	}
+}
+
+// TestStoreIDCase checks that store ids are compared ignoring case: a
+// store configured in capitals (as uuidgen on macOS prints them) is found
+// under either spelling, and keeps its id as configured.
+func TestStoreIDCase(t *testing.T) {
+	const upper = "7C9E6679-7425-40DE-944B-E07FC1F90AE7"
+	cfg, err := ParseConfig([]byte(`{"stores": [{"id": "` + upper + `", "api_keys": ["k"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{upper, strings.ToLower(upper), "7c9e6679-7425-40DE-944b-e07fc1f90ae7"} {
+		if st := cfg.store(id); st == nil || st.ID != upper {
+			t.Errorf("store(%q) = %v; want the store %s", id, st, upper)
+		}
+	}
+	if st := cfg.store("6ba7b810-9dad-11d1-80b4-00c04fd430c8"); st != nil {
+		t.Errorf("store(another id) = %v; want nil", st)
 	}
 }

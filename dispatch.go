@@ -567,7 +567,7 @@ func (hk *hooks) load(dir string) error {
 	defer hk.mu.Unlock()
 	parked := map[string]bool{} // endpoint ids
 	for _, e := range f.Endpoints {
-		if hk.cfg.stores[e.StoreID] == nil {
+		if hk.cfg.store(e.StoreID) == nil {
 			slog.Warn("webhooks: keeping, inactive, the endpoint of a store no longer configured; it is served again if the store is", "endpoint", e.ID, "store", e.StoreID)
 			hk.parked.Endpoints = append(hk.parked.Endpoints, e)
 			parked[e.ID] = true
