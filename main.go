@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -305,6 +306,12 @@ func removeTempFiles(dir string, logger *slog.Logger) {
 }
 
 // isStateFile reports whether name is that of one of the state's files.
+// holdsState reports whether dir holds any of the state's files.
+func holdsState(dir string) bool {
+	entries, _ := os.ReadDir(dir)
+	return slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return isStateFile(e.Name()) })
+}
+
 func isStateFile(name string) bool {
 	switch name {
 	case hooksFileName, cookieKeyFile:
@@ -319,6 +326,11 @@ func isStateFile(name string) bool {
 func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	if !demo && !holdsState(cfg.DataDir) {
+		// Made just now, or empty: a typo in the path or a volume not
+		// mounted would start afresh without a word otherwise.
+		logger.Warn("data_dir holds no saved state: starting empty (if a state was expected, check the path, and that its volume is mounted)", "data_dir", cfg.DataDir)
 	}
 	removeTempFiles(cfg.DataDir, logger)
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, cookieKeyFile)); errors.Is(err, fs.ErrNotExist) {

@@ -494,6 +494,35 @@ func TestTempFilesRemovedAtStart(t *testing.T) {
 	}
 }
 
+// TestStartingEmptyIsLogged: a data_dir without any state (made just now,
+// or a volume not mounted) is said in the log, and one with state is not,
+// and the demo, which starts empty as a rule, says nothing.
+func TestStartingEmptyIsLogged(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not-yet")
+	for _, tt := range []struct {
+		name string
+		demo bool
+		want bool
+	}{
+		{"missing", false, true},
+		{"written once", false, false},
+		{"demo, missing", true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := dir
+			if tt.demo {
+				d = filepath.Join(t.TempDir(), "demo")
+			}
+			var log bytes.Buffer
+			a, err := openApp(storeTestConfig(t, d), slog.New(slog.NewTextHandler(&log, nil)), tt.demo)
+			require.NoError(t, err)
+			require.NoError(t, a.Close()) // writes the state, for the next case
+			got := strings.Contains(log.String(), "data_dir holds no saved state")
+			assert.Equal(t, tt.want, got, "warned of an empty start; log:\n%s", log.String())
+		})
+	}
+}
+
 // TestDataDirRewriteCutShort: writing the whole state again into a
 // recreated data_dir writes the cookie key last, so the files a crash
 // leaves midway lack it, and the next start says the state is partial
