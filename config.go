@@ -158,9 +158,21 @@ func LoadConfig(path string) (*Config, error) {
 // ParseConfig parses and validates a configuration file's contents.
 func ParseConfig(b []byte) (*Config, error) {
 	c := defaultConfig()
+	b = bytes.TrimPrefix(b, []byte("\ufeff")) // a byte-order mark, as some Windows editors write
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(c); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("config: %s: %v", where(b, int(se.Offset)), se)
+		}
+		if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			msg := "unknown field " + field
+			if i := bytes.Index(b, []byte(field)); i >= 0 { // its first use: usually the one meant
+				msg = where(b, i+1) + ": " + msg
+			}
+			return nil, errors.New("config: " + msg)
+		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Type == durationType {
 			return nil, fmt.Errorf("config: %s: %s is not a duration such as \"5m\"", te.Field, te.Value)
@@ -180,6 +192,15 @@ func ParseConfig(b []byte) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return c, nil
+}
+
+// where names the place of byte offset off (counted from 1) in b as
+// "line L, column C", for errors a person fixes in an editor.
+func where(b []byte, off int) string {
+	off = min(max(off, 1), len(b))
+	line := 1 + bytes.Count(b[:off-1], []byte("\n"))
+	col := off - bytes.LastIndexByte(b[:off-1], '\n') - 1
+	return fmt.Sprintf("line %d, column %d", line, col)
 }
 
 // jsonKind names what a value of Go type t is in JSON, for errors.

@@ -257,11 +257,22 @@ func TestParseConfigErrorWording(t *testing.T) {
 		{`{"stores": [{"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "api_keys": "ak_test"}]}`, "config: stores.api_keys: must be an array"},
 		{`{"webhooks": {"allow_insecure_urls": "yes"}, "stores": [` + minimalStore + `]}`, "config: webhooks.allow_insecure_urls: must be true or false"},
 		{`{"max_live_entries": "many", "stores": [` + minimalStore + `]}`, "config: max_live_entries: must be a whole number"},
+		// Where a person fixes it: the line and column.
+		{"{\n  \"listen\": \"127.0.0.1:1\",,\n}", "config: line 2, column 27: invalid character ',' looking for beginning of object key string"},
+		{"{\"stores\": [\n" + minimalStore + ",\n  {\"id\": \"x\", \"redirect_domain\": []}]}", `config: line 3, column 15: unknown field "redirect_domain"`},
 	}
 	for _, tt := range tests {
 		if _, err := ParseConfig([]byte(tt.in)); err == nil || err.Error() != tt.want {
 			t.Errorf("ParseConfig(%q) error = %v; want %q", tt.in, err, tt.want)
 		}
+	}
+}
+
+// TestParseConfigByteOrderMark: a file some Windows editors save with a
+// UTF-8 byte-order mark is read as without it.
+func TestParseConfigByteOrderMark(t *testing.T) {
+	if _, err := ParseConfig([]byte("\ufeff" + `{"stores": [` + minimalStore + `]}`)); err != nil {
+		t.Errorf("ParseConfig(BOM + a valid file): %v; want it read", err)
 	}
 }
 
