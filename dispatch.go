@@ -210,10 +210,12 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 	for len(hk.sched) > 0 && hk.sched[0].NextAt <= n {
 		d := heap.Pop(&hk.sched).(*delivery)
 		e := hk.endpoints[d.EndpointID]
-		switch {
-		case e == nil:
-		case e.refusesLocked(d):
-			hk.endLocked(e, d, statusFailed, e.refusalLocked(d))
+		if e == nil {
+			continue
+		}
+		switch why := e.refusalLocked(d); {
+		case why != "":
+			hk.endLocked(e, d, statusFailed, why)
 			hk.trimLogLocked(e)
 			hk.dirty = true
 		case e.inflight >= perEndpointInFlight:
@@ -326,6 +328,8 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 // after that answer. hk.mu must be held.
 func (hk *hooks) dropQueuedLocked(e *endpoint, drop func(*delivery) bool) {
 	fail := func(d *delivery) {
+		// Dropped because e refuses it now, or (dropAll) because e was
+		// disabled, which e also refuses for a test call not yet attempted.
 		hk.endLocked(e, d, statusFailed, cmp.Or(e.refusalLocked(d), reasonDisabled))
 		hk.dirty = true
 	}
@@ -422,19 +426,19 @@ func errText(err error) string {
 // receiver's Retry-After moves nothing). hk.mu must be held.
 func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 	d.Attempts = append(d.Attempts, a)
-	e.logBytes += attemptCost(&a)
+	hk.pending[e.StoreID] += attemptCost(&a) // d is pending still: endLocked takes its whole logCost back
 	hk.dirty = true
 	sched := hk.cfg.Webhooks.RetrySchedule
 	n := len(d.Attempts)
-	switch {
+	switch why := e.refusalLocked(d); {
 	case a.Status == http.StatusOK && a.Error == "": // not a 200 whose body then timed out
 		hk.endLocked(e, d, statusSucceeded, "")
 		hk.outcomes.succeeded.Add(1)
 	case n > len(sched):
 		hk.endLocked(e, d, statusFailed, reasonRetriesUsedUp)
 		hk.outcomes.failed.Add(1)
-	case e.refusesLocked(d):
-		hk.endLocked(e, d, statusFailed, e.refusalLocked(d))
+	case why != "":
+		hk.endLocked(e, d, statusFailed, why)
 		hk.outcomes.failed.Add(1)
 	default:
 		hk.outcomes.retried.Add(1)
@@ -598,12 +602,12 @@ func (hk *hooks) load(dir string) error {
 		d.index = -1
 		hk.referLocked(d) // only events some delivery refers to are kept
 		e.log = append(e.log, d)
-		e.logBytes += logCost(d)
 		if d.Status == statusPending {
-			hk.pending[e.StoreID] += pendingCost(d)
+			hk.pending[e.StoreID] += logCost(d)
 			hk.scheduleLocked(d)
 		} else {
 			e.finished++
+			e.logBytes += logCost(d)
 		}
 	}
 	if f.Idempotency != nil {

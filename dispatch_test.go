@@ -426,8 +426,8 @@ func TestDeliveryLogSize(t *testing.T) {
 }
 
 // TestDeliveryLogBytes sets an endpoint's log budget to about three
-// deliveries whose answers are large: the log keeps the newest that fit,
-// fewer than delivery_log_size, and never drops a pending one for it.
+// deliveries whose answers are large: the log keeps the newest finished
+// ones that fit, fewer than delivery_log_size; pending ones are not its.
 func TestDeliveryLogBytes(t *testing.T) {
 	w := whStart(t, whFast()) // delivery_log_size 1000
 	big := strings.Repeat("x", 4<<10)
@@ -453,16 +453,20 @@ func TestDeliveryLogBytes(t *testing.T) {
 	whCheckRefs(t, hk)
 	hk.mu.Unlock()
 
-	// Pending deliveries stay, over the budget if need be.
-	hk.mu.Lock()
-	hk.budget.log = 1
-	hk.mu.Unlock()
-	dead, _ := w.whEndpoint(t, "http://127.0.0.1:1/") // refused: retried, pending for the test's length
-	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o9", "pending"), "")
-	assert.Equal(t, []string{w.whDeliveryOf(t, dead, evt)}, whField(w.whDeliveries(t, dead, ""), "id"), "the pending delivery")
-	hk.mu.Lock()
-	whCheckRefs(t, hk)
-	hk.mu.Unlock()
+	// Pending deliveries are not the log budget's: they stay.
+	slow := whFast()
+	slow.Retry = []string{"1h"} // refused once, then pending for the test's length
+	w2 := whStart(t, slow)
+	hk2 := w2.app.srv.hooks
+	hk2.mu.Lock()
+	hk2.budget.log = 1
+	hk2.mu.Unlock()
+	dead, _ := w2.whEndpoint(t, "http://127.0.0.1:1/")
+	evt := w2.whPublish(t, whStoreA, whKeyA, whOrder("o9", "pending"), "")
+	assert.Equal(t, []string{w2.whDeliveryOf(t, dead, evt)}, whField(w2.whDeliveries(t, dead, ""), "id"), "the pending delivery")
+	hk2.mu.Lock()
+	whCheckRefs(t, hk2)
+	hk2.mu.Unlock()
 }
 
 func TestRotateSecretSignatures(t *testing.T) {
@@ -832,7 +836,9 @@ func TestAttemptErrorText(t *testing.T) {
 // being retried: each attempt in the log shows the URL it went to, not
 // the endpoint's URL at the time of reading.
 func TestAttemptURLIsWhereItWent(t *testing.T) {
-	w := whStart(t, whFast())
+	conf := whFast()
+	conf.Retry = []string{"500ms", "500ms", "500ms"} // time for the PATCH after the first
+	w := whStart(t, conf)
 	failing := whNewReceiver(t, false, func(_ whHit, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
 	working := whNewReceiver(t, false, nil)
 	ep, _ := w.whEndpoint(t, failing.URL)

@@ -305,13 +305,13 @@ func removeTempFiles(dir string, logger *slog.Logger) {
 	}
 }
 
-// isStateFile reports whether name is that of one of the state's files.
 // holdsState reports whether dir holds any of the state's files.
 func holdsState(dir string) bool {
 	entries, _ := os.ReadDir(dir)
 	return slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return isStateFile(e.Name()) })
 }
 
+// isStateFile reports whether name is that of one of the state's files.
 func isStateFile(name string) bool {
 	switch name {
 	case hooksFileName, cookieKeyFile:

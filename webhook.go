@@ -36,9 +36,10 @@ const (
 	// state, until delivered or given up (the retry schedule: about 45 h
 	// by default), so a store publishing to an endpoint that never
 	// answers would pile them up without end. Each pending delivery
-	// counts its event's bytes and pendingOverhead against the store's
-	// pendingBudget; past it, what would add one answers 503 (API.md §3:
-	// over its memory budget) until deliveries end.
+	// counts what it holds (logCost: its event's bytes, its attempts and
+	// pendingOverhead) against the store's pendingBudget; past it, what
+	// would add one answers 503 (API.md §3: over its memory budget) until
+	// deliveries end.
 	pendingBudget   = 64 << 20
 	pendingOverhead = 512
 	// idemBudget bounds the Idempotency-Keys a store has remembered (each
@@ -50,7 +51,9 @@ const (
 	// they would hold more. Without it a store's log could take about
 	// 0.5 GB: 5 endpoints × 1000 deliveries × 9 attempts × 4 KiB, and
 	// events of up to 64 KiB. Pending deliveries are not dropped for it.
-	logBudget       = 16 << 20
+	logBudget = 16 << 20
+	// attemptOverhead is what an attempt counts beyond its strings: its
+	// numbers, and the maps and JSON it is shown and saved as.
 	attemptOverhead = 256
 )
 
@@ -82,7 +85,7 @@ type endpoint struct {
 	NextSeq uint64 `json:"next_seq"` // sequence of this endpoint's next delivery
 
 	log      []*delivery // oldest first
-	logBytes int64       // what log's deliveries hold (logCost), against hooks.budget.log
+	logBytes int64       // what log's finished deliveries hold (logCost), against hooks.budget.log
 	inflight int         // attempts under way
 	waiting  []*delivery // due while inflight was at its limit
 	finished int         // deliveries in log no longer pending
@@ -198,7 +201,7 @@ type hooks struct {
 	ready     []*delivery     // due, endpoint under its in-flight limit
 	dirty     bool            // changed since the last save
 	closed    bool
-	pending   map[string]int64 // store id → what its pending deliveries hold (pendingCost), against budget.pending
+	pending   map[string]int64 // store id → what its pending deliveries hold (logCost), against budget.pending
 	idemCount map[string]int   // store id → its keys in idem, against budget.idem
 	budget    struct {
 		pending int64
@@ -230,19 +233,21 @@ func newHooks(cfg *Config) *hooks {
 	return hk
 }
 
-// pendingCost is what the pending delivery d counts against its store's
-// budget.pending.
-func pendingCost(d *delivery) int64 { return int64(len(d.ev.Body)) + pendingOverhead }
+// newCost is what a new delivery of an event of size bytes counts against
+// its store's budget.pending: its logCost before any attempt.
+func newCost(size int) int64 { return int64(size) + pendingOverhead }
 
-// attemptCost is what the attempt a adds to its delivery's logCost.
+// attemptCost is what the attempt a adds to its delivery's logCost: the
+// answer it keeps, up to 4 KiB, and the rest.
 func attemptCost(a *attempt) int64 {
 	return int64(len(a.URL)+len(a.Signature)+len(a.StdSignature)+len(a.ResponseBody)+len(a.Error)) + attemptOverhead
 }
 
-// logCost is what the delivery d counts against its endpoint's
-// budget.log: its event, as pendingCost, and its attempts.
+// logCost is what the delivery d holds: its event and its attempts. It
+// counts against its store's budget.pending while d is pending, and
+// against its endpoint's budget.log once d has ended.
 func logCost(d *delivery) int64 {
-	n := pendingCost(d)
+	n := newCost(len(d.ev.Body))
 	for i := range d.Attempts {
 		n += attemptCost(&d.Attempts[i])
 	}
@@ -252,7 +257,7 @@ func logCost(d *delivery) int64 {
 // roomLocked reports whether the store has room in budget.pending for n
 // more pending deliveries of an event of size bytes. hk.mu must be held.
 func (hk *hooks) roomLocked(storeID string, n, size int) bool {
-	return hk.pending[storeID]+int64(n)*(int64(size)+pendingOverhead) <= hk.budget.pending
+	return hk.pending[storeID]+int64(n)*newCost(size) <= hk.budget.pending
 }
 
 func newID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }
@@ -783,9 +788,8 @@ func (hk *hooks) enqueueLocked(e *endpoint, ev *event) *delivery {
 	}
 	e.NextSeq++
 	hk.referLocked(d)
-	hk.pending[e.StoreID] += pendingCost(d)
+	hk.pending[e.StoreID] += logCost(d)
 	e.log = append(e.log, d)
-	e.logBytes += logCost(d)
 	hk.trimLogLocked(e)
 	hk.scheduleLocked(d)
 	hk.dirty = true
@@ -855,8 +859,9 @@ func (e *endpoint) finishedLocked(d *delivery, status string) {
 // through here, so that /metrics agrees with the delivery logs. hk.mu
 // must be held.
 func (hk *hooks) endLocked(e *endpoint, d *delivery, status, reason string) {
-	hk.pending[e.StoreID] -= pendingCost(d)
+	hk.pending[e.StoreID] -= logCost(d)
 	e.finishedLocked(d, status)
+	e.logBytes += logCost(d)
 	d.Reason = reason
 	if status == statusSucceeded {
 		hk.ended.succeeded.Add(1)
@@ -891,7 +896,7 @@ func (hk *hooks) removeEndpointLocked(e *endpoint) {
 			hk.sched.remove(d)
 		}
 		if d.Status == statusPending {
-			hk.pending[e.StoreID] -= pendingCost(d)
+			hk.pending[e.StoreID] -= logCost(d)
 		}
 		d.Status = statusFailed
 		hk.forgetLocked(d)

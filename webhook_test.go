@@ -1180,7 +1180,7 @@ func TestWebhookChangesWhileStateCannotBeWritten(t *testing.T) {
 }
 
 // TestWebhookBudgets: a store's pending deliveries may hold up to its
-// budget (each its event's bytes and an overhead), and it may remember up
+// budget (each its event's bytes, its attempts and an overhead), and it may remember up
 // to its budget of Idempotency-Keys; past either, what would add more
 // answers 503 unavailable with Retry-After (API.md §3: over its memory
 // budget), and nothing is made. Deliveries that end, or an endpoint
@@ -1211,14 +1211,27 @@ func TestWebhookBudgets(t *testing.T) {
 
 	t.Run("pending deliveries", func(t *testing.T) {
 		ep, _ := w.whEndpoint(t, "http://127.0.0.1:1/") // refused: never delivered
+		// A pending delivery holds its event and its attempts: each here
+		// has one, refused, and then waits an hour.
+		attempted := func(n int) {
+			t.Helper()
+			require.Eventually(t, func() bool {
+				hk.mu.Lock()
+				defer hk.mu.Unlock()
+				e := hk.endpoints[ep]
+				return len(e.log) == n && !slices.ContainsFunc(e.log, func(d *delivery) bool { return len(d.Attempts) != 1 })
+			}, whWait, time.Millisecond, "%d deliveries, each attempted once", n)
+		}
 		require.Equal(t, http.StatusAccepted, publish("").status)
+		attempted(1)
 		one := held()
-		require.Positive(t, one)
+		require.Greater(t, one, newCost(len(`{"id":"o1","status":"pending"}`)), "a delivery and its attempt")
 		hk.mu.Lock()
 		hk.budget.pending = 3 * one
 		hk.mu.Unlock()
 		require.Equal(t, http.StatusAccepted, publish("").status)
 		require.Equal(t, http.StatusAccepted, publish("").status)
+		attempted(3)
 		overBudget(t, publish(""))
 		dlv := w.whDeliveries(t, ep, "")[0]["id"].(string)
 		overBudget(t, w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test", key: whKeyA}))
