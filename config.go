@@ -168,8 +168,8 @@ func ParseConfig(b []byte) (*Config, error) {
 		}
 		if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			msg := "unknown field " + field
-			if i := bytes.Index(b, []byte(field)); i >= 0 { // its first use: usually the one meant
-				msg = where(b, i+1) + ": " + msg
+			if i := bytes.Index(b, []byte(field)); i >= 0 && bytes.Count(b, []byte(field)) == 1 {
+				msg = where(b, i+1) + ": " + msg // the name's only use: the one meant
 			}
 			return nil, errors.New("config: " + msg)
 		}
@@ -197,7 +197,7 @@ func ParseConfig(b []byte) (*Config, error) {
 // where names the place of byte offset off (counted from 1) in b as
 // "line L, column C", for errors a person fixes in an editor.
 func where(b []byte, off int) string {
-	off = min(max(off, 1), len(b))
+	off = max(min(off, len(b)), 1) // b[:off-1] then holds even for an empty b
 	line := 1 + bytes.Count(b[:off-1], []byte("\n"))
 	col := off - bytes.LastIndexByte(b[:off-1], '\n') - 1
 	return fmt.Sprintf("line %d, column %d", line, col)
@@ -303,11 +303,10 @@ func (c *Config) validate() error {
 		if err := s.validate(); err != nil {
 			return fmt.Errorf("stores[%d].%w", i, err)
 		}
-		key := strings.ToLower(s.ID) // see store
-		if _, dup := c.stores[key]; dup {
+		if _, dup := c.stores[s.ID]; dup {
 			return fmt.Errorf("stores[%d].id: %q appears twice (ids are compared ignoring case)", i, s.ID)
 		}
-		c.stores[key] = s
+		c.stores[s.ID] = s
 	}
 	for i, a := range c.Apps.Apple {
 		if a.AppID == "" {
@@ -329,6 +328,9 @@ func (s *StoreConfig) validate() error {
 	if !isUUID(s.ID) {
 		return fmt.Errorf("id: %q is not a UUID", s.ID)
 	}
+	// One spelling for all that is kept under the id (codes, sessions,
+	// webhooks), whatever the case it is written in: see Config.store.
+	s.ID = strings.ToLower(s.ID)
 	for i, k := range s.APIKeys {
 		if k == "" {
 			return fmt.Errorf("api_keys[%d]: must not be empty", i)
@@ -374,8 +376,8 @@ func (s *StoreConfig) validate() error {
 
 // store returns the configured store whose id is id, or nil. UUIDs are
 // compared ignoring case (RFC 9562 §4: uuidgen on macOS prints capitals),
-// in the configuration and in URLs alike; the store keeps its id as
-// configured, which is what its codes are keyed by.
+// in the configuration and in URLs alike: a store's ID is kept in lower
+// case, so that changing the case in the file changes nothing.
 func (c *Config) store(id string) *StoreConfig {
 	if st, ok := c.stores[id]; ok { // the usual, lower-case spelling: one lookup
 		return st

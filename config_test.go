@@ -260,6 +260,9 @@ func TestParseConfigErrorWording(t *testing.T) {
 		// Where a person fixes it: the line and column.
 		{"{\n  \"listen\": \"127.0.0.1:1\",,\n}", "config: line 2, column 27: invalid character ',' looking for beginning of object key string"},
 		{"{\"stores\": [\n" + minimalStore + ",\n  {\"id\": \"x\", \"redirect_domain\": []}]}", `config: line 3, column 15: unknown field "redirect_domain"`},
+		// A name known in one place and not in another: no place is given
+		// rather than the wrong one.
+		{"{\"webhooks\": {\"timeout\": \"10s\"},\n \"stores\": [{\"id\": \"x\", \"timeout\": \"5s\"}]}", `config: unknown field "timeout"`},
 	}
 	for _, tt := range tests {
 		if _, err := ParseConfig([]byte(tt.in)); err == nil || err.Error() != tt.want {
@@ -312,7 +315,8 @@ func TestLoadConfigDemo(t *testing.T) {
 
 // TestStoreIDCase checks that store ids are compared ignoring case: a
 // store configured in capitals (as uuidgen on macOS prints them) is found
-// under either spelling, and keeps its id as configured.
+// under either spelling, and its id is kept in lower case, the one
+// spelling all that is kept under it uses.
 func TestStoreIDCase(t *testing.T) {
 	const upper = "7C9E6679-7425-40DE-944B-E07FC1F90AE7"
 	cfg, err := ParseConfig([]byte(`{"stores": [{"id": "` + upper + `", "api_keys": ["k"]}]}`))
@@ -320,8 +324,8 @@ func TestStoreIDCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{upper, strings.ToLower(upper), "7c9e6679-7425-40DE-944b-e07fc1f90ae7"} {
-		if st := cfg.store(id); st == nil || st.ID != upper {
-			t.Errorf("store(%q) = %v; want the store %s", id, st, upper)
+		if st := cfg.store(id); st == nil || st.ID != strings.ToLower(upper) {
+			t.Errorf("store(%q) = %v; want the store %s, in lower case", id, st, upper)
 		}
 	}
 	if st := cfg.store("6ba7b810-9dad-11d1-80b4-00c04fd430c8"); st != nil {

@@ -571,7 +571,9 @@ func (hk *hooks) load(dir string) error {
 	defer hk.mu.Unlock()
 	parked := map[string]bool{} // endpoint ids
 	for _, e := range f.Endpoints {
-		if hk.cfg.store(e.StoreID) == nil {
+		if st := hk.cfg.store(e.StoreID); st != nil {
+			e.StoreID = st.ID // in its one spelling
+		} else {
 			slog.Warn("webhooks: keeping, inactive, the endpoint of a store no longer configured; it is served again if the store is", "endpoint", e.ID, "store", e.StoreID)
 			hk.parked.Endpoints = append(hk.parked.Endpoints, e)
 			parked[e.ID] = true
@@ -611,9 +613,13 @@ func (hk *hooks) load(dir string) error {
 		}
 	}
 	if f.Idempotency != nil {
-		hk.idem = f.Idempotency
-		for k, v := range hk.idem {
-			store, _, _ := strings.Cut(k, "\x00")
+		hk.idem = make(map[string]idem, len(f.Idempotency))
+		for k, v := range f.Idempotency {
+			store, key, _ := strings.Cut(k, "\x00")
+			if st := hk.cfg.store(store); st != nil { // in its one spelling
+				store, k = st.ID, st.ID+"\x00"+key
+			}
+			hk.idem[k] = v
 			hk.idemCount[store]++
 			hk.idemQueue = append(hk.idemQueue, idemEntry{k, v.Expires})
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"math/rand/v2"
@@ -571,5 +572,32 @@ func TestRemovedStoreKeepsItsWebhooks(t *testing.T) {
 	assert.Equal(t, evt, e.log[0].EventID)
 	assert.Equal(t, statusPending, e.log[0].Status)
 	assert.Len(t, back.sched, 1, "its pending delivery is scheduled again")
+	whCheckRefs(t, back)
+}
+
+// TestStoreIDSpellingInSavedState loads webhook state saved under another
+// spelling of a store's id (a configuration whose case changed): it is the
+// same store's, served and counted under its one spelling, not parked nor
+// lost at the next save.
+func TestStoreIDSpellingInSavedState(t *testing.T) {
+	conf := whFast()
+	conf.DataDir = t.TempDir()
+	hk, eps := whHooks(t, conf, 1)
+	_, ok := hk.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k1")
+	require.True(t, ok)
+	require.NoError(t, hk.save(conf.DataDir))
+	path := filepath.Join(conf.DataDir, hooksFileName)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, bytes.ReplaceAll(b, []byte(whStoreA), []byte(strings.ToUpper(whStoreA))), 0o600))
+
+	back := whReloaded(t, func() *hooks { h := newHooks(hk.cfg); require.NoError(t, h.load(conf.DataDir)); return h }())
+	e := back.endpoints[eps[0].ID]
+	require.NotNil(t, e)
+	assert.Equal(t, whStoreA, e.StoreID, "the endpoint's store, in its one spelling")
+	assert.Equal(t, []*endpoint{e}, back.byStore[whStoreA])
+	assert.Empty(t, back.parked.Endpoints)
+	assert.Contains(t, back.idem, whStoreA+"\x00k1")
+	assert.Equal(t, 1, back.idemCount[whStoreA])
 	whCheckRefs(t, back)
 }
