@@ -407,19 +407,31 @@ func TestNoAttemptOfQueuedDeliveriesAfterDisabling(t *testing.T) {
 	w.whAwaitStatus(t, ep, r.data()["id"].(string), statusSucceeded)
 }
 
+// whDelivered publishes n order events, one after the other, each once
+// the previous was delivered to ep, calling after(i) after the i-th (from
+// 0) if not nil; it returns their deliveries' ids.
+func (w *whApp) whDelivered(t *testing.T, ep string, n int, after func(i int)) []string {
+	t.Helper()
+	var dlvs []string
+	for i := range n {
+		evt := w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i), "pending"), "")
+		dlv := w.whDeliveryOf(t, ep, evt)
+		w.whAwaitStatus(t, ep, dlv, statusSucceeded)
+		dlvs = append(dlvs, dlv)
+		if after != nil {
+			after(i)
+		}
+	}
+	return dlvs
+}
+
 func TestDeliveryLogSize(t *testing.T) {
 	conf := whFast()
 	conf.LogSize = 3
 	w := whStart(t, conf)
 	rc := whNewReceiver(t, false, nil)
 	ep, _ := w.whEndpoint(t, rc.URL)
-	var dlvs []string
-	for i := range 5 {
-		evt := w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i), "pending"), "")
-		dlv := w.whDeliveryOf(t, ep, evt)
-		w.whAwaitStatus(t, ep, dlv, statusSucceeded)
-		dlvs = append(dlvs, dlv)
-	}
+	dlvs := w.whDelivered(t, ep, 5, nil)
 	assert.Equal(t, []string{dlvs[4], dlvs[3], dlvs[2]}, whField(w.whDeliveries(t, ep, ""), "id"), "the newest 3 are kept")
 	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + dlvs[0], key: whKeyA})
 	whRequireError(t, r, http.StatusNotFound, "not_found")
@@ -434,19 +446,14 @@ func TestDeliveryLogBytes(t *testing.T) {
 	ok := whNewReceiver(t, false, func(_ whHit, w http.ResponseWriter, _ *http.Request) { io.WriteString(w, big) })
 	ep, _ := w.whEndpoint(t, ok.URL)
 	hk := w.app.srv.hooks
-	var dlvs []string
-	for i := range 6 {
-		evt := w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i), "pending"), "")
-		dlv := w.whDeliveryOf(t, ep, evt)
-		w.whAwaitStatus(t, ep, dlv, statusSucceeded)
-		dlvs = append(dlvs, dlv)
+	dlvs := w.whDelivered(t, ep, 6, func(i int) {
 		if i == 0 {
 			hk.mu.Lock()
 			one := hk.endpoints[ep].logBytes
 			hk.budget.log = 3*one + one/2
 			hk.mu.Unlock()
 		}
-	}
+	})
 	assert.Equal(t, []string{dlvs[5], dlvs[4], dlvs[3]}, whField(w.whDeliveries(t, ep, ""), "id"), "the newest 3 fit")
 	hk.mu.Lock()
 	assert.LessOrEqual(t, hk.endpoints[ep].logBytes, hk.budget.log, "what the log holds")
