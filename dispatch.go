@@ -447,7 +447,7 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 		d.NextAt = time.Now().Add(wait).UnixNano()
 		hk.scheduleLocked(d)
 	}
-	hk.trimLogLocked(e) // d ended, or grew by its attempt
+	hk.trimLogLocked(e) // if d ended, the log holds one more finished delivery
 }
 
 var userAgent = "deeplink-webhooks/" + productVersion()
