@@ -314,7 +314,7 @@ func holdsState(dir string) bool {
 // isStateFile reports whether name is that of one of the state's files.
 func isStateFile(name string) bool {
 	switch name {
-	case hooksFileName, cookieKeyFile:
+	case hooksFileName, cookieKeyFile, cleanStopFile:
 		return true
 	}
 	return isStoreFile(name)
@@ -386,7 +386,12 @@ func (a *app) Close() error {
 // then writes every shard whole.
 func (a *app) writeState() error {
 	_, err := a.ensureDataDir()
-	return errors.Join(err, a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir))
+	if err = errors.Join(err, a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir)); err != nil {
+		return err
+	}
+	// Last: nothing is written after it until the next start, which then
+	// holds the store's logs to what it records.
+	return a.store.MarkCleanStop()
 }
 
 // closeRetrying is Close, but while writing the state fails (a full disk,

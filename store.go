@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -312,9 +313,20 @@ func newMemStore(dir string, maxLive int) (*memStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	clean, err := readCleanStop(dir)
+	if err != nil {
+		return nil, err
+	}
 	for i := range s.shards {
-		if err := s.restoreShard(i, now); err != nil {
+		if err := s.restoreShard(i, now, clean); err != nil {
 			return nil, err
+		}
+	}
+	// From here on the files change: the record of the last stop no
+	// longer describes them, and must be gone, durably, before they do.
+	if clean != nil {
+		if err := removeDurably(filepath.Join(dir, cleanStopFile)); err != nil {
+			return nil, fmt.Errorf("data_dir: %w", err)
 		}
 	}
 	for i := range s.shards {
@@ -332,8 +344,11 @@ func newMemStore(dir string, maxLive int) (*memStore, error) {
 
 // restoreShard loads shard i's snapshot and replays its log, if the log
 // continues that snapshot. It runs before the store is shared, so it
-// calls the shard's Locked methods without the lock.
-func (s *memStore) restoreShard(i int, now int64) error {
+// calls the shard's Locked methods without the lock. With clean, the
+// record of a graceful stop, the log must be exactly as that stop left
+// it: what a crash can leave (a torn last record, a log older than its
+// snapshot) is then damage, and refused.
+func (s *memStore) restoreShard(i int, now int64, clean *cleanStop) error {
 	sh := &s.shards[i]
 	snap, logf := s.snapPaths[i], s.logPaths[i]
 	b, err := os.ReadFile(snap)
@@ -356,6 +371,11 @@ func (s *memStore) restoreShard(i int, now int64) error {
 		sh.snapSize = int64(len(b))
 	}
 	b, err = os.ReadFile(logf)
+	if clean != nil && (err == nil || errors.Is(err, os.ErrNotExist)) {
+		if err := clean.check(i, logf, sh.epoch, b, err == nil); err != nil {
+			return err
+		}
+	}
 	switch {
 	case errors.Is(err, os.ErrNotExist) && haveSnap:
 		// A snapshot always has a log beside it (ensureLogLocked): this
@@ -379,6 +399,8 @@ func (s *memStore) restoreShard(i int, now int64) error {
 		}
 	}, sh.epoch)
 	switch {
+	case clean != nil && (err != nil || torn):
+		return fmt.Errorf("restore %s: damaged since the service stopped cleanly (%v; torn end: %t): restore data_dir from a backup, or move %s away to start without what this shard held", logf, err, torn, cleanStopFile)
 	case errors.Is(err, errStaleLog):
 		slog.Warn("store: ignoring a log older than its snapshot (a compaction was cut short)", "file", logf)
 	case errors.Is(err, errNewerLog):
@@ -1267,4 +1289,98 @@ func (w pacedWriter) Write(b []byte) (int, error) {
 		w.p.yield()
 	}
 	return written, nil
+}
+
+// cleanStopFile records, at a graceful stop, each shard log's epoch and
+// length (MarkCleanStop). A log that is then not exactly so at the next
+// start was changed at rest, not cut by a crash: a log cut at a record
+// boundary would otherwise restore without its last records, a damaged
+// last record would be dropped as a crash's torn end, and a damaged epoch
+// make the log read as one a cut compaction left. Any of these can give a
+// used code back. It is removed at start, before anything is written, so
+// after a crash there is none, and what a crash leaves is taken as before.
+const cleanStopFile = "store.clean"
+
+// cleanStop is cleanStopFile's content: per shard, its log's epoch and
+// length, -1 for no log.
+type cleanStop struct {
+	Logs [numShards]struct {
+		Epoch uint64 `json:"epoch"`
+		Size  int64  `json:"size"`
+	} `json:"logs"`
+}
+
+// readCleanStop reads dir's cleanStopFile, or returns nil without one.
+func readCleanStop(dir string) (*cleanStop, error) {
+	path := filepath.Join(dir, cleanStopFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	var c cleanStop
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: %w (move it away to start without the check it allows)", path, err)
+	}
+	return &c, nil
+}
+
+// check reports a difference between shard i's log (log, its content,
+// if exists; of the snapshot's epoch) and c.
+func (c *cleanStop) check(i int, path string, epoch uint64, log []byte, exists bool) error {
+	want := c.Logs[i]
+	size := int64(len(log))
+	if !exists {
+		size = -1
+	}
+	if size != want.Size || exists && epoch != want.Epoch {
+		return fmt.Errorf("restore %s: changed since the service stopped cleanly (%d bytes of epoch %d; it stopped with %d of epoch %d): restore data_dir from a backup, or move %s away to start without the check", path, size, epoch, want.Size, want.Epoch, cleanStopFile)
+	}
+	return nil
+}
+
+// MarkCleanStop writes cleanStopFile for the store as its files are now.
+// It is for a graceful stop: everything is written, and nothing will be
+// until the next start.
+func (s *memStore) MarkCleanStop() error {
+	if s.dir == "" {
+		return nil
+	}
+	var c cleanStop
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		c.Logs[i].Epoch = sh.epoch
+		sh.mu.Unlock()
+		fi, err := os.Stat(s.logPaths[i])
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			c.Logs[i].Size = -1
+		case err != nil:
+			return err
+		default:
+			c.Logs[i].Size = fi.Size()
+		}
+	}
+	b, err := json.Marshal(&c)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(s.dir, cleanStopFile), b)
+}
+
+// removeDurably removes path and syncs its directory, so that the removal
+// outlives a crash.
+func removeDurably(path string) error {
+	if err := os.Remove(path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -1821,3 +1821,93 @@ func TestMemStoreLogRemovedWhileRunning(t *testing.T) {
 		})
 	}
 }
+
+// TestCleanStopCatchesDamage damages a shard's log between a stop and the
+// next start. After a graceful stop (MarkCleanStop) every change is
+// refused, naming the file: a log cut at a record boundary, a damaged last
+// record, a damaged epoch would otherwise restore without what they lost,
+// and could give a used code back. After a crash (no mark) the same cut
+// is what a crash leaves, and restores as before. A start removes the
+// mark, so a crash after it is not taken for damage.
+func TestCleanStopCatchesDamage(t *testing.T) {
+	exp := time.Now().Add(time.Hour)
+	k1, k2 := keyInShard("first", 5), keyInShard("second", 5)
+	for _, tt := range []struct {
+		name   string
+		clean  bool
+		damage func(log string, before int64) // before: the log's size before k2
+		ok     bool
+	}{
+		{"clean, untouched", true, func(string, int64) {}, true},
+		{"clean, cut at a record boundary", true, func(log string, before int64) { os.Truncate(log, before) }, false},
+		{"clean, last record damaged", true, func(log string, _ int64) { flipByte(t, log, -2) }, false},
+		{"clean, epoch damaged (older)", true, func(log string, _ int64) { olderEpoch(t, log) }, false},
+		{"clean, epoch damaged (newer)", true, func(log string, _ int64) { flipByte(t, log, len(logMagic)) }, false},
+		{"clean, grown", true, func(log string, _ int64) { appendBytes(t, log, []byte{0}) }, false},
+		{"crash, cut at a record boundary", false, func(log string, before int64) { os.Truncate(log, before) }, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newTestStore(t, dir, 100)
+			require.NoError(t, s.Insert(k1, []byte("v1"), exp))
+			require.NoError(t, s.Flush())
+			log := s.logPaths[5]
+			before := fileSize(t, log)
+			require.NoError(t, s.Insert(k2, []byte("v2"), exp))
+			require.NoError(t, s.Flush())
+			if tt.clean {
+				require.NoError(t, s.MarkCleanStop())
+			}
+			tt.damage(log, before)
+			s2, err := newMemStore(dir, 100)
+			if !tt.ok {
+				require.Error(t, err, "a start after the damage")
+				assert.Contains(t, err.Error(), filepath.Base(log), "the error names the file")
+				return
+			}
+			require.NoError(t, err)
+			assert.NoFileExists(t, filepath.Join(dir, cleanStopFile), "the mark, once started")
+			_, ok := s2.Get(k1)
+			assert.True(t, ok, "the first entry")
+			// Written to since the start, then a crash: not damage.
+			require.NoError(t, s2.Insert(keyInShard("third", 5), []byte("v3"), exp))
+			require.NoError(t, s2.Flush())
+			_, err = newMemStore(dir, 100)
+			require.NoError(t, err, "a start after a crash that followed a clean start")
+		})
+	}
+}
+
+// flipByte inverts the byte of the file at path at off (from the end when
+// negative).
+func flipByte(t *testing.T, path string, off int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	if off < 0 {
+		off += len(b)
+	}
+	b[off] ^= 0xff
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+}
+
+// olderEpoch makes the epoch in the header of the log at path one less,
+// as a damaged bit can: the log then reads as one a cut compaction left.
+func olderEpoch(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	e := binary.BigEndian.Uint64(b[len(logMagic):])
+	require.Positive(t, e, "a log after a compaction")
+	binary.BigEndian.PutUint64(b[len(logMagic):], e-1)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+}
+
+// appendBytes appends p to the file at path.
+func appendBytes(t *testing.T, path string, p []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.Write(p)
+	require.NoError(t, errors.Join(err, f.Close()))
+}
