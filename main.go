@@ -422,16 +422,24 @@ func (a *app) ensureDataDir() (gone bool, err error) {
 		return false, nil
 	}
 	a.srv.log.Warn("data_dir has disappeared or been emptied; recreating it and writing the whole state", "data_dir", dir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		a.srv.log.Error("data_dir: cannot recreate it", "err", err)
-		return true, err
-	}
-	a.store.rewriteAll()
-	a.srv.hooks.markDirty()
-	var p pacer // the whole store: in pieces, as the ticker writes, so requests go on
-	err = errors.Join(a.store.flush(allShards, false, true, &p), a.srv.hooks.save(dir))
-	if err == nil {
-		err = writeFileAtomic(filepath.Join(dir, cookieKeyFile), a.srv.cookieKey)
+	// What removes data_dir may still be at it (a recursive removal
+	// takes the files, then the directory): a rewrite that finds the
+	// directory gone again starts over, a few times.
+	for try := 1; ; try++ {
+		if err = os.MkdirAll(dir, 0o700); err != nil {
+			a.srv.log.Error("data_dir: cannot recreate it", "err", err)
+			return true, err
+		}
+		a.store.rewriteAll()
+		a.srv.hooks.markDirty()
+		var p pacer // the whole store: in pieces, as the ticker writes, so requests go on
+		err = errors.Join(a.store.flush(allShards, false, true, &p), a.srv.hooks.save(dir))
+		if err == nil {
+			err = writeFileAtomic(filepath.Join(dir, cookieKeyFile), a.srv.cookieKey)
+		}
+		if err == nil || !errors.Is(err, fs.ErrNotExist) || try == 3 {
+			break
+		}
 	}
 	if err != nil {
 		a.srv.log.Error("data_dir: cannot write the state again", "err", err)
