@@ -32,12 +32,40 @@ func whHooks(t *testing.T, c whConf, n int) (*hooks, []*endpoint) {
 	hk := newHooks(whParseConfig(t, c))
 	var eps []*endpoint
 	for range n {
-		e := &endpoint{ID: newID("we_"), StoreID: whStoreA, URL: "http://127.0.0.1:1/", Events: []string{eventOrderStatus}, Enabled: true, Secret: newSecret()}
-		hk.endpoints[e.ID] = e
-		hk.byStore[e.StoreID] = append(hk.byStore[e.StoreID], e)
-		eps = append(eps, e)
+		eps = append(eps, whAddEndpoint(hk, whStoreA))
 	}
 	return hk, eps
+}
+
+// whAddEndpoint adds to hk an enabled endpoint of store, taking order
+// events, at an address that refuses connections.
+func whAddEndpoint(hk *hooks, store string) *endpoint {
+	e := &endpoint{ID: newID("we_"), StoreID: store, URL: "http://127.0.0.1:1/", Events: []string{eventOrderStatus}, Enabled: true, Secret: newSecret()}
+	hk.endpoints[e.ID] = e
+	hk.byStore[store] = append(hk.byStore[store], e)
+	return e
+}
+
+// whLoaded returns hooks of configuration c loaded from c.DataDir, as a
+// start would.
+func whLoaded(t *testing.T, c whConf) *hooks {
+	t.Helper()
+	hk := newHooks(whParseConfig(t, c))
+	require.NoError(t, hk.load(c.DataDir))
+	return hk
+}
+
+// whSavedWithEvent is whHooks with one endpoint of store, an order event
+// published to it (with Idempotency-Key key, if not empty), all saved to
+// c.DataDir; it returns the endpoint and the event's id.
+func whSavedWithEvent(t *testing.T, c whConf, store, key string) (*hooks, *endpoint, string) {
+	t.Helper()
+	hk, _ := whHooks(t, c, 0)
+	e := whAddEndpoint(hk, store)
+	evt, ok := hk.publish(store, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), key)
+	require.True(t, ok)
+	require.NoError(t, hk.save(c.DataDir))
+	return hk, e, evt
 }
 
 // whAttemptDue makes one attempt of every delivery due now, answered by
@@ -541,18 +569,11 @@ func TestIdempotencyKeyAgainAfterItExpired(t *testing.T) {
 func TestRemovedStoreKeepsItsWebhooks(t *testing.T) {
 	conf := whFast()
 	conf.DataDir = t.TempDir()
-	hk, _ := whHooks(t, conf, 0)
-	eB := &endpoint{ID: newID("we_"), StoreID: whStoreB, URL: "http://127.0.0.1:1/", Events: []string{eventOrderStatus}, Enabled: true, Secret: newSecret()}
-	hk.endpoints[eB.ID] = eB
-	hk.byStore[whStoreB] = []*endpoint{eB}
-	evt, ok := hk.publish(whStoreB, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "")
-	require.True(t, ok)
-	require.NoError(t, hk.save(conf.DataDir))
+	_, eB, evt := whSavedWithEvent(t, conf, whStoreB, "")
 
 	without := conf
 	without.NoStoreB = true
-	hkA := newHooks(whParseConfig(t, without))
-	require.NoError(t, hkA.load(conf.DataDir))
+	hkA := whLoaded(t, without)
 	hkA.mu.Lock()
 	assert.Empty(t, hkA.endpoints, "store B's endpoint is not served")
 	assert.Empty(t, hkA.sched, "nor its delivery sent")
@@ -561,8 +582,7 @@ func TestRemovedStoreKeepsItsWebhooks(t *testing.T) {
 	hkA.mu.Unlock()
 	require.NoError(t, hkA.save(conf.DataDir)) // a save without B configured keeps it
 
-	back := newHooks(whParseConfig(t, conf))
-	require.NoError(t, back.load(conf.DataDir))
+	back := whLoaded(t, conf)
 	back.mu.Lock()
 	defer back.mu.Unlock()
 	e := back.endpoints[eB.ID]
@@ -582,17 +602,14 @@ func TestRemovedStoreKeepsItsWebhooks(t *testing.T) {
 func TestStoreIDSpellingInSavedState(t *testing.T) {
 	conf := whFast()
 	conf.DataDir = t.TempDir()
-	hk, eps := whHooks(t, conf, 1)
-	_, ok := hk.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k1")
-	require.True(t, ok)
-	require.NoError(t, hk.save(conf.DataDir))
+	_, eA, _ := whSavedWithEvent(t, conf, whStoreA, "k1")
 	path := filepath.Join(conf.DataDir, hooksFileName)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, bytes.ReplaceAll(b, []byte(whStoreA), []byte(strings.ToUpper(whStoreA))), 0o600))
 
-	back := whReloaded(t, func() *hooks { h := newHooks(hk.cfg); require.NoError(t, h.load(conf.DataDir)); return h }())
-	e := back.endpoints[eps[0].ID]
+	back := whReloaded(t, whLoaded(t, conf)) // and saved again
+	e := back.endpoints[eA.ID]
 	require.NotNil(t, e)
 	assert.Equal(t, whStoreA, e.StoreID, "the endpoint's store, in its one spelling")
 	assert.Equal(t, []*endpoint{e}, back.byStore[whStoreA])
