@@ -303,10 +303,11 @@ func (c *Config) validate() error {
 		if err := s.validate(); err != nil {
 			return fmt.Errorf("stores[%d].%w", i, err)
 		}
-		if _, dup := c.stores[s.ID]; dup {
+		key := strings.ToLower(s.ID) // see store
+		if _, dup := c.stores[key]; dup {
 			return fmt.Errorf("stores[%d].id: %q appears twice (ids are compared ignoring case)", i, s.ID)
 		}
-		c.stores[s.ID] = s
+		c.stores[key] = s
 	}
 	for i, a := range c.Apps.Apple {
 		if a.AppID == "" {
@@ -328,9 +329,6 @@ func (s *StoreConfig) validate() error {
 	if !isUUID(s.ID) {
 		return fmt.Errorf("id: %q is not a UUID", s.ID)
 	}
-	// One spelling for all that is kept under the id (codes, sessions,
-	// webhooks), whatever the case it is written in: see Config.store.
-	s.ID = strings.ToLower(s.ID)
 	for i, k := range s.APIKeys {
 		if k == "" {
 			return fmt.Errorf("api_keys[%d]: must not be empty", i)
@@ -376,8 +374,10 @@ func (s *StoreConfig) validate() error {
 
 // store returns the configured store whose id is id, or nil. UUIDs are
 // compared ignoring case (RFC 9562 §4: uuidgen on macOS prints capitals),
-// in the configuration and in URLs alike: a store's ID is kept in lower
-// case, so that changing the case in the file changes nothing.
+// in the configuration and in URLs alike. A store keeps its ID as the file
+// writes it: its codes and sessions are keyed by it, as before ids were
+// compared so, and answers show it as configured. (The webhook state is
+// brought to that spelling at load: hooks.load.)
 func (c *Config) store(id string) *StoreConfig {
 	if st, ok := c.stores[id]; ok { // the usual, lower-case spelling: one lookup
 		return st

@@ -315,8 +315,8 @@ func TestLoadConfigDemo(t *testing.T) {
 
 // TestStoreIDCase checks that store ids are compared ignoring case: a
 // store configured in capitals (as uuidgen on macOS prints them) is found
-// under either spelling, and its id is kept in lower case, the one
-// spelling all that is kept under it uses.
+// under either spelling, and keeps its id as configured, which its codes
+// and sessions are keyed by (state saved before ids were compared so).
 func TestStoreIDCase(t *testing.T) {
 	const upper = "7C9E6679-7425-40DE-944B-E07FC1F90AE7"
 	cfg, err := ParseConfig([]byte(`{"stores": [{"id": "` + upper + `", "api_keys": ["k"]}]}`))
@@ -324,8 +324,8 @@ func TestStoreIDCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{upper, strings.ToLower(upper), "7c9e6679-7425-40DE-944b-e07fc1f90ae7"} {
-		if st := cfg.store(id); st == nil || st.ID != strings.ToLower(upper) {
-			t.Errorf("store(%q) = %v; want the store %s, in lower case", id, st, upper)
+		if st := cfg.store(id); st == nil || st.ID != upper {
+			t.Errorf("store(%q) = %v; want the store %s, as configured", id, st, upper)
 		}
 	}
 	if st := cfg.store("6ba7b810-9dad-11d1-80b4-00c04fd430c8"); st != nil {
