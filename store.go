@@ -1118,13 +1118,46 @@ func decodeSnapshot(b []byte, fn func(k Key, exp int64, val []byte)) (epoch uint
 // Log format, one file per shard, continuing the snapshot of the same
 // epoch:
 //
-//	"DLLOG1\n\x00" epoch(8, big-endian) then records:
+//	"DLLOG2\n\x00" epoch(8, big-endian) crc32be(magic and epoch) then records:
 //	uvarint(len) payload[len] crc32be(payload)
 //	payload: 'P' key[32] varint(exp) val…   a put
 //	         'D' key[32]                     a delete
-const logMagic = "DLLOG1\n\x00"
+//
+// The header's checksum tells a damaged epoch from an older one: a log
+// older than its snapshot, which a cut compaction leaves, is skipped, so an
+// epoch damaged to a smaller number would otherwise drop the whole log
+// without a word. Logs of builds before it ("DLLOG1\n\x00", no checksum)
+// are still read; the start rewrites them in this form.
+const (
+	logMagic   = "DLLOG2\n\x00"
+	logMagicV1 = "DLLOG1\n\x00"
+)
 
-const logHeaderSize = int64(len(logMagic) + 8)
+const logHeaderSize = int64(len(logMagic) + 8 + 4)
+
+func appendLogHeader(b []byte, epoch uint64) []byte {
+	start := len(b)
+	b = binary.BigEndian.AppendUint64(append(b, logMagic...), epoch)
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b[start:]))
+}
+
+// readLogHeader returns the epoch of log b and the size of its header, or
+// errBadLog when b does not start with a whole, undamaged header.
+func readLogHeader(b []byte) (epoch uint64, size int, err error) {
+	const v1Size = len(logMagicV1) + 8
+	switch {
+	case len(b) >= int(logHeaderSize) && string(b[:len(logMagic)]) == logMagic:
+		size = int(logHeaderSize)
+		if crc32.ChecksumIEEE(b[:size-4]) != binary.BigEndian.Uint32(b[size-4:]) {
+			return 0, 0, errBadLog
+		}
+	case len(b) >= v1Size && string(b[:len(logMagicV1)]) == logMagicV1:
+		size = v1Size
+	default:
+		return 0, 0, errBadLog
+	}
+	return binary.BigEndian.Uint64(b[len(logMagic):]), size, nil
+}
 
 var (
 	errStaleLog = errors.New("log continues an older snapshot")
@@ -1133,10 +1166,6 @@ var (
 	// replaced by an older copy, and its entries are not in the log.
 	errNewerLog = errors.New("log continues a newer snapshot than the one there")
 )
-
-func appendLogHeader(b []byte, epoch uint64) []byte {
-	return binary.BigEndian.AppendUint64(append(b, logMagic...), epoch)
-}
 
 func appendLogRecord(b []byte, put bool, k Key, exp int64, val []byte) []byte {
 	n := 1 + len(k)
@@ -1166,17 +1195,16 @@ var errBadLog = errors.New("log is corrupt")
 // unfinished last record, which a crash mid-write leaves, is reported as
 // torn and not passed on.
 func replayLog(b []byte, fn func(put bool, k Key, exp int64, val []byte), want uint64) (epoch uint64, torn bool, err error) {
-	if len(b) < int(logHeaderSize) || string(b[:len(logMagic)]) != logMagic {
-		return 0, false, errBadLog
-	}
-	epoch = binary.BigEndian.Uint64(b[len(logMagic):])
+	epoch, hdr, err := readLogHeader(b)
 	switch {
+	case err != nil:
+		return 0, false, err
 	case epoch < want:
 		return epoch, false, errStaleLog
 	case epoch > want:
 		return epoch, false, errNewerLog
 	}
-	p := b[logHeaderSize:]
+	p := b[hdr:]
 	for len(p) > 0 {
 		l, n := binary.Uvarint(p)
 		switch {

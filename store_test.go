@@ -1845,6 +1845,10 @@ func TestCleanStopCatchesDamage(t *testing.T) {
 		{"clean, epoch damaged (newer)", true, func(log string, _ int64) { flipByte(t, log, len(logMagic)) }, false},
 		{"clean, grown", true, func(log string, _ int64) { appendBytes(t, log, []byte{0}) }, false},
 		{"crash, cut at a record boundary", false, func(log string, before int64) { os.Truncate(log, before) }, true},
+		// The header's checksum, not the mark: a log that reads as older
+		// than its snapshot would be skipped whole.
+		{"crash, epoch damaged (older)", false, func(log string, _ int64) { olderEpoch(t, log) }, false},
+		{"crash, epoch damaged (newer)", false, func(log string, _ int64) { flipByte(t, log, len(logMagic)+7) }, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -1910,4 +1914,34 @@ func appendBytes(t *testing.T, path string, p []byte) {
 	require.NoError(t, err)
 	_, err = f.Write(p)
 	require.NoError(t, errors.Join(err, f.Close()))
+}
+
+// TestLogOfEarlierBuildRead: a log in the form builds before the header's
+// checksum wrote ("DLLOG1", no checksum) still restores, and the start
+// rewrites it in the current form.
+func TestLogOfEarlierBuildRead(t *testing.T) {
+	dir := t.TempDir()
+	exp := time.Now().Add(time.Hour)
+	k := keyInShard("old", 5)
+	s := newTestStore(t, dir, 100)
+	require.NoError(t, s.Flush()) // the snapshot, so that the put is in the log
+	require.NoError(t, s.Insert(k, []byte("v"), exp))
+	require.NoError(t, s.Flush())
+	path := s.logPaths[5]
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, int64(len(b)), logHeaderSize, "the put is in the log")
+	epoch, _, err := readLogHeader(b)
+	require.NoError(t, err)
+	old := binary.BigEndian.AppendUint64([]byte(logMagicV1), epoch)
+	require.NoError(t, os.WriteFile(path, append(old, b[logHeaderSize:]...), 0o600))
+
+	s2, err := newMemStore(dir, 100)
+	require.NoError(t, err)
+	got, ok := s2.Get(k)
+	assert.True(t, ok, "the entry the old log held")
+	assert.Equal(t, "v", string(got))
+	b, err = os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, logMagic, string(b[:len(logMagic)]), "the log after the start")
 }
