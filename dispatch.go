@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"container/heap"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -467,7 +465,7 @@ func (a attempt) signatures(eventID string) webhookHeaders {
 }
 
 // Persistence: the whole webhook state is one JSON file, written
-// atomically when it changed.
+// atomically when it changed (its form: hooksfile.go).
 const hooksFileName = "webhooks.json"
 
 type hooksFile struct {
@@ -492,15 +490,9 @@ func (hk *hooks) save(dir string) error {
 	f := hk.snapshotLocked()
 	hk.dirty = false
 	hk.mu.Unlock()
-	// Events' bodies are kept byte for byte as delivered (API.md §5.1,
-	// "body exactly"): json.Marshal would escape <, > and & inside them,
-	// and a restart would then send and show other bytes.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	err := enc.Encode(&f)
+	b, err := encodeHooksFile(&f)
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(dir, hooksFileName), buf.Bytes())
+		err = writeFileAtomic(filepath.Join(dir, hooksFileName), b)
 	}
 	if err != nil {
 		hk.mu.Lock()
@@ -563,9 +555,9 @@ func (hk *hooks) load(dir string) error {
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", path, err)
 	}
-	var f hooksFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("restore %s: %w (move the file away to start without it)", path, err)
+	f, err := decodeHooksFile(b)
+	if err != nil {
+		return fmt.Errorf("restore %s: %w (restore data_dir from a backup, or move the file away to start without webhooks)", path, err)
 	}
 	hk.mu.Lock()
 	defer hk.mu.Unlock()

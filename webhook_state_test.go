@@ -603,10 +603,9 @@ func TestStoreIDSpellingInSavedState(t *testing.T) {
 	conf := whFast()
 	conf.DataDir = t.TempDir()
 	_, eA, _ := whSavedWithEvent(t, conf, whStoreA, "k1")
-	path := filepath.Join(conf.DataDir, hooksFileName)
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, bytes.ReplaceAll(b, []byte(whStoreA), []byte(strings.ToUpper(whStoreA))), 0o600))
+	editSavedHooks(t, filepath.Join(conf.DataDir, hooksFileName), func(state []byte) []byte {
+		return bytes.ReplaceAll(state, []byte(whStoreA), []byte(strings.ToUpper(whStoreA)))
+	})
 
 	back := whReloaded(t, whLoaded(t, conf)) // and saved again
 	e := back.endpoints[eA.ID]
