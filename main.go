@@ -390,8 +390,9 @@ func (a *app) writeState() error {
 		return err
 	}
 	// Last: nothing is written after it until the next start, which then
-	// holds the store's logs to what it records.
-	return a.store.MarkCleanStop()
+	// holds the store's logs to what it records, and refuses to start
+	// without the webhook state if there was one.
+	return a.store.MarkCleanStop(hooksFileName)
 }
 
 // closeRetrying is Close, but while writing the state fails (a full disk,

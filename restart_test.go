@@ -639,3 +639,54 @@ func TestFirstLine(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanStopKeepsWebhookState: after a graceful stop that saved
+// webhooks, a start without webhooks.json is refused, naming it, where it
+// would start without endpoints and without a word. A stop with no
+// webhook state, or a mark of an earlier build (naming no files), asks
+// for none.
+func TestCleanStopKeepsWebhookState(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		endpoint bool // one made before the stop, so webhooks.json is written
+		earlier  bool // the mark as a build before this one wrote it
+		ok       bool
+	}{
+		{"saved, then removed", true, false, false},
+		{"never saved", false, false, true},
+		{"saved, then removed, earlier build's mark", true, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ta := startApp(t, storeTestConfig(t, dir))
+			if tt.endpoint {
+				hk := ta.srv.hooks
+				hk.mu.Lock()
+				whAddEndpoint(hk, testStoreID)
+				hk.dirty = true
+				hk.mu.Unlock()
+			}
+			ta.stop(t)
+			mark := filepath.Join(dir, cleanStopFile)
+			require.FileExists(t, mark)
+			if tt.earlier {
+				c, err := readCleanStop(dir)
+				require.NoError(t, err)
+				c.Files = nil
+				b, err := json.Marshal(c)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(mark, b, 0o600))
+			}
+			os.Remove(filepath.Join(dir, hooksFileName))
+
+			_, err := openApp(storeTestConfig(t, dir), slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+			if tt.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), filepath.Join(dir, hooksFileName))
+			assert.Contains(t, err.Error(), cleanStopFile, "what to move away")
+		})
+	}
+}

@@ -314,6 +314,9 @@ func newMemStore(dir string, maxLive int) (*memStore, error) {
 		return nil, err
 	}
 	clean, err := readCleanStop(dir)
+	if err == nil && clean != nil {
+		err = clean.checkFiles(dir)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -1330,12 +1333,15 @@ func (w pacedWriter) Write(b []byte) (int, error) {
 const cleanStopFile = "store.clean"
 
 // cleanStop is cleanStopFile's content: per shard, its log's epoch and
-// length, -1 for no log.
+// length, -1 for no log; and the service's other files of the state that
+// were there (MarkCleanStop's caller names them), each of which must
+// still be. Marks of earlier builds name none.
 type cleanStop struct {
 	Logs [numShards]struct {
 		Epoch uint64 `json:"epoch"`
 		Size  int64  `json:"size"`
 	} `json:"logs"`
+	Files []string `json:"files,omitempty"`
 }
 
 // readCleanStop reads dir's cleanStopFile, or returns nil without one.
@@ -1369,14 +1375,35 @@ func (c *cleanStop) check(i int, path string, epoch uint64, log []byte, exists b
 	return nil
 }
 
-// MarkCleanStop writes cleanStopFile for the store as its files are now.
-// It is for a graceful stop: everything is written, and nothing will be
-// until the next start.
-func (s *memStore) MarkCleanStop() error {
+// checkFiles reports a file of c.Files missing from dir.
+func (c *cleanStop) checkFiles(dir string) error {
+	for _, name := range c.Files {
+		path := filepath.Join(dir, name)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("restore %s: missing, though it was there when the service stopped cleanly (%s): restore data_dir from a backup, or move %s away to start without the check, and without what the file held", path, cleanStopFile, cleanStopFile)
+		}
+	}
+	return nil
+}
+
+// MarkCleanStop writes cleanStopFile for the store as its files are now,
+// and for those of others (names in the store's directory) that are
+// there. It is for a graceful stop: everything is written, and nothing
+// will be until the next start.
+func (s *memStore) MarkCleanStop(others ...string) error {
 	if s.dir == "" {
 		return nil
 	}
 	var c cleanStop
+	for _, name := range others {
+		_, err := os.Stat(filepath.Join(s.dir, name))
+		switch {
+		case err == nil:
+			c.Files = append(c.Files, name)
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
+	}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
