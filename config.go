@@ -188,10 +188,61 @@ func ParseConfig(b []byte) (*Config, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("config: the file holds more than one JSON value")
 	}
+	if name, off, ok := repeatedMember(b); ok {
+		return nil, fmt.Errorf("config: %s: %q is given twice in the same object (only the last would count)", where(b, off), name)
+	}
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return c, nil
+}
+
+// repeatedMember finds a member name given twice in one object of b, one
+// JSON value, and returns it and the byte offset (counted from 1) of its
+// second use. encoding/json keeps the last and matches names ignoring
+// case, so names are compared so too: an edit appended below an old
+// setting, or a stray "Listen", would otherwise win, or lose, unseen.
+func repeatedMember(b []byte) (name string, off int, ok bool) {
+	type frame struct {
+		names map[string]bool // nil in an array
+		key   bool            // an object's next string is a name
+	}
+	var stack []frame
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for {
+		start := int(dec.InputOffset())
+		tok, err := dec.Token()
+		if err != nil {
+			return "", 0, false // io.EOF, or an error Decode reported already
+		}
+		top := len(stack) - 1
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{names: map[string]bool{}, key: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:top]
+		default:
+			if top >= 0 && stack[top].names != nil && stack[top].key {
+				n := strings.ToLower(tok.(string))
+				if stack[top].names[n] {
+					// start is where the name's token began, or the
+					// separator before it.
+					i := bytes.IndexByte(b[start:], '"')
+					return tok.(string), start + i + 1, true
+				}
+				stack[top].names[n] = true
+				stack[top].key = false
+				continue
+			}
+		}
+		if top = len(stack) - 1; top >= 0 && stack[top].names != nil {
+			stack[top].key = true // a value ended: a name comes next
+		}
+	}
 }
 
 // where names the place of byte offset off (counted from 1) in b as
@@ -220,6 +271,9 @@ func jsonKind(t reflect.Type) string {
 	}
 	return "an object"
 }
+
+// maxWebhookTimeout bounds webhooks.timeout.
+const maxWebhookTimeout = 10 * time.Minute
 
 func (c *Config) validate() error {
 	if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
@@ -273,8 +327,10 @@ func (c *Config) validate() error {
 		}
 		c.proxies = append(c.proxies, prefix.Masked())
 	}
-	if c.Webhooks.Timeout <= 0 {
-		return errors.New("webhooks.timeout: must be positive")
+	// An attempt holds one of the delivery workers for as long: minutes
+	// are already far beyond what a receiver should take to answer.
+	if c.Webhooks.Timeout <= 0 || c.Webhooks.Timeout.D() > maxWebhookTimeout {
+		return fmt.Errorf("webhooks.timeout: must be positive and at most %v", maxWebhookTimeout)
 	}
 	if len(c.Webhooks.RetrySchedule) == 0 {
 		return errors.New("webhooks.retry_schedule: must not be empty")

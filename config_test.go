@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"github.com/stretchr/testify/require"
 	"strings"
@@ -168,6 +169,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad session_ttl", `{"session_ttl": "1 day", ` + store("") + `}`, "session_ttl"},
 		{"session_ttl zero", `{"session_ttl": "0s", ` + store("") + `}`, "session_ttl"},
 		{"bad webhooks.timeout", `{"webhooks": {"timeout": "soon"}, ` + store("") + `}`, "timeout"},
+		{"webhooks.timeout zero", `{"webhooks": {"timeout": "0s"}, ` + store("") + `}`, "webhooks.timeout"},
+		{"webhooks.timeout too long", `{"webhooks": {"timeout": "11m"}, ` + store("") + `}`, "webhooks.timeout"},
 		{"bad retry_schedule entry", `{"webhooks": {"retry_schedule": ["5s", "later"]}, ` + store("") + `}`, "retry_schedule"},
 		{"empty retry_schedule", `{"webhooks": {"retry_schedule": []}, ` + store("") + `}`, "retry_schedule"},
 		{"retry_schedule past year 2262", `{"webhooks": {"retry_schedule": ["5s", "2500000h"]}, ` + store("") + `}`, "retry_schedule[1]"},
@@ -263,6 +266,12 @@ func TestParseConfigErrorWording(t *testing.T) {
 		// A name known in one place and not in another: no place is given
 		// rather than the wrong one.
 		{"{\"webhooks\": {\"timeout\": \"10s\"},\n \"stores\": [{\"id\": \"x\", \"timeout\": \"5s\"}]}", `config: unknown field "timeout"`},
+		// A member given twice: encoding/json would keep the last, names
+		// matched ignoring case.
+		{"{\"listen\": \"127.0.0.1:1\",\n \"listen\": \"127.0.0.1:2\", \"stores\": [" + minimalStore + "]}", `config: line 2, column 2: "listen" is given twice in the same object (only the last would count)`},
+		{"{\"listen\": \"127.0.0.1:1\", \"Listen\": \"127.0.0.1:2\", \"stores\": [" + minimalStore + "]}", `config: line 1, column 27: "Listen" is given twice in the same object (only the last would count)`},
+		{"{\"webhooks\": {\"timeout\": \"1s\", \"retry_schedule\": [\"1s\"],\n\t\"timeout\": \"2s\"}, \"stores\": [" + minimalStore + "]}", `config: line 2, column 2: "timeout" is given twice in the same object (only the last would count)`},
+		{"{\"stores\": [{\"id\": \"7c9e6679-7425-40de-944b-e07fc1f90ae7\", \"api_keys\": [\"ak_test\"], \"id\": \"x\"}]}", `config: line 1, column 85: "id" is given twice in the same object (only the last would count)`},
 	}
 	for _, tt := range tests {
 		if _, err := ParseConfig([]byte(tt.in)); err == nil || err.Error() != tt.want {
@@ -331,4 +340,23 @@ func TestStoreIDCase(t *testing.T) {
 	if st := cfg.store("6ba7b810-9dad-11d1-80b4-00c04fd430c8"); st != nil {
 		t.Errorf("store(another id) = %v; want nil", st)
 	}
+}
+
+// FuzzParseConfig feeds arbitrary bytes to ParseConfig: it never panics,
+// its errors are one line, and a configuration it accepts has a store.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(demoConfig))
+	f.Add([]byte(`{"stores": [` + minimalStore + `], "listen": "127.0.0.1:1", "LISTEN": "127.0.0.1:2"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if bytes.Contains(bytes.ToLower(b), []byte("trusted_ca_file")) {
+			return // the one field read from the file system: not by a fuzzer
+		}
+		c, err := ParseConfig(b)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "\n"):
+			t.Fatalf("ParseConfig(%q) error = %q; want one line", b, err)
+		case err == nil && len(c.Stores) == 0:
+			t.Fatalf("ParseConfig(%q) = a configuration without stores, nil", b)
+		}
+	})
 }
