@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -80,7 +81,7 @@ func decodeHooksFile(b []byte) (hooksFile, error) {
 			return f, errHooksChecksum
 		}
 	}
-	for k := range top {
+	for _, k := range slices.Sorted(maps.Keys(top)) { // the same error every time
 		if !slices.Contains(known, k) {
 			return f, fmt.Errorf("unknown member %q", k)
 		}
