@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
+	"deeplink/internal/config"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -146,7 +147,7 @@ func (s *server) storeFor(w http.ResponseWriter, r *http.Request) *StoreConfig {
 
 // storeNamed returns the store whose id is id, or writes 404.
 func (s *server) storeNamed(w http.ResponseWriter, id string) *StoreConfig {
-	st := s.cfg.store(id)
+	st := s.cfg.Store(id)
 	if st == nil {
 		writeError(w, errStoreNotFound)
 	}
@@ -161,9 +162,10 @@ func authorized(st *StoreConfig, r *http.Request) bool {
 		return false
 	}
 	sum := sha256.Sum256([]byte(key))
+	keys := st.KeyHashes()
 	ok := 0
-	for i := range st.keyHashes {
-		ok |= subtle.ConstantTimeCompare(sum[:], st.keyHashes[i][:])
+	for i := range keys {
+		ok |= subtle.ConstantTimeCompare(sum[:], keys[i][:])
 	}
 	return ok == 1
 }
@@ -300,7 +302,7 @@ func (s *server) validateRegister(st *StoreConfig, req *registerRequest) (fields
 	check("redirect_uri", &req.RedirectURI, true, func(v string) string {
 		host, msg := s.checkRedirectURI(v)
 		if msg == "" {
-			redirectOK = st.allowsHost(host)
+			redirectOK = st.AllowsHost(host)
 		}
 		return msg
 	})
@@ -440,9 +442,9 @@ func (s *server) checkRedirectURI(v string) (host, msg string) {
 		}
 		host = h
 	}
-	// isHostname refuses userinfo (@), percent-encoding, non-ASCII, IPv6
+	// config.IsHostname refuses userinfo (@), percent-encoding, non-ASCII, IPv6
 	// literals and empty or trailing-dot labels in one go.
-	if !isHostname(host) {
+	if !config.IsHostname(host) {
 		return "", invalid
 	}
 	host = strings.ToLower(host)
@@ -454,7 +456,7 @@ func (s *server) checkRedirectURI(v string) (host, msg string) {
 	}
 	// The rest is a path and query: every % must start an escape.
 	for i := len(scheme) + 3 + len(authority); i < len(v); i++ {
-		if v[i] == '%' && (i+2 >= len(v) || !isHex(v[i+1]) || !isHex(v[i+2])) {
+		if v[i] == '%' && (i+2 >= len(v) || !config.IsHex(v[i+1]) || !config.IsHex(v[i+2])) {
 			return "", invalid
 		}
 	}
@@ -477,26 +479,11 @@ func (s *server) configWarnings() []string {
 		switch host, msg := s.checkRedirectURI(cb); {
 		case msg != "":
 			ws = append(ws, fmt.Sprintf("store %s: its link flow cannot complete: registering its callback URL %s answers 422 (redirect_uri %s); public_base_url must be https", st.ID, cb, msg))
-		case !st.allowsHost(host):
+		case !st.AllowsHost(host):
 			ws = append(ws, fmt.Sprintf("store %s: its link flow cannot complete: registering its callback URL %s answers 400 redirect_uri_not_allowed; add %s to its redirect_domains", st.ID, cb, host))
 		}
 	}
 	return ws
-}
-
-// allowsHost reports whether host (lower case) is one of the store's
-// redirect domains: an exact entry, or a proper subdomain of a *.entry.
-func (st *StoreConfig) allowsHost(host string) bool {
-	for _, d := range st.RedirectDomains {
-		if parent, ok := strings.CutPrefix(d, "*."); ok {
-			if strings.HasSuffix(host, "."+parent) && len(host) > len(parent)+1 {
-				return true
-			}
-		} else if host == d {
-			return true
-		}
-	}
-	return false
 }
 
 // tokenError is the OAuth error body of the token endpoint (RFC 6749 §5.2).
@@ -565,7 +552,7 @@ func (s *server) token(r *http.Request) (*tokenResponse, *tokenError) {
 	case p.CodeVerifier == "":
 		return nil, invalidRequest("code_verifier is required")
 	}
-	st := s.cfg.store(r.PathValue("store_id"))
+	st := s.cfg.Store(r.PathValue("store_id"))
 	if st == nil {
 		return nil, invalidGrant("no store with that id")
 	}
@@ -795,7 +782,7 @@ func checkExchange(old []byte, redirectURI, verifier string) (codeRecord, *token
 func (s *server) allowCORS(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Add("Vary", "Origin")
 	origin := r.Header.Get("Origin")
-	st := s.cfg.store(r.PathValue("store_id"))
+	st := s.cfg.Store(r.PathValue("store_id"))
 	if origin == "" || st == nil {
 		return false
 	}
@@ -803,7 +790,7 @@ func (s *server) allowCORS(w http.ResponseWriter, r *http.Request) bool {
 	// what parses to more, such as https://evil@shop.example.com, is not
 	// one a browser sends.
 	u, err := url.Parse(origin)
-	if err != nil || origin != u.Scheme+"://"+u.Host || !(u.Scheme == "https" || u.Scheme == "http" && s.cfg.Webhooks.AllowInsecureURLs) || !st.allowsHost(strings.ToLower(u.Hostname())) {
+	if err != nil || origin != u.Scheme+"://"+u.Host || !(u.Scheme == "https" || u.Scheme == "http" && s.cfg.Webhooks.AllowInsecureURLs) || !st.AllowsHost(strings.ToLower(u.Hostname())) {
 		return false
 	}
 	h := w.Header()

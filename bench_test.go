@@ -488,7 +488,7 @@ func BenchmarkRegisterBody(b *testing.B) {
 		b.Fatal(err)
 	}
 	s := &server{cfg: cfg}
-	st := cfg.stores[benchStoreID]
+	st := cfg.Store(benchStoreID)
 	body := []byte(`{"auth_code":"bench-code-1000000000000001","redirect_uri":"http://127.0.0.1:8080/stores/` + benchStoreID + `/auth/callback",` +
 		`"client_reference_id":"3f2504e0-4f89-41d3-9a0c-0305e82c3301",` +
 		`"code_challenge":"9kVljBY-KYin_nAeGRHZH5PvwxsK-itoVUhYZQ8SOzs","state":"af0ifjsldkj",` +

@@ -1390,11 +1390,17 @@ func contractCases() []contractCase {
 		}},
 
 		// §1 a configuration error.
-		{name: "config/a bad field exits non-zero naming it", run: func(t *testing.T, s *ctService) {
+		{name: "config/a bad field exits non-zero naming it, before listening", run: func(t *testing.T, s *ctService) {
 			s.stop()
 			bad := filepath.Join(t.TempDir(), "bad.json")
 			require.NoError(t, os.WriteFile(bad, []byte(`{"auth_code_ttl": "soon", "stores": [{"id": "`+ctStoreA+
 				`", "name": "A", "api_keys": ["`+ctKeyA+`"], "redirect_domains": ["shop.example.com"]}]}`), 0o600))
+			// The service's address, taken: a service that listened first
+			// would fail on that instead (the edge host did, waiting for
+			// its module to read the file).
+			ln, err := net.Listen("tcp", strings.TrimPrefix(s.URL, "http://"))
+			require.NoError(t, err)
+			defer ln.Close()
 			ctConfigError(t, s, "-config", bad, "auth_code_ttl")
 		}},
 

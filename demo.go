@@ -39,7 +39,7 @@ func (s *server) handleDemoHome(w http.ResponseWriter, r *http.Request) {
 // the browser back to the webshop.
 func (s *server) handleDemoGame(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	st := s.cfg.store(q.Get("store_id"))
+	st := s.cfg.Store(q.Get("store_id"))
 	if st == nil || q.Get("code_challenge_method") != "S256" {
 		writeError(w, &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "the deep link lacks store_id or code_challenge_method=S256"})
 		return

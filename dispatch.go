@@ -563,7 +563,7 @@ func (hk *hooks) load(dir string) error {
 	defer hk.mu.Unlock()
 	parked := map[string]bool{} // endpoint ids
 	for _, e := range f.Endpoints {
-		if st := hk.cfg.store(e.StoreID); st != nil {
+		if st := hk.cfg.Store(e.StoreID); st != nil {
 			e.StoreID = st.ID // in its one spelling
 		} else {
 			slog.Warn("webhooks: keeping, inactive, the endpoint of a store no longer configured; it is served again if the store is", "endpoint", e.ID, "store", e.StoreID)
@@ -608,7 +608,7 @@ func (hk *hooks) load(dir string) error {
 		hk.idem = make(map[string]idem, len(f.Idempotency))
 		for k, v := range f.Idempotency {
 			store, key, _ := strings.Cut(k, "\x00")
-			if st := hk.cfg.store(store); st != nil { // in its one spelling
+			if st := hk.cfg.Store(store); st != nil { // in its one spelling
 				store, k = st.ID, st.ID+"\x00"+key
 			}
 			hk.idem[k] = v

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"deeplink/internal/config"
 	"encoding/binary"
 	"encoding/json"
 	"strconv"
@@ -203,7 +204,7 @@ func (s *scanner) str() bool {
 					return false
 				}
 				for _, h := range s.b[s.i+1 : s.i+5] {
-					if !isHex(h) {
+					if !config.IsHex(h) {
 						return false
 					}
 				}

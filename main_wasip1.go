@@ -31,12 +31,6 @@ import (
 	"deeplink/internal/wire"
 )
 
-// checkTrustedCAFile leaves webhooks.trusted_ca_file to the host, which
-// reads it for the webhook requests it makes and refuses to start without
-// it: the path is the host's, and the module, which sees only data_dir,
-// makes no requests of its own.
-func checkTrustedCAFile(string) error { return nil }
-
 // exitCannotPersist is the exit code of an instance that cannot write a
 // change it made (EX_TEMPFAIL); the host knows it.
 const exitCannotPersist = 75

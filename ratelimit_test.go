@@ -141,7 +141,7 @@ func TestWrongKeysBehindProxy(t *testing.T) {
 func testWrongKeysBehindProxy(t *testing.T, trusted []netip.Prefix, player int) {
 	a, ts := startService(t, cfgOpts{}) // the test server's peer is 127.0.0.1
 	a.srv.keys = newKeyGuard(5, time.Hour)
-	a.srv.cfg.proxies = trusted // before any request
+	a.srv.cfg.SetProxies(trusted) // before any request
 	register := func(key, client string) response {
 		body, err := json.Marshal(registration(newAuthCode(t), oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())))
 		require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"deeplink/internal/config"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -341,7 +342,7 @@ func allDigits(s string) bool {
 
 func isHexString(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if !isHex(s[i]) {
+		if !config.IsHex(s[i]) {
 			return false
 		}
 	}

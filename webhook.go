@@ -335,7 +335,7 @@ func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h
 	// no client has failed, a request with the right key never is.
 	client := ""
 	if s.keys.anyFailing() {
-		client = clientAddr(r, s.cfg.proxies)
+		client = clientAddr(r, s.cfg.Proxies())
 		if blocked, wait := s.keys.blocked(client, time.Now); blocked {
 			writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
 				Message:    "too many requests with a wrong or missing X-API-Key from this address; retry later",
@@ -345,7 +345,7 @@ func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h
 	}
 	if !authorized(st, r) {
 		if client == "" {
-			client = clientAddr(r, s.cfg.proxies)
+			client = clientAddr(r, s.cfg.Proxies())
 		}
 		s.keys.failed(client, time.Now())
 		writeError(w, errUnauthorized)

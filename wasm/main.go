@@ -38,6 +38,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
+	"deeplink/internal/config"
 	"deeplink/internal/egress"
 	"deeplink/internal/serving"
 	"deeplink/internal/wire"
@@ -79,47 +80,29 @@ func main() {
 	}
 }
 
-// hostConfig is the part of the configuration file the host itself needs;
-// the module reads and checks the whole file.
-type hostConfig struct {
-	Listen   string `json:"listen"`
-	DataDir  string `json:"data_dir"`
-	Webhooks struct {
-		Timeout           string `json:"timeout"`
-		AllowInsecureURLs bool   `json:"allow_insecure_urls"`
-		TrustedCAFile     string `json:"trusted_ca_file"`
-	} `json:"webhooks"`
-}
-
 func run() error {
-	hc := hostConfig{Listen: "127.0.0.1:8080", DataDir: "data"}
+	// The file is checked whole here, before anything listens (API.md §1),
+	// by the same code as the module's; the module reads it again.
+	cfg := &config.Config{Listen: "127.0.0.1:8080", DataDir: "data"}
+	cfg.Webhooks.Timeout = config.Duration(10 * time.Second)
+	cfg.Webhooks.AllowInsecureURLs = true // as the demo configuration
 	var cfgBytes []byte
 	if *configFile != "" {
 		var err error
 		if cfgBytes, err = os.ReadFile(*configFile); err != nil {
 			return fmt.Errorf("config: %w", err)
 		}
-		if err := json.Unmarshal(cfgBytes, &hc); err != nil {
-			return fmt.Errorf("config: %w", err)
+		if cfg, err = config.Parse(cfgBytes); err != nil {
+			return err
 		}
-	} else {
-		hc.Webhooks.AllowInsecureURLs = true // as the demo configuration
 	}
 	if *addrFlag != "" {
-		hc.Listen = *addrFlag
+		cfg.Listen = *addrFlag
 	}
 	if *dataFlag != "" {
-		hc.DataDir = *dataFlag
+		cfg.DataDir = *dataFlag
 	}
-	timeout := 10 * time.Second
-	if hc.Webhooks.Timeout != "" {
-		d, err := time.ParseDuration(hc.Webhooks.Timeout)
-		if err != nil || d <= 0 {
-			return fmt.Errorf("config: webhooks.timeout: %q is not a positive duration", hc.Webhooks.Timeout)
-		}
-		timeout = d
-	}
-	if err := os.MkdirAll(hc.DataDir, 0o700); err != nil {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
 	wasmBytes, err := os.ReadFile(*modulePath)
@@ -127,14 +110,14 @@ func run() error {
 		return fmt.Errorf("module: %w (build it with `go generate ./wasm`)", err)
 	}
 	client, err := egress.NewClient(egress.Options{
-		Timeout: timeout, AllowPrivate: hc.Webhooks.AllowInsecureURLs,
-		TrustedCAFile: hc.Webhooks.TrustedCAFile, MaxIdleConnsPerHost: 32,
+		Timeout: cfg.Webhooks.Timeout.D(), AllowPrivate: cfg.Webhooks.AllowInsecureURLs,
+		TrustedCAFile: cfg.Webhooks.TrustedCAFile, MaxIdleConnsPerHost: 32,
 	})
 	if err != nil {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", hc.Listen)
+	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -150,7 +133,7 @@ func run() error {
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	start := time.Now()
-	h, err := newHost(context.Background(), wasmBytes, hc.DataDir, wire.StartArgs{Config: cfgBytes, DataDir: "/data", BaseURL: baseURL(ln)})
+	h, err := newHost(context.Background(), wasmBytes, cfg.DataDir, wire.StartArgs{Config: cfgBytes, DataDir: "/data", BaseURL: baseURL(ln)})
 	if err != nil {
 		srv.Close()
 		return err

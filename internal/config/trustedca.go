@@ -1,6 +1,6 @@
 //go:build !wasip1
 
-package main
+package config
 
 import (
 	"crypto/x509"
@@ -10,7 +10,7 @@ import (
 
 // checkTrustedCAFile reports whether f, webhooks.trusted_ca_file, can be
 // read and holds a PEM certificate. (The edge module leaves this to its
-// host: see main_wasip1.go.)
+// host: see trustedca_wasip1.go.)
 func checkTrustedCAFile(f string) error {
 	pem, err := os.ReadFile(f)
 	if err != nil {

@@ -1,0 +1,497 @@
+// Package config reads the service's configuration file (API.md §2): the
+// service's, and the edge host's, which checks the file before it
+// listens, as API.md §1 asks, rather than wait for its module.
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the configuration file of API.md §2. Durations are Go duration
+// strings in the file; Parse fills in every default.
+type Config struct {
+	Listen        string         `json:"listen"`
+	DataDir       string         `json:"data_dir"`
+	PublicBaseURL string         `json:"public_base_url"`
+	AuthCodeTTL   Duration       `json:"auth_code_ttl"`
+	SessionTTL    Duration       `json:"session_ttl"`
+	Webhooks      WebhookConfig  `json:"webhooks"`
+	Stores        []*StoreConfig `json:"stores"`
+	Apps          AppsConfig     `json:"apps"`
+
+	// MaxLiveEntries caps the auth codes and sessions held in memory; writes
+	// beyond it answer 503. Not in API.md: a safety valve with a generous
+	// default (about 1 GiB of heap at 2 M entries).
+	MaxLiveEntries int `json:"max_live_entries"`
+
+	// TrustedProxies are the addresses (or CIDR prefixes) of the proxies
+	// in front of the service, whose X-Forwarded-For names the client
+	// that the API-key guard counts failures for. Not in API.md; none by
+	// default, as a proxy that passes the header on as the client sent it
+	// would let the client pick the address it is counted as.
+	TrustedProxies []string `json:"trusted_proxies"`
+
+	stores  map[string]*StoreConfig // by id in lower case, built by validate: look up with Store
+	proxies []netip.Prefix          // TrustedProxies, parsed by validate
+}
+
+// WebhookConfig is the "webhooks" object of the configuration file.
+type WebhookConfig struct {
+	Timeout             Duration   `json:"timeout"`
+	RetrySchedule       []Duration `json:"retry_schedule"`
+	SecretRotationGrace Duration   `json:"secret_rotation_grace"`
+	AllowInsecureURLs   bool       `json:"allow_insecure_urls"`
+	TrustedCAFile       string     `json:"trusted_ca_file"`
+
+	// DeliveryLogSize is how many deliveries the log keeps per endpoint,
+	// newest first. Not in API.md.
+	DeliveryLogSize int `json:"delivery_log_size"`
+}
+
+// StoreConfig is one entry of "stores".
+type StoreConfig struct {
+	ID               string   `json:"id"`
+	Name             string   `json:"name"`
+	APIKeys          []string `json:"api_keys"`
+	APIKeySHA256     []string `json:"api_key_sha256"`
+	RedirectDomains  []string `json:"redirect_domains"`
+	GameAuthorizeURL string   `json:"game_authorize_url"`
+
+	keyHashes [][sha256.Size]byte // every accepted key, hashed
+}
+
+// AppsConfig describes the game apps for the association files of API.md §4.5.
+type AppsConfig struct {
+	Apple   []AppleApp   `json:"apple"`
+	Android []AndroidApp `json:"android"`
+}
+
+type AppleApp struct {
+	AppID string   `json:"app_id"`
+	Paths []string `json:"paths"`
+}
+
+type AndroidApp struct {
+	PackageName            string   `json:"package_name"`
+	SHA256CertFingerprints []string `json:"sha256_cert_fingerprints"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("5m").
+type Duration time.Duration
+
+// UnmarshalJSON fails with a *json.UnmarshalTypeError, the one error type
+// encoding/json fills in the field path of, so Parse can name it.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return &json.UnmarshalTypeError{Value: string(b), Type: durationType}
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return &json.UnmarshalTypeError{Value: strconv.Quote(s), Type: durationType}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+var durationType = reflect.TypeFor[Duration]()
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func defaultConfig() *Config {
+	sched := []Duration{}
+	for _, s := range []string{"5s", "1m", "5m", "30m", "2h", "6h", "12h", "24h"} {
+		d, _ := time.ParseDuration(s)
+		sched = append(sched, Duration(d))
+	}
+	return &Config{
+		Listen:        "127.0.0.1:8080",
+		DataDir:       "data",
+		PublicBaseURL: "https://shop.example.com",
+		AuthCodeTTL:   Duration(5 * time.Minute),
+		SessionTTL:    Duration(24 * time.Hour),
+		Webhooks: WebhookConfig{
+			Timeout:             Duration(10 * time.Second),
+			RetrySchedule:       sched,
+			SecretRotationGrace: Duration(24 * time.Hour),
+			DeliveryLogSize:     1000,
+		},
+		MaxLiveEntries: 2_000_000,
+	}
+}
+
+// Parse parses and validates a configuration file's contents. Its error
+// is one line, naming the bad field.
+func Parse(b []byte) (*Config, error) {
+	c := defaultConfig()
+	b = bytes.TrimPrefix(b, []byte("\ufeff")) // a byte-order mark, as some Windows editors write
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("config: %s: %v", where(b, int(se.Offset)), se)
+		}
+		if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			msg := "unknown field " + field
+			if i := bytes.Index(b, []byte(field)); i >= 0 && bytes.Count(b, []byte(field)) == 1 {
+				msg = where(b, i+1) + ": " + msg // the name's only use: the one meant
+			}
+			return nil, errors.New("config: " + msg)
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Type == durationType {
+			return nil, fmt.Errorf("config: %s: %s is not a duration such as \"5m\"", te.Field, te.Value)
+		}
+		if errors.As(err, &te) && te.Field != "" {
+			return nil, fmt.Errorf("config: %s: must be %s", te.Field, jsonKind(te.Type))
+		}
+		if te != nil || err == io.EOF { // the whole file is of the wrong type, or empty
+			return nil, errors.New("config: the file must hold one JSON object")
+		}
+		return nil, fmt.Errorf("config: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("config: the file holds more than one JSON value")
+	}
+	if name, off, ok := repeatedMember(b); ok {
+		return nil, fmt.Errorf("config: %s: %q is given twice in the same object (only the last would count)", where(b, off), name)
+	}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return c, nil
+}
+
+// repeatedMember finds a member name given twice in one object of b, one
+// JSON value, and returns it and the byte offset (counted from 1) of its
+// second use. encoding/json keeps the last and matches names ignoring
+// case, so names are compared so too: an edit appended below an old
+// setting, or a stray "Listen", would otherwise win, or lose, unseen.
+func repeatedMember(b []byte) (name string, off int, ok bool) {
+	type frame struct {
+		names map[string]bool // nil in an array
+		key   bool            // an object's next string is a name
+	}
+	var stack []frame
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for {
+		start := int(dec.InputOffset())
+		tok, err := dec.Token()
+		if err != nil {
+			return "", 0, false // io.EOF, or an error Decode reported already
+		}
+		top := len(stack) - 1
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{names: map[string]bool{}, key: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:top]
+		default:
+			if top >= 0 && stack[top].names != nil && stack[top].key {
+				n := strings.ToLower(tok.(string))
+				if stack[top].names[n] {
+					// start is where the name's token began, or the
+					// separator before it.
+					i := bytes.IndexByte(b[start:], '"')
+					return tok.(string), start + i + 1, true
+				}
+				stack[top].names[n] = true
+				stack[top].key = false
+				continue
+			}
+		}
+		if top = len(stack) - 1; top >= 0 && stack[top].names != nil {
+			stack[top].key = true // a value ended: a name comes next
+		}
+	}
+}
+
+// where names the place of byte offset off (counted from 1) in b as
+// "line L, column C", for errors a person fixes in an editor.
+func where(b []byte, off int) string {
+	off = max(min(off, len(b)), 1) // b[:off-1] then holds even for an empty b
+	line := 1 + bytes.Count(b[:off-1], []byte("\n"))
+	col := off - bytes.LastIndexByte(b[:off-1], '\n') - 1
+	return fmt.Sprintf("line %d, column %d", line, col)
+}
+
+// jsonKind names what a value of Go type t is in JSON, for errors.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
+}
+
+// maxWebhookTimeout bounds webhooks.timeout.
+const maxWebhookTimeout = 10 * time.Minute
+
+func (c *Config) validate() error {
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
+		return fmt.Errorf("listen: %q is not HOST:PORT", c.Listen)
+	}
+	if c.DataDir == "" {
+		return errors.New("data_dir: must not be empty")
+	}
+	// The callback URL is this with a path added, and must pass the
+	// service's own redirect_uri rules: no userinfo, a host name, nothing
+	// after a ? or a # (which would swallow the path added).
+	u, err := url.Parse(c.PublicBaseURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" || u.User != nil || strings.ContainsAny(c.PublicBaseURL, "?#") {
+		return fmt.Errorf("public_base_url: %q must be an absolute http(s) URL with a host, and no userinfo, query or fragment", c.PublicBaseURL)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("public_base_url: port %s must be 1 to 65535", p)
+		}
+	}
+	c.PublicBaseURL = strings.TrimSuffix(c.PublicBaseURL, "/")
+	// Expiry times are unix nanoseconds, which end in 2262: a bound far
+	// below that keeps them from wrapping.
+	const maxTTL = 10 * 365 * 24 * time.Hour
+	if c.AuthCodeTTL <= 0 || c.AuthCodeTTL.D() > maxTTL {
+		return errors.New("auth_code_ttl: must be positive and at most 10 years")
+	}
+	if c.SessionTTL <= 0 || c.SessionTTL.D() > maxTTL {
+		return errors.New("session_ttl: must be positive and at most 10 years")
+	}
+	if c.MaxLiveEntries <= 0 {
+		return errors.New("max_live_entries: must be positive")
+	}
+	c.proxies = c.proxies[:0]
+	for i, p := range c.TrustedProxies {
+		prefix, err := netip.ParsePrefix(p)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(p)
+			if aerr != nil || addr.Zone() != "" {
+				return fmt.Errorf("trusted_proxies[%d]: %q is neither an IP address nor a CIDR prefix", i, p)
+			}
+			prefix = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		if prefix.Addr().Is4In6() {
+			// Peers are compared unmapped: ::ffff:10.0.0.1 is 10.0.0.1.
+			bits := prefix.Bits() - 96
+			if bits < 0 {
+				return fmt.Errorf("trusted_proxies[%d]: %q is wider than the IPv4-mapped range", i, p)
+			}
+			prefix = netip.PrefixFrom(prefix.Addr().Unmap(), bits)
+		}
+		c.proxies = append(c.proxies, prefix.Masked())
+	}
+	// An attempt holds one of the delivery workers for as long: minutes
+	// are already far beyond what a receiver should take to answer.
+	if c.Webhooks.Timeout <= 0 || c.Webhooks.Timeout.D() > maxWebhookTimeout {
+		return fmt.Errorf("webhooks.timeout: must be positive and at most %v", maxWebhookTimeout)
+	}
+	if len(c.Webhooks.RetrySchedule) == 0 {
+		return errors.New("webhooks.retry_schedule: must not be empty")
+	}
+	for i, d := range c.Webhooks.RetrySchedule {
+		if d <= 0 || d.D() > maxTTL {
+			return fmt.Errorf("webhooks.retry_schedule[%d]: must be positive and at most 10 years", i)
+		}
+	}
+	if c.Webhooks.DeliveryLogSize < 1 {
+		return errors.New("webhooks.delivery_log_size: must be at least 1")
+	}
+	if c.Webhooks.SecretRotationGrace < 0 {
+		return errors.New("webhooks.secret_rotation_grace: must not be negative")
+	}
+	if f := c.Webhooks.TrustedCAFile; f != "" {
+		if err := checkTrustedCAFile(f); err != nil {
+			return fmt.Errorf("webhooks.trusted_ca_file: %v", err)
+		}
+	}
+	if len(c.Stores) == 0 {
+		return errors.New("stores: at least one store is required")
+	}
+	c.stores = make(map[string]*StoreConfig, len(c.Stores))
+	for i, s := range c.Stores {
+		if err := s.validate(); err != nil {
+			return fmt.Errorf("stores[%d].%w", i, err)
+		}
+		key := strings.ToLower(s.ID) // see store
+		if _, dup := c.stores[key]; dup {
+			return fmt.Errorf("stores[%d].id: %q appears twice (ids are compared ignoring case)", i, s.ID)
+		}
+		c.stores[key] = s
+	}
+	for i, a := range c.Apps.Apple {
+		if a.AppID == "" {
+			return fmt.Errorf("apps.apple[%d].app_id: must not be empty", i)
+		}
+	}
+	for i, a := range c.Apps.Android {
+		if a.PackageName == "" {
+			return fmt.Errorf("apps.android[%d].package_name: must not be empty", i)
+		}
+	}
+	return nil
+}
+
+func (s *StoreConfig) validate() error {
+	if s == nil {
+		return errors.New("id: store must be an object")
+	}
+	if !IsUUID(s.ID) {
+		return fmt.Errorf("id: %q is not a UUID", s.ID)
+	}
+	for i, k := range s.APIKeys {
+		if k == "" {
+			return fmt.Errorf("api_keys[%d]: must not be empty", i)
+		}
+		// Neither could ever arrive in X-API-Key: HTTP trims the one and
+		// refuses the other (a tab within is allowed, as a space is). The
+		// key itself is not told.
+		if k != strings.Trim(k, " \t") || strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) {
+			return fmt.Errorf("api_keys[%d]: must have no control characters and no space at either end", i)
+		}
+		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
+	}
+	for i, h := range s.APIKeySHA256 {
+		var sum [sha256.Size]byte
+		if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
+			return fmt.Errorf("api_key_sha256[%d]: must be 64 hex digits", i)
+		} else {
+			copy(sum[:], b)
+		}
+		s.keyHashes = append(s.keyHashes, sum)
+	}
+	if len(s.keyHashes) == 0 {
+		return errors.New("api_keys: a store needs at least one key in api_keys or api_key_sha256")
+	}
+	for i, d := range s.RedirectDomains {
+		bare := strings.TrimPrefix(d, "*.")
+		if !IsHostname(bare) {
+			return fmt.Errorf("redirect_domains[%d]: %q is not a host name or *.domain", i, d)
+		}
+		s.RedirectDomains[i] = strings.ToLower(d)
+	}
+	if s.GameAuthorizeURL != "" {
+		// A custom scheme (game://authorize) may have no host; http(s)
+		// must, and no URL here may carry userinfo.
+		u, err := url.Parse(s.GameAuthorizeURL)
+		web := u != nil && (u.Scheme == "https" || u.Scheme == "http")
+		if err != nil || u.Scheme == "" || u.Fragment != "" || u.User != nil || web && u.Hostname() == "" {
+			return fmt.Errorf("game_authorize_url: %q must be an absolute URL, with a host if http(s), and no userinfo or fragment", s.GameAuthorizeURL)
+		}
+	}
+	return nil
+}
+
+// Store returns the configured store whose id is id, or nil. UUIDs are
+// compared ignoring case (RFC 9562 §4: uuidgen on macOS prints capitals),
+// in the configuration and in URLs alike. A store keeps its ID as the file
+// writes it: its codes and sessions are keyed by it, as before ids were
+// compared so, and answers show it as configured. (The webhook state is
+// brought to that spelling at load: hooks.load.)
+func (c *Config) Store(id string) *StoreConfig {
+	if st, ok := c.stores[id]; ok { // the usual, lower-case spelling: one lookup
+		return st
+	}
+	return c.stores[strings.ToLower(id)]
+}
+
+// IsUUID reports whether s has the 8-4-4-4-12 hex form of a UUID.
+func IsUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !IsHex(c) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func IsHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// IsHostname reports whether s is an ASCII host name of letters, digits,
+// hyphens and dots, without empty labels or a trailing dot.
+func IsHostname(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for more := true; more; { // label by label, without allocating a slice of them
+		var label string
+		label, s, more = strings.Cut(s, ".")
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Proxies returns trusted_proxies, parsed: IPv4-mapped prefixes unmapped,
+// each masked.
+func (c *Config) Proxies() []netip.Prefix { return c.proxies }
+
+// SetProxies replaces what Proxies returns: for tests.
+func (c *Config) SetProxies(p []netip.Prefix) { c.proxies = p }
+
+// KeyHashes returns the SHA-256 of every key the store accepts, those of
+// api_keys and those of api_key_sha256.
+func (s *StoreConfig) KeyHashes() [][sha256.Size]byte { return s.keyHashes }
+
+// AllowsHost reports whether host (lower case) is one of the store's
+// redirect domains: an exact entry, or a proper subdomain of a *.entry.
+func (st *StoreConfig) AllowsHost(host string) bool {
+	for _, d := range st.RedirectDomains {
+		if parent, ok := strings.CutPrefix(d, "*."); ok {
+			if strings.HasSuffix(host, "."+parent) && len(host) > len(parent)+1 {
+				return true
+			}
+		} else if host == d {
+			return true
+		}
+	}
+	return false
+}
