@@ -76,6 +76,7 @@ type memStore struct {
 	maxLive    int64
 	live       atomic.Int64  // entries in the maps, expired or not until swept
 	persistBad atomic.Bool   // the last write failed; writes answer 503
+	stopped    atomic.Bool   // MarkCleanStop wrote its mark: nothing is written after it; set under flushMu
 	failures   atomic.Uint64 // writes failed so far: a Flush during which one failed leaves persistBad set
 
 	flushMu     sync.Mutex   // serialises writing the files (Flush, Sync, Compact); a paced Flush lets go of it between shards
@@ -435,7 +436,7 @@ func (s *memStore) Prefetch(k Key) {
 func (s *memStore) Failing() bool { return s.persistBad.Load() }
 
 func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
-	if s.persistBad.Load() {
+	if s.persistBad.Load() || s.stopped.Load() {
 		return errStoreUnavailable
 	}
 	sh := s.shard(k)
@@ -727,6 +728,9 @@ func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
+	if s.stopped.Load() {
+		return errStopped
+	}
 	failures := s.failures.Load()
 	var errs []error
 	mask := s.pendingMask.And(^only) & only
@@ -1386,13 +1390,24 @@ func (c *cleanStop) checkFiles(dir string) error {
 	return nil
 }
 
+// errStopped is what writes get once the clean stop's mark is written.
+var errStopped = errors.New("store: stopped: the state is written, and marked as written")
+
 // MarkCleanStop writes cleanStopFile for the store as its files are now,
 // and for those of others (names in the store's directory) that are
-// there. It is for a graceful stop: everything is written, and nothing
-// will be until the next start.
+// there. It is for a graceful stop: everything is written. Once the mark
+// is, nothing is: Insert answers errStoreUnavailable and Flush, Sync and
+// the like errStopped, so that a request the stop cut off and still
+// running cannot change a file the mark describes (the next start would
+// refuse it as damaged), nor be told its registration was kept.
 func (s *memStore) MarkCleanStop(others ...string) error {
 	if s.dir == "" {
 		return nil
+	}
+	s.flushMu.Lock() // no write between the files' lengths and the mark
+	defer s.flushMu.Unlock()
+	if s.stopped.Load() {
+		return nil // marked already: a retried stop
 	}
 	var c cleanStop
 	for _, name := range others {
@@ -1420,10 +1435,14 @@ func (s *memStore) MarkCleanStop(others ...string) error {
 		}
 	}
 	b, err := json.Marshal(&c)
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(s.dir, cleanStopFile), b)
+	}
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(s.dir, cleanStopFile), b)
+	s.stopped.Store(true)
+	return nil
 }
 
 // removeDurably removes path and syncs its directory, so that the removal

@@ -1945,3 +1945,30 @@ func TestLogOfEarlierBuildRead(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, logMagic, string(b[:len(logMagic)]), "the log after the start")
 }
+
+// TestNothingWrittenAfterCleanStop: once the clean stop's mark is written,
+// a request the stop cut off that is still running changes no file the
+// mark describes (the next start would refuse it as damaged): its
+// registration is refused, and what it would sync is not written.
+func TestNothingWrittenAfterCleanStop(t *testing.T) {
+	dir := t.TempDir()
+	exp := time.Now().Add(time.Hour)
+	k := keyInShard("before", 5)
+	s := newTestStore(t, dir, 100)
+	require.NoError(t, s.Insert(k, []byte("v"), exp))
+	require.NoError(t, s.Flush())
+	require.NoError(t, s.MarkCleanStop())
+
+	assert.ErrorIs(t, s.Insert(keyInShard("after", 5), []byte("v"), exp), errStoreUnavailable, "a registration after the mark")
+	_, ok := s.Swap(k, []byte("used"), time.Time{}) // a redemption after the mark…
+	require.True(t, ok)
+	assert.ErrorIs(t, s.Sync(k), errStopped, "…is not written")
+	assert.ErrorIs(t, s.Flush(), errStopped)
+	assert.NoError(t, s.MarkCleanStop(), "a stop retried")
+
+	s2, err := newMemStore(dir, 100)
+	require.NoError(t, err, "the start after the stop")
+	got, ok := s2.Get(k)
+	assert.True(t, ok)
+	assert.Equal(t, "v", string(got), "the entry as the mark left it")
+}
