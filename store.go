@@ -76,11 +76,12 @@ type memStore struct {
 	maxLive    int64
 	live       atomic.Int64  // entries in the maps, expired or not until swept
 	persistBad atomic.Bool   // the last write failed; writes answer 503
-	stopped    atomic.Bool   // MarkCleanStop wrote its mark: nothing is written after it; set under flushMu
+	closing    atomic.Bool   // MarkCleanStop has begun: Insert answers errStoreUnavailable
 	failures   atomic.Uint64 // writes failed so far: a Flush during which one failed leaves persistBad set
 
 	flushMu     sync.Mutex   // serialises writing the files (Flush, Sync, Compact); a paced Flush lets go of it between shards
 	compactNext int          // the shard the next Flush offers compaction first; flushMu guards
+	marked      bool         // MarkCleanStop's mark is on disk and describes the files; flushMu guards
 	valsNext    atomic.Int64 // the shard the next Sweep offers value compaction first
 
 	snapPaths, logPaths [numShards]string // each shard's files, named once
@@ -436,7 +437,7 @@ func (s *memStore) Prefetch(k Key) {
 func (s *memStore) Failing() bool { return s.persistBad.Load() }
 
 func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
-	if s.persistBad.Load() || s.stopped.Load() {
+	if s.persistBad.Load() || s.closing.Load() {
 		return errStoreUnavailable
 	}
 	sh := s.shard(k)
@@ -728,8 +729,14 @@ func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	if s.stopped.Load() {
-		return errStopped
+	return s.flushLocked(only, compactAll, sync, p)
+}
+
+// flushLocked is flush with s.flushMu held (a paced one lets go of it
+// between shards, and takes it again).
+func (s *memStore) flushLocked(only uint64, compactAll, sync bool, p *pacer) error {
+	if err := s.unmarkLocked(); err != nil {
+		return err
 	}
 	failures := s.failures.Load()
 	var errs []error
@@ -756,6 +763,10 @@ func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 			}
 			p.yield()
 			s.flushMu.Lock()
+			if err := s.unmarkLocked(); err != nil {
+				errs = append(errs, err)
+				break
+			}
 		}
 		compacted, err := s.flushShardLocked(i, compactAll, sync, budget > 0, p)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -1390,24 +1401,26 @@ func (c *cleanStop) checkFiles(dir string) error {
 	return nil
 }
 
-// errStopped is what writes get once the clean stop's mark is written.
-var errStopped = errors.New("store: stopped: the state is written, and marked as written")
-
-// MarkCleanStop writes cleanStopFile for the store as its files are now,
-// and for those of others (names in the store's directory) that are
-// there. It is for a graceful stop: everything is written. Once the mark
-// is, nothing is: Insert answers errStoreUnavailable and Flush, Sync and
-// the like errStopped, so that a request the stop cut off and still
-// running cannot change a file the mark describes (the next start would
-// refuse it as damaged), nor be told its registration was kept.
+// MarkCleanStop writes what is pending, then cleanStopFile for the
+// store's files as they are, and for those of others (names in the
+// store's directory) that are there. It is for a graceful stop. From its
+// start Insert answers errStoreUnavailable: a registration the exit would
+// drop is refused rather than answered 200. Changes to entries there
+// already (a redemption the stop cut off and still running) are still
+// made, and the first write of one removes the mark (unmarkLocked), so
+// that it is neither lost nor taken for damage at the next start.
 func (s *memStore) MarkCleanStop(others ...string) error {
 	if s.dir == "" {
 		return nil
 	}
+	s.closing.Store(true)
 	s.flushMu.Lock() // no write between the files' lengths and the mark
 	defer s.flushMu.Unlock()
-	if s.stopped.Load() {
-		return nil // marked already: a retried stop
+	if s.marked {
+		return nil // a stop retried
+	}
+	if err := s.flushLocked(allShards, false, true, nil); err != nil {
+		return err
 	}
 	var c cleanStop
 	for _, name := range others {
@@ -1441,7 +1454,22 @@ func (s *memStore) MarkCleanStop(others ...string) error {
 	if err != nil {
 		return err
 	}
-	s.stopped.Store(true)
+	s.marked = true
+	return nil
+}
+
+// unmarkLocked removes the clean stop's mark, if there is one, before a
+// write changes the files it describes: the next start then takes them as
+// a crash left them. s.flushMu must be held.
+func (s *memStore) unmarkLocked() error {
+	if !s.marked {
+		return nil
+	}
+	if err := removeDurably(filepath.Join(s.dir, cleanStopFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("data_dir: a write after the graceful stop's mark, which cannot be removed: %w", err)
+	}
+	s.marked = false
+	slog.Warn("store: a request the stop cut off wrote after the state was marked as written; the mark is removed, so the next start cannot hold the logs to it")
 	return nil
 }
 
