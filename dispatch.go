@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
 	"context"
@@ -561,6 +562,9 @@ func (hk *hooks) load(dir string) error {
 	}
 	hk.mu.Lock()
 	defer hk.mu.Unlock()
+	// An earlier build's form, without the checksum: written again, in
+	// this one's, at the next save.
+	hk.dirty = hk.dirty || !bytes.HasPrefix(b, []byte(hooksFilePrefix))
 	parked := map[string]bool{} // endpoint ids
 	for _, e := range f.Endpoints {
 		if st := hk.cfg.Store(e.StoreID); st != nil {

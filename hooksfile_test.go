@@ -162,3 +162,28 @@ func FuzzHooksFile(f *testing.F) {
 		}
 	})
 }
+
+// TestHooksEarlierFormRewritten: a webhooks.json an earlier build wrote
+// (the state alone, no checksum) is written again in the current form at
+// the next save, without any webhook change: until then damage to it
+// would still load unseen.
+func TestHooksEarlierFormRewritten(t *testing.T) {
+	conf := whFast()
+	conf.DataDir = t.TempDir()
+	whSavedWithEvent(t, conf, whStoreA, "")
+	path := filepath.Join(conf.DataDir, hooksFileName)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var top map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &top))
+	require.NoError(t, os.WriteFile(path, top["state"], 0o600)) // as an earlier build wrote it
+
+	hk := whLoaded(t, conf)
+	require.NoError(t, hk.save(conf.DataDir))
+	b, err = os.ReadFile(path)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(b, []byte(hooksFilePrefix)), "the file after a save: %.40q", b)
+	f, err := decodeHooksFile(b)
+	require.NoError(t, err)
+	assert.Len(t, f.Endpoints, 1)
+}
