@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Config is the configuration file of API.md §2. Durations are Go duration
@@ -182,8 +183,8 @@ func Parse(b []byte) (*Config, error) {
 // repeatedMember finds a member name given twice in one object of b, one
 // JSON value, and returns it and the byte offset (counted from 1) of its
 // second use. encoding/json keeps the last and matches names ignoring
-// case, so names are compared so too: an edit appended below an old
-// setting, or a stray "Listen", would otherwise win, or lose, unseen.
+// case (foldKey), so names are compared so too: an edit appended below an
+// old setting, or a stray "Listen", would otherwise win, or lose, unseen.
 func repeatedMember(b []byte) (name string, off int, ok bool) {
 	type frame struct {
 		names map[string]bool // nil in an array
@@ -209,7 +210,7 @@ func repeatedMember(b []byte) (name string, off int, ok bool) {
 			stack = stack[:top]
 		default:
 			if top >= 0 && stack[top].names != nil && stack[top].key {
-				n := strings.ToLower(tok.(string))
+				n := foldKey(tok.(string))
 				if stack[top].names[n] {
 					// start is where the name's token began, or the
 					// separator before it.
@@ -225,6 +226,22 @@ func repeatedMember(b []byte) (name string, off int, ok bool) {
 			stack[top].key = true // a value ended: a name comes next
 		}
 	}
+}
+
+// foldKey returns a key equal for two names exactly when
+// strings.EqualFold holds between them, which is how encoding/json
+// matches a member to a field: each rune becomes the least of its
+// simple case folding orbit ('ſ' and 's' both 'S', 'K' (Kelvin) 'K').
+func foldKey(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }
 
 // where names the place of byte offset off (counted from 1) in b as

@@ -3,7 +3,6 @@ package config
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -272,6 +271,8 @@ func TestParseErrorWording(t *testing.T) {
 		// matched ignoring case.
 		{"{\"listen\": \"127.0.0.1:1\",\n \"listen\": \"127.0.0.1:2\", \"stores\": [" + minimalStore + "]}", `config: line 2, column 2: "listen" is given twice in the same object (only the last would count)`},
 		{"{\"listen\": \"127.0.0.1:1\", \"Listen\": \"127.0.0.1:2\", \"stores\": [" + minimalStore + "]}", `config: line 1, column 27: "Listen" is given twice in the same object (only the last would count)`},
+		// 'ſ' folds to 's' for encoding/json as for strings.EqualFold.
+		{"{\"stores\": [" + minimalStore + "], \"ſtores\": [" + minimalStore + "]}", `config: line 1, column 87: "ſtores" is given twice in the same object (only the last would count)`},
 		{"{\"webhooks\": {\"timeout\": \"1s\", \"retry_schedule\": [\"1s\"],\n\t\"timeout\": \"2s\"}, \"stores\": [" + minimalStore + "]}", `config: line 2, column 2: "timeout" is given twice in the same object (only the last would count)`},
 		{"{\"stores\": [{\"id\": \"7c9e6679-7425-40de-944b-e07fc1f90ae7\", \"api_keys\": [\"ak_test\"], \"id\": \"x\"}]}", `config: line 1, column 85: "id" is given twice in the same object (only the last would count)`},
 	}
@@ -297,7 +298,7 @@ func TestParseKeysWithBlanks(t *testing.T) {
 	for _, k := range []string{`ak with spaces`, `ak\twith\ttabs`} {
 		in := `{"stores": [{"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7", "api_keys": ["` + k + `"]}]}`
 		if _, err := Parse([]byte(in)); err != nil {
-			t.Errorf("ParseConfig with key %q: %v; want it taken", k, err)
+			t.Errorf("Parse with key %q: %v; want it taken", k, err)
 		}
 	}
 }
@@ -310,7 +311,7 @@ func TestParseSecretsNotInErrors(t *testing.T) {
 		t.Fatalf("Parse(%s) = nil error; want one", in)
 	}
 	if strings.Contains(err.Error(), "ak_secret_value") {
-		t.Errorf("ParseConfig error = %q; want no API key in it", err)
+		t.Errorf("Parse error = %q; want no API key in it", err)
 	}
 }
 
@@ -334,14 +335,10 @@ func TestStoreIDCase(t *testing.T) {
 	}
 }
 
-// FuzzParse feeds arbitrary bytes to ParseConfig: it never panics,
-// its errors are one line, and a configuration it accepts has a store.
+// FuzzParse feeds arbitrary bytes to Parse (seeds, the demo's among them,
+// in testdata): it never panics, its errors are one line, and a
+// configuration it accepts has a store.
 func FuzzParse(f *testing.F) {
-	demo, err := os.ReadFile("../../demo.json")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(demo)
 	f.Add([]byte(`{"stores": [` + minimalStore + `], "listen": "127.0.0.1:1", "LISTEN": "127.0.0.1:2"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if bytes.Contains(bytes.ToLower(b), []byte("trusted_ca_file")) {
@@ -355,4 +352,17 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) = a configuration without stores, nil", b)
 		}
 	})
+}
+
+// TestFoldKey: foldKey makes names equal exactly when strings.EqualFold
+// says they are, as encoding/json matches them.
+func TestFoldKey(t *testing.T) {
+	names := []string{"stores", "Stores", "STORES", "ſtores", "listen", "LISTEN", "k", "K", "K", "é", "É", "e", "ss", "ß", "ẞ"}
+	for _, a := range names {
+		for _, b := range names {
+			if got, want := foldKey(a) == foldKey(b), strings.EqualFold(a, b); got != want {
+				t.Errorf("foldKey(%q) == foldKey(%q) is %v; want %v (strings.EqualFold)", a, b, got, want)
+			}
+		}
+	}
 }
