@@ -76,7 +76,10 @@ func main() {
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil))) // the module's lines are JSON too
 	serving.IgnoreHangups()
 	if err := run(); err != nil {
-		log.Fatal(err)
+		// slog rather than log.Fatal, which slog.SetDefault turns into a
+		// line of level INFO.
+		slog.Error(err.Error())
+		os.Exit(1)
 	}
 }
 
