@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -483,7 +484,21 @@ type hooksFile struct {
 func (hk *hooks) save(dir string) error {
 	hk.saveMu.Lock()
 	defer hk.saveMu.Unlock()
+	path := filepath.Join(dir, hooksFileName)
+	// Removed under the running service, it is written again now, not
+	// at the next change: a stop would otherwise leave none, and the
+	// next start begin without webhooks. (data_dir removed whole is
+	// app.ensureDataDir's.)
+	gone := false
+	if hk.onDisk {
+		_, err := os.Stat(path)
+		gone = errors.Is(err, fs.ErrNotExist)
+	}
 	hk.mu.Lock()
+	if gone && !hk.dirty {
+		slog.Warn("webhooks: " + hooksFileName + " has disappeared from data_dir; writing it again")
+		hk.dirty = true
+	}
 	if !hk.dirty {
 		hk.mu.Unlock()
 		return nil
@@ -493,7 +508,7 @@ func (hk *hooks) save(dir string) error {
 	hk.mu.Unlock()
 	b, err := encodeHooksFile(&f)
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(dir, hooksFileName), b)
+		err = writeFileAtomic(path, b)
 	}
 	if err != nil {
 		hk.mu.Lock()
@@ -505,6 +520,7 @@ func (hk *hooks) save(dir string) error {
 		}
 		return err
 	}
+	hk.onDisk = true
 	if hk.saveBad.Swap(false) {
 		slog.Info("webhooks: saving state works again")
 	}
@@ -560,6 +576,7 @@ func (hk *hooks) load(dir string) error {
 	if err != nil {
 		return fmt.Errorf("restore %s: %w (restore data_dir from a backup, or move the file away to start without webhooks)", path, err)
 	}
+	hk.onDisk = true
 	hk.mu.Lock()
 	defer hk.mu.Unlock()
 	// An earlier build's form, without the checksum: written again, in

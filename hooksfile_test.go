@@ -187,3 +187,21 @@ func TestHooksEarlierFormRewritten(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, f.Endpoints, 1)
 }
+
+// TestHooksFileRemovedWhileRunning: webhooks.json removed under the
+// running service is written again at the next save, with no webhook
+// change: otherwise the stop would leave none, and the next start begin
+// without webhooks and without a word.
+func TestHooksFileRemovedWhileRunning(t *testing.T) {
+	conf := whFast()
+	conf.DataDir = t.TempDir()
+	whSavedWithEvent(t, conf, whStoreA, "")
+	hk := whLoaded(t, conf) // a start: the file read
+	path := filepath.Join(conf.DataDir, hooksFileName)
+	require.NoError(t, hk.save(conf.DataDir))
+	require.NoError(t, os.Remove(path))
+
+	require.NoError(t, hk.save(conf.DataDir))
+	require.FileExists(t, path, "after a save with no change")
+	assert.Len(t, whLoaded(t, conf).endpoints, 1)
+}

@@ -187,6 +187,7 @@ type hooks struct {
 
 	saveMu  sync.Mutex  // one save at a time, so an older state never overwrites a newer
 	saveBad atomic.Bool // the last save failed: changes answer 503 until one works
+	onDisk  bool        // a save wrote the file, or load read it, so it must be there; saveMu guards
 
 	nextSave time.Time // tick saves no earlier; read and written by tick only
 
