@@ -1419,6 +1419,19 @@ func (s *memStore) MarkCleanStop(others ...string) error {
 	if s.marked {
 		return nil // a stop retried
 	}
+	// A shard's files removed under the running service (by hand, a
+	// cleanup job) are written again at its next change; one with none
+	// since would be marked as having none, and the next start begin
+	// without its entries. The stop writes such a shard whole.
+	for i := range s.shards {
+		if !exists(s.snapPaths[i]) || !exists(s.logPaths[i]) {
+			slog.Warn("store: a shard's files have disappeared from data_dir; writing them again", "file", s.logPaths[i])
+			sh := &s.shards[i]
+			sh.mu.Lock()
+			sh.fresh = true
+			sh.mu.Unlock()
+		}
+	}
 	if err := s.flushLocked(allShards, false, true, nil); err != nil {
 		return err
 	}
@@ -1456,6 +1469,13 @@ func (s *memStore) MarkCleanStop(others ...string) error {
 	}
 	s.marked = true
 	return nil
+}
+
+// exists reports whether there is a file at path; when it cannot tell, it
+// says yes, and the write that follows reports the error.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
 }
 
 // unmarkLocked removes the clean stop's mark, if there is one, before a

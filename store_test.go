@@ -1976,3 +1976,28 @@ func TestWritesAroundCleanStop(t *testing.T) {
 	_, ok = s2.Get(late)
 	assert.True(t, ok, "the registration pending when the stop began")
 }
+
+// TestCleanStopRewritesRemovedShard: a shard's files removed under the
+// running service, with no change to it since, are written again by the
+// stop: otherwise the mark would record the shard as having none, and
+// the next start begin without its entries and without a word.
+func TestCleanStopRewritesRemovedShard(t *testing.T) {
+	for _, removed := range [][]string{{".snap", ".log"}, {".log"}, {".snap"}} {
+		t.Run(strings.Join(removed, "+"), func(t *testing.T) {
+			dir := t.TempDir()
+			k := keyInShard("kept", 5)
+			s := newTestStore(t, dir, 100)
+			require.NoError(t, s.Insert(k, []byte("v"), time.Now().Add(time.Hour)))
+			require.NoError(t, s.Flush())
+			for _, ext := range removed {
+				require.NoError(t, os.Remove(filepath.Join(dir, "store-05"+ext)))
+			}
+			require.NoError(t, s.MarkCleanStop())
+
+			s2, err := newMemStore(dir, 100)
+			require.NoError(t, err)
+			_, ok := s2.Get(k)
+			assert.True(t, ok, "the entry of the shard whose files were removed")
+		})
+	}
+}
