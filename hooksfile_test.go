@@ -29,14 +29,22 @@ func editSavedHooks(t *testing.T, path string, edit func(state []byte) []byte) {
 	require.NoError(t, os.WriteFile(path, []byte(out), 0o600))
 }
 
-// savedHooksFile is the file a save writes for a small state: an
-// endpoint, an event, a delivery and an idempotency key.
-func savedHooksFile(t *testing.T) []byte {
+// savedHooks saves a small state (an endpoint, an event, a delivery and
+// an idempotency key) to a new data_dir, and returns its configuration
+// and the file's path.
+func savedHooks(t *testing.T) (whConf, string) {
 	t.Helper()
 	conf := whFast()
 	conf.DataDir = t.TempDir()
 	whSavedWithEvent(t, conf, whStoreA, "key-1")
-	b, err := os.ReadFile(filepath.Join(conf.DataDir, hooksFileName))
+	return conf, filepath.Join(conf.DataDir, hooksFileName)
+}
+
+// savedHooksFile is the content of savedHooks' file.
+func savedHooksFile(t *testing.T) []byte {
+	t.Helper()
+	_, path := savedHooks(t)
+	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return b
 }
@@ -121,10 +129,7 @@ func TestHooksFileForms(t *testing.T) {
 // TestHooksLoadRefusesDamage: a start from a damaged webhooks.json stops
 // with an error naming the file, rather than starting without webhooks.
 func TestHooksLoadRefusesDamage(t *testing.T) {
-	conf := whFast()
-	conf.DataDir = t.TempDir()
-	whSavedWithEvent(t, conf, whStoreA, "")
-	path := filepath.Join(conf.DataDir, hooksFileName)
+	conf, path := savedHooks(t)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	i := bytes.Index(b, []byte(`"endpoints"`))
@@ -168,10 +173,7 @@ func FuzzHooksFile(f *testing.F) {
 // the next save, without any webhook change: until then damage to it
 // would still load unseen.
 func TestHooksEarlierFormRewritten(t *testing.T) {
-	conf := whFast()
-	conf.DataDir = t.TempDir()
-	whSavedWithEvent(t, conf, whStoreA, "")
-	path := filepath.Join(conf.DataDir, hooksFileName)
+	conf, path := savedHooks(t)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var top map[string]json.RawMessage
@@ -193,11 +195,8 @@ func TestHooksEarlierFormRewritten(t *testing.T) {
 // change: otherwise the stop would leave none, and the next start begin
 // without webhooks and without a word.
 func TestHooksFileRemovedWhileRunning(t *testing.T) {
-	conf := whFast()
-	conf.DataDir = t.TempDir()
-	whSavedWithEvent(t, conf, whStoreA, "")
+	conf, path := savedHooks(t)
 	hk := whLoaded(t, conf) // a start: the file read
-	path := filepath.Join(conf.DataDir, hooksFileName)
 	require.NoError(t, hk.save(conf.DataDir))
 	require.NoError(t, os.Remove(path))
 
