@@ -333,18 +333,26 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 		logger.Warn("data_dir holds no saved state: starting empty (if a state was expected, check the path, and that its volume is mounted)", "data_dir", cfg.DataDir)
 	}
 	removeTempFiles(cfg.DataDir, logger)
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, cookieKeyFile)); errors.Is(err, fs.ErrNotExist) {
+	keyPath := filepath.Join(cfg.DataDir, cookieKeyFile)
+	if _, err := os.Stat(keyPath); errors.Is(err, fs.ErrNotExist) {
 		if hasSnapshot(cfg.DataDir) {
 			logger.Error("data_dir holds a state without its cookie key, which is written last when the state is written again after data_dir was removed or emptied: that was cut short, or the key was removed; what is there is restored, anything else is lost", "data_dir", cfg.DataDir)
 		}
-	}
-	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, cookieKeyFile))
-	if err != nil {
-		return nil, fmt.Errorf("data_dir: %w", err)
+	} else if missing := missingStoreFiles(cfg.DataDir); len(missing) > 0 {
+		// The key is written once every shard has its files (below, and
+		// last in a rewrite), and a shard never loses them after: these
+		// were removed, and with them entries, used codes among them.
+		return nil, fmt.Errorf("restore %s: missing (%d of the store's files are), though %s, written once all of them were, is there: restore data_dir from a backup, or move %s away to start without what they held", missing[0], len(missing), cookieKeyFile, cookieKeyFile)
 	}
 	st, err := newMemStore(cfg.DataDir, cfg.MaxLiveEntries)
 	if err != nil {
 		return nil, err
+	}
+	// After the store, whose start writes every shard's files: so that
+	// the key's being there says they were all written.
+	key, err := loadOrCreateKey(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
 	}
 	srv := newServer(cfg, st, st.Len, key, logger)
 	srv.liveCodes = &costlyGauge{

@@ -690,3 +690,30 @@ func TestCleanStopKeepsWebhookState(t *testing.T) {
 		})
 	}
 }
+
+// TestStartRefusesMissingShard: a shard's files removed while the
+// service was down (after a crash, so no store.clean to hold them to) are
+// refused at the start, naming them, where the store would start without
+// that shard's entries; moving cookie.key away, as the error says, starts
+// without them.
+func TestStartRefusesMissingShard(t *testing.T) {
+	cfg := storeTestConfig(t, t.TempDir())
+	ta := openTestApp(t, cfg) // never closed: a crash
+	require.Equal(t, http.StatusOK, ta.registerCode(t, "code-in-a-removed-shard"))
+	require.NoError(t, ta.store.Flush())
+	for _, ext := range []string{".snap", ".log"} {
+		require.NoError(t, os.Remove(filepath.Join(cfg.DataDir, "store-2a"+ext)))
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	_, err := openApp(cfg, quiet, false)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), filepath.Join(cfg.DataDir, "store-2a.snap"))
+	assert.Contains(t, err.Error(), cookieKeyFile, "what to move away")
+
+	require.NoError(t, os.Rename(filepath.Join(cfg.DataDir, cookieKeyFile), filepath.Join(t.TempDir(), cookieKeyFile)))
+	_, err = openApp(cfg, quiet, false)
+	require.NoError(t, err, "a start without the cookie key")
+	assert.Empty(t, missingStoreFiles(cfg.DataDir), "every shard's files, written by that start")
+	assert.FileExists(t, filepath.Join(cfg.DataDir, cookieKeyFile), "a new key, written after them")
+}

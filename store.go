@@ -298,6 +298,22 @@ func hasSnapshot(dir string) bool {
 	return len(snaps) > 0
 }
 
+// missingStoreFiles returns the paths of the store's files (every
+// shard's snapshot and log, which a started store always has) missing
+// from dir.
+func missingStoreFiles(dir string) []string {
+	var missing []string
+	for i := range numShards {
+		base := filepath.Join(dir, fmt.Sprintf(storeFilePrefix+"%02x", i))
+		for _, path := range []string{base + ".snap", base + ".log"} {
+			if !exists(path) {
+				missing = append(missing, path)
+			}
+		}
+	}
+	return missing
+}
+
 func newMemStore(dir string, maxLive int) (*memStore, error) {
 	s := &memStore{dir: dir, maxLive: int64(maxLive)}
 	now := time.Now().UnixNano()
