@@ -481,7 +481,14 @@ type hooksFile struct {
 // lock is held only to copy the state (a memcpy per delivery and
 // endpoint); encoding and writing it, which grow with the delivery log,
 // happen outside it, so deliveries and requests go on meanwhile.
-func (hk *hooks) save(dir string) error {
+func (hk *hooks) save(dir string) error { return hk.saveIf(dir, true) }
+
+// saveChanges is save without looking for a removed file: for the edge
+// build's write after each request, where a look is a host call (its
+// ticks, every second, save).
+func (hk *hooks) saveChanges(dir string) error { return hk.saveIf(dir, false) }
+
+func (hk *hooks) saveIf(dir string, look bool) error {
 	hk.saveMu.Lock()
 	defer hk.saveMu.Unlock()
 	path := filepath.Join(dir, hooksFileName)
@@ -490,7 +497,7 @@ func (hk *hooks) save(dir string) error {
 	// next start begin without webhooks. (data_dir removed whole is
 	// app.ensureDataDir's.)
 	gone := false
-	if hk.onDisk {
+	if look && hk.onDisk {
 		_, err := os.Stat(path)
 		gone = errors.Is(err, fs.ErrNotExist)
 	}

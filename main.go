@@ -393,13 +393,17 @@ func (a *app) Close() error {
 // it can be called again: what failed is still pending, and the store
 // then writes every shard whole.
 func (a *app) writeState() error {
+	// From here registrations and webhook changes answer 503: a request
+	// the stop cut off would otherwise be answered for a change no write
+	// takes up.
+	a.store.BeginStop()
 	_, err := a.ensureDataDir()
 	if err = errors.Join(err, a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir)); err != nil {
 		return err
 	}
-	// Last: nothing is written after it until the next start, which then
-	// holds the store's logs to what it records, and refuses to start
-	// without the webhook state if there was one.
+	// Last: the next start holds the store's logs to what it records,
+	// and refuses to start without the webhook state if there was one,
+	// unless a write after it (a redemption the stop cut off) removed it.
 	return a.store.MarkCleanStop(hooksFileName)
 }
 

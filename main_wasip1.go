@@ -195,7 +195,7 @@ func persistEdge() error {
 	if gone, err := a.ensureDataDir(); gone {
 		return err
 	}
-	return errors.Join(a.store.WritePending(), a.srv.hooks.save(a.srv.cfg.DataDir))
+	return errors.Join(a.store.WritePending(), a.srv.hooks.saveChanges(a.srv.cfg.DataDir))
 }
 
 // wasmTick does the timed work due at now (unix nanoseconds): sweeps and
@@ -262,8 +262,10 @@ func wasmFinish(n uint32) {
 	}
 }
 
-// wasmStop writes the state; the module is not called again. It returns
-// "" or the error.
+// wasmStop writes the state. The host calls nothing after it but a
+// request the stop cut off, whose write, if it makes one, removes the
+// clean stop's mark first (memStore.MarkCleanStop). It returns "" or the
+// error.
 //
 //go:wasmexport stop
 func wasmStop() uint64 {

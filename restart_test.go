@@ -717,3 +717,22 @@ func TestStartRefusesMissingShard(t *testing.T) {
 	assert.Empty(t, missingStoreFiles(cfg.DataDir), "every shard's files, written by that start")
 	assert.FileExists(t, filepath.Join(cfg.DataDir, cookieKeyFile), "a new key, written after them")
 }
+
+// TestWebhookChangeAfterStopBegan: once the graceful stop's last write has
+// begun, a webhook change (a request the stop cut off) answers 503 rather
+// than 201 for a change no save would write.
+func TestWebhookChangeAfterStopBegan(t *testing.T) {
+	cfg := storeTestConfig(t, t.TempDir())
+	ta := startApp(t, cfg)
+	require.NoError(t, ta.store.MarkCleanStop(hooksFileName))
+	req, err := http.NewRequest("POST", ta.ts.URL+"/stores/"+testStoreID+"/webhooks",
+		strings.NewReader(`{"url":"https://hooks.example.com/x","events":["webhook.test"]}`))
+	require.NoError(t, err)
+	req.Header.Set("X-API-Key", testAPIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := ta.ts.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+}

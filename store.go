@@ -448,9 +448,10 @@ func (s *memStore) Prefetch(k Key) {
 	}
 }
 
-// Failing reports whether the last write failed: until one works, writes
-// are refused with errStoreUnavailable.
-func (s *memStore) Failing() bool { return s.persistBad.Load() }
+// Failing reports whether writes are refused with errStoreUnavailable:
+// the last write failed (until one works), or the graceful stop has begun
+// (MarkCleanStop). The webhook API answers 503 then too.
+func (s *memStore) Failing() bool { return s.persistBad.Load() || s.closing.Load() }
 
 func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 	if s.persistBad.Load() || s.closing.Load() {
@@ -459,6 +460,12 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	// Again under the lock: MarkCleanStop sets closing before its last
+	// write takes each shard's lock, so an Insert either lands before that
+	// write, and is in it, or sees closing here.
+	if s.closing.Load() {
+		return errStoreUnavailable
+	}
 	sh.t.ensure()
 	h := sh.t.hashOf(k)
 	i, had := sh.t.find(k, h, sh.keyLocked)
@@ -751,9 +758,6 @@ func (s *memStore) flush(only uint64, compactAll, sync bool, p *pacer) error {
 // flushLocked is flush with s.flushMu held (a paced one lets go of it
 // between shards, and takes it again).
 func (s *memStore) flushLocked(only uint64, compactAll, sync bool, p *pacer) error {
-	if err := s.unmarkLocked(); err != nil {
-		return err
-	}
 	failures := s.failures.Load()
 	var errs []error
 	mask := s.pendingMask.And(^only) & only
@@ -779,10 +783,6 @@ func (s *memStore) flushLocked(only uint64, compactAll, sync bool, p *pacer) err
 			}
 			p.yield()
 			s.flushMu.Lock()
-			if err := s.unmarkLocked(); err != nil {
-				errs = append(errs, err)
-				break
-			}
 		}
 		compacted, err := s.flushShardLocked(i, compactAll, sync, budget > 0, p)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -853,7 +853,18 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool, p 
 	snapPath, logPath := s.snapPaths[i], s.logPaths[i]
 	sh.mu.Lock()
 	grown := sh.logSize + int64(len(sh.pending))
-	if sh.fresh || compactAll && grown > logHeaderSize || mayCompact && compactDue(sh.snapSize+grown, sh.dead) {
+	compact := sh.fresh || compactAll && grown > logHeaderSize || mayCompact && compactDue(sh.snapSize+grown, sh.dead)
+	if !compact && len(sh.pending) == 0 && !(sync && sh.unsynced) {
+		sh.mu.Unlock()
+		return false, nil
+	}
+	// The files are about to change: a clean stop's mark no longer
+	// describes them.
+	if err := s.unmarkLocked(); err != nil {
+		sh.mu.Unlock()
+		return false, err
+	}
+	if compact {
 		// The snapshot is the shard as it is now: a copy of its slots,
 		// and of its chunks' headers, taken under the lock, is written
 		// after it. Keys and values in chunks never change, so reading
@@ -905,10 +916,6 @@ func (s *memStore) flushShardLocked(i int, compactAll, sync, mayCompact bool, p 
 		sh.epoch, sh.snapSize, sh.logSize, sh.fresh, sh.unsynced = epoch, size, logHeaderSize, false, false
 		sh.dead -= dead // what died since the copy died in the new files
 		return true, nil
-	}
-	if len(sh.pending) == 0 && !(sync && sh.unsynced) {
-		sh.mu.Unlock()
-		return false, nil
 	}
 	// Changes made while data is written go to the spare buffer; the two
 	// swap each time, so neither regrows from nothing every second.
@@ -1419,17 +1426,18 @@ func (c *cleanStop) checkFiles(dir string) error {
 
 // MarkCleanStop writes what is pending, then cleanStopFile for the
 // store's files as they are, and for those of others (names in the
-// store's directory) that are there. It is for a graceful stop. From its
-// start Insert answers errStoreUnavailable: a registration the exit would
-// drop is refused rather than answered 200. Changes to entries there
-// already (a redemption the stop cut off and still running) are still
-// made, and the first write of one removes the mark (unmarkLocked), so
-// that it is neither lost nor taken for damage at the next start.
+// store's directory) that are there. It is for a graceful stop, and
+// begins it (BeginStop) if that was not done. Changes to entries there
+// already, as a redemption the stop cut off and still running makes,
+// are still taken (the code is used up; the session's Insert is refused,
+// so the client is answered 503), and the first write of one removes the
+// mark (unmarkLocked): it is neither lost nor taken for damage at the
+// next start.
 func (s *memStore) MarkCleanStop(others ...string) error {
 	if s.dir == "" {
 		return nil
 	}
-	s.closing.Store(true)
+	s.BeginStop()
 	s.flushMu.Lock() // no write between the files' lengths and the mark
 	defer s.flushMu.Unlock()
 	if s.marked {
@@ -1486,6 +1494,13 @@ func (s *memStore) MarkCleanStop(others ...string) error {
 	s.marked = true
 	return nil
 }
+
+// BeginStop makes Insert answer errStoreUnavailable, and Failing true,
+// from now on: the graceful stop's writes begin, and a registration after
+// them would be answered 200 and dropped by the exit. MarkCleanStop
+// begins so; the app calls it before its other last writes, the webhook
+// state's, so that the webhook API refuses changes from then on too.
+func (s *memStore) BeginStop() { s.closing.Store(true) }
 
 // exists reports whether there is a file at path; when it cannot tell, it
 // says yes, and the write that follows reports the error.
