@@ -736,3 +736,25 @@ func TestWebhookChangeAfterStopBegan(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
 }
+
+// TestRestoreAdviceStarts: a damaged snapshot stops the start, and doing
+// what the error says (its shard's files and the cookie key moved away)
+// starts without that shard, rather than at a second refusal.
+func TestRestoreAdviceStarts(t *testing.T) {
+	cfg := storeTestConfig(t, t.TempDir())
+	ta := startApp(t, cfg)
+	require.Equal(t, http.StatusOK, ta.registerCode(t, "code-before-the-damage"))
+	ta.stop(t)
+	flipByte(t, filepath.Join(cfg.DataDir, "store-2a.snap"), -1)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	_, err := openApp(cfg, quiet, false)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "move store-2a.snap, store-2a.log, "+cookieKeyFile+" and "+cleanStopFile+" away")
+	away := t.TempDir()
+	for _, name := range []string{"store-2a.snap", "store-2a.log", cookieKeyFile, cleanStopFile} {
+		require.NoError(t, os.Rename(filepath.Join(cfg.DataDir, name), filepath.Join(away, name)))
+	}
+	_, err = openApp(cfg, quiet, false)
+	require.NoError(t, err, "the start after following the advice")
+}

@@ -387,7 +387,7 @@ func (s *memStore) restoreShard(i int, now int64, clean *cleanStop) error {
 			}
 		})
 		if err != nil {
-			return fmt.Errorf("restore %s: %w (move it and %s away to start without them: its log continues it)", snap, err, filepath.Base(logf))
+			return fmt.Errorf("restore %s: %w (%s)", snap, err, withoutShard(snap, logf, clean))
 		}
 		sh.snapSize = int64(len(b))
 	}
@@ -401,7 +401,7 @@ func (s *memStore) restoreShard(i int, now int64, clean *cleanStop) error {
 	case errors.Is(err, os.ErrNotExist) && haveSnap:
 		// A snapshot always has a log beside it (ensureLogLocked): this
 		// one was removed, and what changed since the snapshot with it.
-		return fmt.Errorf("restore %s: missing beside %s: it holds what changed since that snapshot, redemptions among them (put it back; or move %s away too, to start without this shard's entries)", logf, filepath.Base(snap), filepath.Base(snap))
+		return fmt.Errorf("restore %s: missing beside %s: it holds what changed since that snapshot, redemptions among them (put it back; or %s)", logf, filepath.Base(snap), withoutShard(snap, logf, clean))
 	case errors.Is(err, os.ErrNotExist):
 		return nil
 	case err != nil:
@@ -425,13 +425,26 @@ func (s *memStore) restoreShard(i int, now int64, clean *cleanStop) error {
 	case errors.Is(err, errStaleLog):
 		slog.Warn("store: ignoring a log older than its snapshot (a compaction was cut short)", "file", logf)
 	case errors.Is(err, errNewerLog):
-		return fmt.Errorf("restore %s: %w: %s is missing or older than the state it logs (put it back, or move both files away to start without them)", logf, err, snap)
+		return fmt.Errorf("restore %s: %w: %s is missing or older than the state it logs (put it back; or %s)", logf, err, snap, withoutShard(snap, logf, clean))
 	case err != nil:
-		return fmt.Errorf("restore %s: %w (move the file away to start without it)", logf, err)
+		return fmt.Errorf("restore %s: %w (%s)", logf, err, withoutShard(snap, logf, clean))
 	case torn:
 		slog.Warn("store: dropped the unfinished last record of a log (a crash cut it short)", "file", logf)
 	}
 	return nil
+}
+
+// withoutShard is the advice of a restore error for starting without a
+// shard's entries: its two files away, and the cookie key with them,
+// whose being there asks for every shard's files (openApp), and the
+// clean stop's mark, if there is one, which asks for its log.
+func withoutShard(snap, log string, clean *cleanStop) string {
+	files := []string{filepath.Base(snap), filepath.Base(log), cookieKeyFile}
+	if clean != nil {
+		files = append(files, cleanStopFile)
+	}
+	last := len(files) - 1
+	return fmt.Sprintf("to start without this shard's entries, move %s and %s away (link sign-ins under way then start over)", strings.Join(files[:last], ", "), files[last])
 }
 
 func (s *memStore) shard(k Key) *shard { return &s.shards[k[0]%numShards] }
