@@ -169,14 +169,16 @@ func run() error {
 		}
 	}
 
+	// Serve fails only when the listener does: the stop is then the
+	// signal's, requests under way drained and the state written with
+	// the same retries, not a Close that left connections open.
+	var serveFailed error
 	select {
-	case err := <-serveErr:
-		a.Close()
-		logOut.Flush()
-		return err
+	case serveFailed = <-serveErr:
+		logger.Error("serving failed; shutting down", "err", serveFailed)
 	case <-ctx.Done():
+		logger.Info("shutting down")
 	}
-	logger.Info("shutting down")
 	a.srv.draining.Store(true) // for the requests under way
 	if err := srv.Stop(unavailableHandler(logger, m, "stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
 		logger.Warn("shutdown: in-flight requests cut off", "err", err)
@@ -194,7 +196,10 @@ func run() error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("writing state (given up on a second signal; what was not written is lost): %s", firstLine(err))
+		return errors.Join(serveFailed, fmt.Errorf("writing state (given up on a second signal; what was not written is lost): %s", firstLine(err)))
+	}
+	if serveFailed != nil {
+		return serveFailed
 	}
 	logger.Info("state written; bye")
 	return nil
@@ -342,7 +347,7 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 		// The key is written once every shard has its files (below, and
 		// last in a rewrite), and a shard never loses them after: these
 		// were removed, and with them entries, used codes among them.
-		return nil, fmt.Errorf("restore %s: missing (%d of the store's files are), though %s, written once all of them were, is there: restore data_dir from a backup, or move %s away to start without what they held", missing[0], len(missing), cookieKeyFile, cookieKeyFile)
+		return nil, fmt.Errorf("restore %s: missing, with %d of the store's %d files, though %s, written once all of them are, is there: restore data_dir from a backup, or move %s away to start without what they held (link sign-ins under way then start over; after an earlier build's first start cut short, that is all it costs)", missing[0], len(missing), 2*numShards, cookieKeyFile, cookieKeyFile)
 	}
 	st, err := newMemStore(cfg.DataDir, cfg.MaxLiveEntries)
 	if err != nil {
