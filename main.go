@@ -452,6 +452,11 @@ func (a *app) ensureDataDir() (gone bool, err error) {
 		a.srv.hooks.markDirty()
 		var p pacer // the whole store: in pieces, as the ticker writes, so requests go on
 		err = errors.Join(a.store.flush(allShards, false, true, &p), a.srv.hooks.save(dir))
+		if missing := missingStoreFiles(dir); err == nil && len(missing) > 0 {
+			// Taken while the others were written: the key, which says
+			// every shard's files are there, must wait for them.
+			err = fmt.Errorf("%s: %w", missing[0], fs.ErrNotExist)
+		}
 		if err == nil {
 			err = writeFileAtomic(filepath.Join(dir, cookieKeyFile), a.srv.cookieKey)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -757,4 +758,37 @@ func TestRestoreAdviceStarts(t *testing.T) {
 	}
 	_, err = openApp(cfg, quiet, false)
 	require.NoError(t, err, "the start after following the advice")
+}
+
+// TestDataDirRewriteRacesRemoval: a removal of data_dir still at it while
+// the rewrite writes the state again (it takes a shard's files just
+// written) makes the rewrite start over, rather than write the cookie
+// key, which says every shard's files are there, beside a shard without
+// them.
+func TestDataDirRewriteRacesRemoval(t *testing.T) {
+	cfg := storeTestConfig(t, t.TempDir())
+	ta := openTestApp(t, cfg)
+	require.Equal(t, http.StatusOK, ta.registerCode(t, "code-across-the-rewrite"))
+	require.NoError(t, ta.store.Flush())
+	require.NoError(t, os.RemoveAll(cfg.DataDir))
+	first, removed := -1, false
+	testHookFlushPause = func(i int) { // before each shard's write
+		switch {
+		case first < 0:
+			first = i
+		case !removed: // the first shard is written: the removal takes it
+			removed = true
+			base := filepath.Join(cfg.DataDir, fmt.Sprintf(storeFilePrefix+"%02x", first))
+			require.NoError(t, errors.Join(os.Remove(base+".snap"), os.Remove(base+".log")))
+		}
+	}
+	t.Cleanup(func() { testHookFlushPause = nil })
+
+	gone, err := ta.ensureDataDir()
+	testHookFlushPause = nil
+	require.True(t, removed, "the removal ran")
+	require.True(t, gone)
+	require.NoError(t, err)
+	assert.Empty(t, missingStoreFiles(cfg.DataDir), "every shard's files, beside the key")
+	assert.FileExists(t, filepath.Join(cfg.DataDir, cookieKeyFile))
 }
