@@ -83,6 +83,20 @@ func (ta *testApp) stop(t *testing.T) {
 	})
 }
 
+// createEndpoint asks to create a webhook endpoint of the test store and
+// returns the response, its body for the caller to read and close.
+func (ta *testApp) createEndpoint(t *testing.T) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("POST", ta.ts.URL+"/stores/"+testStoreID+"/webhooks",
+		strings.NewReader(`{"url":"https://hooks.example.com/x","events":["webhook.test"]}`))
+	require.NoError(t, err)
+	req.Header.Set("X-API-Key", testAPIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := ta.ts.Client().Do(req)
+	require.NoError(t, err)
+	return resp
+}
+
 // registerCode registers code with the test challenge and returns the
 // status.
 func (ta *testApp) registerCode(t *testing.T, code string) int {
@@ -378,13 +392,7 @@ func TestDataDirRemovedWhileRunning(t *testing.T) {
 			require.Equal(t, http.StatusOK, status, "body: %v", body)
 			token := body["access_token"].(string)
 			require.Equal(t, http.StatusOK, ta.registerCode(t, "code-kept-across-0002"))
-			req, err := http.NewRequest("POST", ta.ts.URL+"/stores/"+testStoreID+"/webhooks",
-				strings.NewReader(`{"url":"https://hooks.example.com/x","events":["webhook.test"]}`))
-			require.NoError(t, err)
-			req.Header.Set("X-API-Key", testAPIKey)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := ta.ts.Client().Do(req)
-			require.NoError(t, err)
+			resp := ta.createEndpoint(t)
 			var created struct{ Data struct{ ID string } }
 			require.NoError(t, json.NewDecoder(resp.Body).Decode(&created))
 			resp.Body.Close()
@@ -726,13 +734,7 @@ func TestWebhookChangeAfterStopBegan(t *testing.T) {
 	cfg := storeTestConfig(t, t.TempDir())
 	ta := startApp(t, cfg)
 	require.NoError(t, ta.store.MarkCleanStop(hooksFileName))
-	req, err := http.NewRequest("POST", ta.ts.URL+"/stores/"+testStoreID+"/webhooks",
-		strings.NewReader(`{"url":"https://hooks.example.com/x","events":["webhook.test"]}`))
-	require.NoError(t, err)
-	req.Header.Set("X-API-Key", testAPIKey)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := ta.ts.Client().Do(req)
-	require.NoError(t, err)
+	resp := ta.createEndpoint(t)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
