@@ -471,6 +471,9 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 		return errStoreUnavailable
 	}
 	sh := s.shard(k)
+	if testHookInsertLocking != nil {
+		testHookInsertLocking()
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	// Again under the lock: MarkCleanStop sets closing before its last
@@ -493,6 +496,10 @@ func (s *memStore) Insert(k Key, val []byte, exp time.Time) error {
 	s.logLocked(sh, k, true, x, val)
 	return nil
 }
+
+// testHookInsertLocking, when set by a test, runs in Insert between its
+// first look at closing and the shard's lock.
+var testHookInsertLocking func()
 
 // reserve counts one more entry unless the store already holds maxLive.
 // Check and count are one step: Inserts into different shards run

@@ -2003,3 +2003,21 @@ func TestCleanStopRewritesRemovedShard(t *testing.T) {
 		})
 	}
 }
+
+// TestInsertRacingCleanStop: an Insert that passed its first look at
+// closing, then waited for its shard's lock while the stop wrote the
+// shard and the mark, is refused under the lock rather than answered
+// and left in a buffer no write takes up.
+func TestInsertRacingCleanStop(t *testing.T) {
+	dir := t.TempDir()
+	s := newTestStore(t, dir, 100)
+	testHookInsertLocking = func() {
+		testHookInsertLocking = nil
+		require.NoError(t, s.MarkCleanStop())
+	}
+	t.Cleanup(func() { testHookInsertLocking = nil })
+	k := keyInShard("late", 5)
+	assert.ErrorIs(t, s.Insert(k, []byte("v"), time.Now().Add(time.Hour)), errStoreUnavailable)
+	_, ok := s.Get(k)
+	assert.False(t, ok, "the refused entry")
+}
