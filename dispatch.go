@@ -477,7 +477,8 @@ type hooksFile struct {
 	Idempotency map[string]idem `json:"idempotency"`
 }
 
-// save writes the state to dir if it changed since the last save. The
+// save writes the state to dir if it changed since the last save, or if
+// the file a save wrote, or load read, has disappeared. The
 // lock is held only to copy the state (a memcpy per delivery and
 // endpoint); encoding and writing it, which grow with the delivery log,
 // happen outside it, so deliveries and requests go on meanwhile.
@@ -488,6 +489,7 @@ func (hk *hooks) save(dir string) error { return hk.saveIf(dir, true) }
 // ticks, every second, save).
 func (hk *hooks) saveChanges(dir string) error { return hk.saveIf(dir, false) }
 
+// saveIf is save, looking for a removed file only with look.
 func (hk *hooks) saveIf(dir string, look bool) error {
 	hk.saveMu.Lock()
 	defer hk.saveMu.Unlock()
