@@ -149,6 +149,9 @@ func Parse(b []byte) (*Config, error) {
 		if errors.As(err, &se) {
 			return nil, fmt.Errorf("config: %s: %v", where(b, int(se.Offset)), se)
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) { // cut short: a copy, an editor's save
+			return nil, fmt.Errorf("config: %s: the file ends inside its JSON object (cut short?)", where(b, len(b)+1))
+		}
 		if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			msg := "unknown field " + field
 			if i := bytes.Index(b, []byte(field)); i >= 0 && bytes.Count(b, []byte(field)) == 1 {
@@ -172,7 +175,7 @@ func Parse(b []byte) (*Config, error) {
 		return nil, errors.New("config: the file holds more than one JSON value")
 	}
 	if name, off, ok := repeatedMember(b); ok {
-		return nil, fmt.Errorf("config: %s: %q is given twice in the same object (only the last would count)", where(b, off), name)
+		return nil, fmt.Errorf("config: %s: %s is given twice (only the last would count)", where(b, off), name)
 	}
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -181,16 +184,33 @@ func Parse(b []byte) (*Config, error) {
 }
 
 // repeatedMember finds a member name given twice in one object of b, one
-// JSON value, and returns it and the byte offset (counted from 1) of its
-// second use. encoding/json keeps the last and matches names ignoring
+// JSON value, and returns its path (webhooks.timeout, stores[1].id) and
+// the byte offset (counted from 1) of its second use. encoding/json keeps the last and matches names ignoring
 // case (foldKey), so names are compared so too: an edit appended below an
 // old setting, or a stray "Listen", would otherwise win, or lose, unseen.
 func repeatedMember(b []byte) (name string, off int, ok bool) {
 	type frame struct {
+		path  string          // of the object or array, "" for the file's
 		names map[string]bool // nil in an array
 		key   bool            // an object's next string is a name
+		name  string          // an object's member being read
+		index int             // an array's element being read
 	}
 	var stack []frame
+	// child is the path of the value being read in the innermost container.
+	child := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		f := stack[len(stack)-1]
+		if f.names == nil {
+			return fmt.Sprintf("%s[%d]", f.path, f.index)
+		}
+		if f.path == "" {
+			return f.name
+		}
+		return f.path + "." + f.name
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	for {
 		start := int(dec.InputOffset())
@@ -201,29 +221,34 @@ func repeatedMember(b []byte) (name string, off int, ok bool) {
 		top := len(stack) - 1
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, frame{names: map[string]bool{}, key: true})
+			stack = append(stack, frame{path: child(), names: map[string]bool{}, key: true})
 			continue
 		case json.Delim('['):
-			stack = append(stack, frame{})
+			stack = append(stack, frame{path: child()})
 			continue
 		case json.Delim('}'), json.Delim(']'):
 			stack = stack[:top]
 		default:
 			if top >= 0 && stack[top].names != nil && stack[top].key {
-				n := foldKey(tok.(string))
+				stack[top].name = tok.(string)
+				n := foldKey(stack[top].name)
 				if stack[top].names[n] {
 					// start is where the name's token began, or the
 					// separator before it.
 					i := bytes.IndexByte(b[start:], '"')
-					return tok.(string), start + i + 1, true
+					return child(), start + i + 1, true
 				}
 				stack[top].names[n] = true
 				stack[top].key = false
 				continue
 			}
 		}
-		if top = len(stack) - 1; top >= 0 && stack[top].names != nil {
+		switch top = len(stack) - 1; {
+		case top < 0:
+		case stack[top].names != nil:
 			stack[top].key = true // a value ended: a name comes next
+		default:
+			stack[top].index++
 		}
 	}
 }

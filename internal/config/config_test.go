@@ -267,14 +267,17 @@ func TestParseErrorWording(t *testing.T) {
 		// A name known in one place and not in another: no place is given
 		// rather than the wrong one.
 		{"{\"webhooks\": {\"timeout\": \"10s\"},\n \"stores\": [{\"id\": \"x\", \"timeout\": \"5s\"}]}", `config: unknown field "timeout"`},
+		// Cut short: where it ends.
+		{"{\"stores\": [\n" + minimalStore, `config: line 2, column 71: the file ends inside its JSON object (cut short?)`},
 		// A member given twice: encoding/json would keep the last, names
 		// matched ignoring case.
-		{"{\"listen\": \"127.0.0.1:1\",\n \"listen\": \"127.0.0.1:2\", \"stores\": [" + minimalStore + "]}", `config: line 2, column 2: "listen" is given twice in the same object (only the last would count)`},
-		{"{\"listen\": \"127.0.0.1:1\", \"Listen\": \"127.0.0.1:2\", \"stores\": [" + minimalStore + "]}", `config: line 1, column 27: "Listen" is given twice in the same object (only the last would count)`},
+		{"{\"listen\": \"127.0.0.1:1\",\n \"listen\": \"127.0.0.1:2\", \"stores\": [" + minimalStore + "]}", `config: line 2, column 2: listen is given twice (only the last would count)`},
+		{"{\"listen\": \"127.0.0.1:1\", \"Listen\": \"127.0.0.1:2\", \"stores\": [" + minimalStore + "]}", `config: line 1, column 27: Listen is given twice (only the last would count)`},
 		// 'ſ' folds to 's' for encoding/json as for strings.EqualFold.
-		{"{\"stores\": [" + minimalStore + "], \"ſtores\": [" + minimalStore + "]}", `config: line 1, column 87: "ſtores" is given twice in the same object (only the last would count)`},
-		{"{\"webhooks\": {\"timeout\": \"1s\", \"retry_schedule\": [\"1s\"],\n\t\"timeout\": \"2s\"}, \"stores\": [" + minimalStore + "]}", `config: line 2, column 2: "timeout" is given twice in the same object (only the last would count)`},
-		{"{\"stores\": [{\"id\": \"7c9e6679-7425-40de-944b-e07fc1f90ae7\", \"api_keys\": [\"ak_test\"], \"id\": \"x\"}]}", `config: line 1, column 85: "id" is given twice in the same object (only the last would count)`},
+		{"{\"stores\": [" + minimalStore + "], \"ſtores\": [" + minimalStore + "]}", `config: line 1, column 87: ſtores is given twice (only the last would count)`},
+		{"{\"webhooks\": {\"timeout\": \"1s\", \"retry_schedule\": [\"1s\"],\n\t\"timeout\": \"2s\"}, \"stores\": [" + minimalStore + "]}", `config: line 2, column 2: webhooks.timeout is given twice (only the last would count)`},
+		{"{\"stores\": [{\"id\": \"7c9e6679-7425-40de-944b-e07fc1f90ae7\", \"api_keys\": [\"ak_test\"], \"id\": \"x\"}]}", `config: line 1, column 85: stores[0].id is given twice (only the last would count)`},
+		{"{\"stores\": [" + minimalStore + ", {\"id\": \"0b5e0c3e-1111-4000-8000-00000000000a\", \"api_keys\": [\"k\"], \"redirect_domains\": [\"a.example\"], \"API_keys\": []}]}", `config: line 1, column 187: stores[1].API_keys is given twice (only the last would count)`},
 	}
 	for _, tt := range tests {
 		if _, err := Parse([]byte(tt.in)); err == nil || err.Error() != tt.want {
