@@ -42,6 +42,10 @@ func TestMetrics(t *testing.T) {
 	r1 := mustRegister(t, ts, storeA, keyA)
 	mustRegister(t, ts, storeA, keyA)
 	requireToken(t, postForm(t, tokenURL(ts, storeA), r1.form()))
+	resp, err := http.Get(registerURL(ts, storeA)) // 405
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
 	after := scrape()
 
 	tests := []struct {
@@ -51,6 +55,7 @@ func TestMetrics(t *testing.T) {
 		{`http_requests_total{route="POST /stores/{store_id}/auth/auth-code",status="200"}`, -1, 2},
 		{`http_requests_total{route="POST /stores/{store_id}/auth/token",status="200"}`, -1, 1},
 		{`http_request_duration_seconds_count{route="POST /stores/{store_id}/auth/auth-code"}`, -1, 2},
+		{`http_requests_total{route="/stores/{store_id}/auth/auth-code",status="405"}`, -1, 1}, // by its path, not "unmatched"
 		{`auth_codes_live`, 0, 1}, // one registered code is left; the other was redeemed
 		{`webhook_queue_depth`, 0, 0},
 		{`webhook_attempts_total{outcome="succeeded"}`, 0, 0},

@@ -193,14 +193,19 @@ func (s *server) notFound(mux *http.ServeMux) http.HandlerFunc {
 	methods := []string{"GET", "POST", "PATCH", "DELETE", "OPTIONS"}
 	return func(w http.ResponseWriter, r *http.Request) {
 		var allow []string
+		var path string
 		for _, m := range methods {
 			probe := *r // mux.Handler reads it only: no need of Clone's deep copy
 			probe.Method = m
 			if _, pat := mux.Handler(&probe); pat != "" && pat != "/" {
 				allow = append(allow, m)
+				_, path, _ = strings.Cut(pat, " ")
 			}
 		}
 		if len(allow) > 0 {
+			// Counted and logged under the route's path, without a
+			// method: a client using the wrong one shows where.
+			r.Pattern = path
 			methodNotAllowed(w, r, allow...)
 			return
 		}
