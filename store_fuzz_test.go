@@ -282,6 +282,7 @@ func FuzzStoreCrash(f *testing.F) {
 		key := func(b byte) Key { return keyInShard(fmt.Sprint(b%6), int(b%3)) }
 		mem := map[Key][]byte{}  // what the store holds
 		disk := map[Key][]byte{} // what a crash keeps
+		crashes := 0
 		persist := func(shards uint64) {
 			for b := range byte(6) {
 				k := key(b)
@@ -333,6 +334,12 @@ func FuzzStoreCrash(f *testing.F) {
 				}
 				persist(1 << (k[0] % numShards))
 			case 7: // crash, and look at what a restart finds
+				// A restart writes all 64 shards, with fsyncs: more than a
+				// few made one input take over 10 s on a loaded machine,
+				// which the fuzzer reports as a failure.
+				if crashes++; crashes > 4 {
+					continue
+				}
 				crashDir := t.TempDir()
 				if err := os.CopyFS(crashDir, os.DirFS(dir)); err != nil {
 					t.Fatal(err)
