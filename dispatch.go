@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -498,11 +497,7 @@ func (hk *hooks) saveIf(dir string, look bool) error {
 	// at the next change: a stop would otherwise leave none, and the
 	// next start begin without webhooks. (data_dir removed whole is
 	// app.ensureDataDir's.)
-	gone := false
-	if look && hk.onDisk {
-		_, err := os.Stat(path)
-		gone = errors.Is(err, fs.ErrNotExist)
-	}
+	gone := look && hk.onDisk && !exists(path)
 	hk.mu.Lock()
 	if gone && !hk.dirty {
 		slog.Warn("webhooks: " + hooksFileName + " has disappeared from data_dir; writing it again")

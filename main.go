@@ -339,7 +339,7 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	}
 	removeTempFiles(cfg.DataDir, logger)
 	keyPath := filepath.Join(cfg.DataDir, cookieKeyFile)
-	if _, err := os.Stat(keyPath); errors.Is(err, fs.ErrNotExist) {
+	if !exists(keyPath) {
 		if hasSnapshot(cfg.DataDir) {
 			logger.Error("data_dir holds a state without its cookie key, which is written last when the state is written again after data_dir was removed or emptied: that was cut short, or the key was removed; what is there is restored, anything else is lost", "data_dir", cfg.DataDir)
 		}

@@ -304,14 +304,20 @@ func hasSnapshot(dir string) bool {
 func missingStoreFiles(dir string) []string {
 	var missing []string
 	for i := range numShards {
-		base := filepath.Join(dir, fmt.Sprintf(storeFilePrefix+"%02x", i))
-		for _, path := range []string{base + ".snap", base + ".log"} {
+		snap, log := shardPaths(dir, i)
+		for _, path := range []string{snap, log} {
 			if !exists(path) {
 				missing = append(missing, path)
 			}
 		}
 	}
 	return missing
+}
+
+// shardPaths returns the paths of shard i's snapshot and log in dir.
+func shardPaths(dir string, i int) (snap, log string) {
+	base := filepath.Join(dir, fmt.Sprintf(storeFilePrefix+"%02x", i))
+	return base + ".snap", base + ".log"
 }
 
 func newMemStore(dir string, maxLive int) (*memStore, error) {
@@ -322,8 +328,7 @@ func newMemStore(dir string, maxLive int) (*memStore, error) {
 		s.shards[i].t.setHint(&s.hints[i])
 		s.shards[i].expiring = newExpiries(now)
 		s.shards[i].fresh = true
-		base := filepath.Join(dir, fmt.Sprintf(storeFilePrefix+"%02x", i))
-		s.snapPaths[i], s.logPaths[i] = base+".snap", base+".log"
+		s.snapPaths[i], s.logPaths[i] = shardPaths(dir, i)
 	}
 	if dir == "" {
 		return s, nil
@@ -1436,8 +1441,7 @@ func (c *cleanStop) check(i int, path string, epoch uint64, log []byte, exists b
 // checkFiles reports a file of c.Files missing from dir.
 func (c *cleanStop) checkFiles(dir string) error {
 	for _, name := range c.Files {
-		path := filepath.Join(dir, name)
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if path := filepath.Join(dir, name); !exists(path) {
 			return fmt.Errorf("restore %s: missing, though it was there when the service stopped cleanly (%s): restore data_dir from a backup, or move %s away to start without the check, and without what the file held", path, cleanStopFile, cleanStopFile)
 		}
 	}
