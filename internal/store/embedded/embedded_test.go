@@ -1,0 +1,282 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"deeplink/internal/store"
+	"deeplink/internal/store/storetest"
+)
+
+// abandon stops db as kill -9 would: nothing more is written for it,
+// no snapshot, no final flush of what was not yet written.
+func (db *DB) abandon() {
+	db.closed.Store(true)
+	if db.j != nil {
+		db.j.mu.Lock()
+		db.j.shut = true
+		db.j.cur = newBatch() // unwritten records die with the process
+		db.j.mu.Unlock()
+	}
+	close(db.stop)
+	if db.j != nil {
+		<-db.j.done
+		db.j.folds.Wait()
+		db.j.f.Close()
+	}
+	db.bg.Wait()
+}
+
+func backend(d Durability, o Options) storetest.Backend {
+	open := func(t *testing.T, dir string, c *storetest.Clock) store.Store {
+		o := o
+		o.Durability, o.Now = d, c.Now
+		if o.Logger == nil {
+			o.Logger = slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
+		}
+		db, err := Open(dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	dirs := map[store.Store]string{}
+	return storetest.Backend{
+		Open: func(t *testing.T, c *storetest.Clock) store.Store {
+			dir := t.TempDir()
+			s := open(t, dir, c)
+			dirs[s] = dir
+			return s
+		},
+		Restart: func(t *testing.T, s store.Store, c *storetest.Clock, crash bool) store.Store {
+			if crash {
+				s.(*DB).abandon()
+			} else if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s2 := open(t, dirs[s], c)
+			dirs[s2] = dirs[s]
+			return s2
+		},
+		Durable: d == Fsync,
+	}
+}
+
+func TestContract(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    Durability
+		o    Options
+	}{
+		{"fsync", Fsync, Options{}},
+		{"interval", Interval, Options{}},
+		{"fsync/fold-often", Fsync, Options{FoldAt: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { storetest.Run(t, backend(tc.d, tc.o)) })
+	}
+}
+
+func openT(t *testing.T, dir string, o Options) *DB {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	db, err := Open(dir, o)
+	if err != nil {
+		t.Fatalf("Open(%q) = %v", dir, err)
+	}
+	return db
+}
+
+func lastJournal(t *testing.T, dir string) string {
+	t.Helper()
+	files, err := listFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(files) - 1; i >= 0; i-- {
+		if !files[i].snap {
+			return filepath.Join(dir, files[i].name)
+		}
+	}
+	t.Fatal("no journal")
+	return ""
+}
+
+// crashed writes n values with db, abandons it, and returns the journal
+// the values are in.
+func crashed(t *testing.T, dir string, n int) string {
+	db := openT(t, dir, Options{})
+	for i := range n {
+		if err := db.Put(context.Background(), fmt.Sprint("k", i), []byte("value"), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.abandon()
+	return lastJournal(t, dir)
+}
+
+func TestTornTailDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tear func(b []byte) []byte
+		keep int // of the three values written
+	}{
+		{"cut in the last record", func(b []byte) []byte { return b[:len(b)-3] }, 2},
+		{"cut in the last frame", func(b []byte) []byte { return b[:len(b)-recordLen(b)+4] }, 2},
+		{"zeros after the records", func(b []byte) []byte { return append(b, make([]byte, 4096)...) }, 3},
+		{"last record's checksum wrong", func(b []byte) []byte { b[len(b)-1] ^= 1; return b }, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := crashed(t, dir, 3)
+			b, _ := os.ReadFile(path)
+			if err := os.WriteFile(path, tc.tear(b), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var logged bytes.Buffer
+			db := openT(t, dir, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+			defer db.Close()
+			if got := db.Len(); got != tc.keep {
+				t.Errorf("after the tear, %d entries; want %d", got, tc.keep)
+			}
+			if tc.keep == 2 && !strings.Contains(logged.String(), "level=WARN") {
+				t.Errorf("no warning logged for the torn tail; log: %s", logged.String())
+			}
+		})
+	}
+}
+
+// recordLen returns the framed length of the last of the records written
+// by crashed (they all have one size).
+func recordLen(b []byte) int {
+	return len(appendRecord(nil, record{op: opPut, key: "k0", val: []byte("value")}))
+}
+
+func TestDamageStopsStart(t *testing.T) {
+	dir := t.TempDir()
+	path := crashed(t, dir, 3)
+	b, _ := os.ReadFile(path)
+	off := headerSize + recordLen(b) + frameSize + 2 // inside the second of three records
+	b[off] ^= 0x40
+	os.WriteFile(path, b, 0o600)
+	_, err := Open(dir, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	want := fmt.Sprintf("%s is damaged at offset %d", path, headerSize+recordLen(b))
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Open(damaged) = %v; want one line with %q", err, want)
+	}
+}
+
+func TestMissingJournalStopsStart(t *testing.T) {
+	dir := t.TempDir()
+	crashed(t, dir, 1)
+	crashed(t, dir, 1) // a second journal after the first
+	os.Remove(filepath.Join(dir, journalName(1)))
+	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), journalName(1)+" is missing") {
+		t.Fatalf("Open without journal 1 = %v; want it named missing", err)
+	}
+}
+
+func TestSnapshotCutShortStopsStart(t *testing.T) {
+	dir := t.TempDir()
+	db := openT(t, dir, Options{})
+	db.Put(context.Background(), "k", []byte("v"), time.Time{})
+	db.Close()
+	path := filepath.Join(dir, snapName(2))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(path, b[:len(b)-1], 0o600)
+	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), path+" is damaged") {
+		t.Fatalf("Open(snapshot cut short) = %v; want it named damaged", err)
+	}
+}
+
+// failingFile is a journal file whose writes fail while fail is set.
+type failingFile struct {
+	file
+	fail *atomic.Bool
+}
+
+func (f failingFile) Write(p []byte) (int, error) {
+	if f.fail.Load() {
+		return 0, errors.New("no space left on device")
+	}
+	return f.file.Write(p)
+}
+
+func TestFailedWriteAcknowledgesNothingAndRecovers(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openT(t, dir, Options{})
+	must(t, db.Put(ctx, "before", []byte("v"), time.Time{}))
+	var fail atomic.Bool
+	fail.Store(true)
+	db.j.mu.Lock() // the writer is idle: nothing is pending
+	db.j.f = failingFile{db.j.f, &fail}
+	db.j.mu.Unlock()
+
+	if err := db.Put(ctx, "lost", []byte("v"), time.Time{}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Put while writes fail = %v; want ErrUnavailable", err)
+	}
+	if err := db.Put(ctx, "refused", []byte("v"), time.Time{}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Put after a failed write = %v; want ErrUnavailable", err)
+	}
+	if _, err := db.Get(ctx, "refused"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused Put was made: Get = %v", err)
+	}
+	if v, err := db.Get(ctx, "before"); err != nil || string(v) != "v" {
+		t.Fatalf("reads while writes fail: Get = %q, %v", v, err)
+	}
+	fail.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for db.Failing() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the store did not recover once writes worked again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	must(t, db.Put(ctx, "after", []byte("v"), time.Time{}))
+	db.abandon()
+	db = openT(t, dir, Options{})
+	defer db.Close()
+	for _, k := range []string{"before", "after"} {
+		if _, err := db.Get(ctx, k); err != nil {
+			t.Errorf("Get(%q) after recovery and a crash = %v", k, err)
+		}
+	}
+}
+
+func TestMaxLive(t *testing.T) {
+	ctx := context.Background()
+	c := storetest.NewClock()
+	db := openT(t, "", Options{MaxLive: 2, Now: c.Now})
+	defer db.Close()
+	must(t, db.Put(ctx, "a", nil, c.Now().Add(time.Second)))
+	must(t, db.Put(ctx, "b", nil, time.Time{}))
+	if err := db.Put(ctx, "c", nil, time.Time{}); !errors.Is(err, store.ErrFull) {
+		t.Fatalf("Put beyond MaxLive = %v; want ErrFull", err)
+	}
+	must(t, db.Put(ctx, "b", []byte("replaced"), time.Time{})) // not one more
+	c.Advance(time.Second)
+	db.Sweep()
+	must(t, db.Put(ctx, "c", nil, time.Time{}))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,265 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"deeplink/internal/store"
+)
+
+// journal appends records to the current journal file, one batch at a
+// time: a change appends its record to the open batch, the writer takes
+// the whole batch, writes it with one write and one fsync, then tells
+// every change of it at once (group commit).
+type journal struct {
+	db       *DB
+	dir      string
+	interval bool  // durability "interval": nobody waits for a batch
+	foldAt   int64 // see Options.FoldAt
+
+	mu   sync.Mutex // guards cur and shut
+	cur  *batch     // the open batch
+	shut bool       // closed: appends get a failed ticket
+
+	kick chan struct{} // a batch has records (fsync mode); buffered, one
+	done chan struct{} // closed when the writer has ended
+
+	// Owned by the writer goroutine.
+	f        file         // the current journal file
+	gen      uint64       // its generation
+	size     int64        // its bytes
+	snapSize atomic.Int64 // bytes of the last snapshot
+	folding  atomic.Bool  // a snapshot is being written in the background
+	folds    sync.WaitGroup
+
+	failed atomic.Pointer[error] // the write that failed; nil while writes work
+}
+
+// file is what the journal needs of its file: an *os.File, or in tests
+// one whose writes fail.
+type file interface {
+	Write([]byte) (int, error)
+	Sync() error
+	Close() error
+}
+
+// batch is records written together, and the outcome of their write.
+type batch struct {
+	buf  []byte
+	done chan struct{} // closed once written (err nil) or failed
+	err  error         // set before done is closed
+}
+
+// ticket is a change's place in the journal: the batch its record is in.
+type ticket struct{ b *batch }
+
+func newBatch() *batch { return &batch{done: make(chan struct{})} }
+
+// retryEvery is how often a failing journal tries to recover.
+const retryEvery = time.Second
+
+// writeEvery is how often the journal is written with durability
+// "interval": well within the second it promises.
+const writeEvery = 200 * time.Millisecond
+
+// closedBatch is the batch of a change made as the journal closed: it
+// is never written, and its change is not acknowledged.
+var closedBatch = func() *batch {
+	b := &batch{done: make(chan struct{}), err: fmt.Errorf("%w: closed", store.ErrUnavailable)}
+	close(b.done)
+	return b
+}()
+
+func (j *journal) append(r record) ticket {
+	j.mu.Lock()
+	if j.shut {
+		j.mu.Unlock()
+		return ticket{closedBatch}
+	}
+	b := j.cur
+	b.buf = appendRecord(b.buf, r)
+	j.mu.Unlock()
+	if !j.interval {
+		select {
+		case j.kick <- struct{}{}:
+		default:
+		}
+	}
+	return ticket{b}
+}
+
+func (j *journal) wait(ctx context.Context, t ticket) error {
+	if t.b == nil || j.interval {
+		return nil
+	}
+	select {
+	case <-t.b.done:
+		return t.b.err
+	case <-ctx.Done():
+		// The change may still be written; it is not acknowledged.
+		return fmt.Errorf("%w: %v", store.ErrUnavailable, ctx.Err())
+	}
+}
+
+func (j *journal) failing() error {
+	if p := j.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (j *journal) fail(err error) {
+	err = fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	if j.failed.Swap(&err) == nil {
+		j.db.log.Error("store: writing the journal failed; changes answer 503 until it works again", "err", err)
+	}
+}
+
+// writer writes the batches until close, and recovers from failures.
+func (j *journal) writer() {
+	defer close(j.done)
+	var tick <-chan time.Time
+	if j.interval {
+		t := time.NewTicker(writeEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	retry := time.NewTicker(retryEvery)
+	defer retry.Stop()
+	for {
+		select {
+		case <-j.db.stop:
+			j.flush()
+			return
+		case <-j.kick:
+			j.flush()
+			j.maybeFold()
+		case <-tick:
+			j.flush()
+			j.maybeFold()
+		case <-retry.C:
+			if j.failing() != nil {
+				j.recover()
+			}
+		}
+	}
+}
+
+// flush writes the open batch and fsyncs it.
+func (j *journal) flush() {
+	j.mu.Lock()
+	b := j.cur
+	if len(b.buf) == 0 {
+		j.mu.Unlock()
+		return
+	}
+	j.cur = newBatch()
+	j.mu.Unlock()
+
+	b.err = j.failing()
+	if b.err == nil {
+		b.err = j.write(b.buf)
+		if b.err != nil {
+			j.fail(b.err)
+			b.err = j.failing()
+		}
+	}
+	close(b.done)
+}
+
+// maybeFold folds the journal once it has grown past foldAt and past
+// twice the last snapshot, so that a start never reads much more than
+// the state itself.
+func (j *journal) maybeFold() {
+	if j.failing() == nil && !j.folding.Load() && j.size > j.foldAt && j.size > 2*j.snapSize.Load() {
+		j.fold()
+	}
+}
+
+func (j *journal) write(p []byte) error {
+	if _, err := j.f.Write(p); err != nil {
+		return err
+	}
+	j.size += int64(len(p))
+	return j.f.Sync()
+}
+
+// fold starts a new journal file and writes a snapshot of memory in the
+// background; once the snapshot is on disk, the files before it go.
+// Every change in the old journal is in memory before the switch, so the
+// snapshot holds it; changes made while it is written may be in both the
+// snapshot and the new journal, which is harmless, as records state
+// results.
+func (j *journal) fold() {
+	gen := j.gen + 1
+	f, err := createFile(j.dir, journalName(gen), journalMagic, gen)
+	if err != nil {
+		j.db.log.Error("store: starting a new journal failed; the current one grows until it works", "err", err)
+		return
+	}
+	j.f.Close()
+	j.f, j.gen, j.size = f, gen, headerSize
+	j.folding.Store(true)
+	j.folds.Add(1)
+	go func() {
+		defer j.folds.Done()
+		defer j.folding.Store(false)
+		n, err := writeSnapshot(j.db, j.dir, gen)
+		if err != nil {
+			j.db.log.Error("store: writing a snapshot failed; the journal is kept whole", "err", err)
+			return
+		}
+		j.snapSize.Store(n)
+		removeBefore(j.dir, gen, j.db.log)
+	}()
+}
+
+// recover ends a failure: it writes a snapshot of memory, which holds
+// every change made, acknowledged or not, and starts a new journal after
+// it, so that nothing is appended to a file whose last write failed.
+func (j *journal) recover() {
+	if j.folding.Load() {
+		return
+	}
+	gen := j.gen + 1
+	n, err := writeSnapshot(j.db, j.dir, gen)
+	if err != nil {
+		return
+	}
+	f, err := createFile(j.dir, journalName(gen), journalMagic, gen)
+	if err != nil {
+		return
+	}
+	j.f.Close()
+	j.f, j.gen, j.size = f, gen, headerSize
+	j.snapSize.Store(n)
+	removeBefore(j.dir, gen, j.db.log)
+	j.failed.Store(nil)
+	j.db.log.Info("store: writing the journal works again")
+}
+
+// close writes what is pending and folds the journal into a snapshot, so
+// that the next start reads one file. It runs after db.stop is closed.
+func (j *journal) close() error {
+	<-j.done
+	j.folds.Wait() // a fold under way: its snapshot is the base of ours
+	j.mu.Lock()
+	j.shut = true
+	j.mu.Unlock()
+	j.flush() // what was appended after the writer's last flush
+	if err := j.failing(); err != nil {
+		j.f.Close()
+		return err
+	}
+	gen := j.gen + 1
+	_, err := writeSnapshot(j.db, j.dir, gen)
+	j.f.Close()
+	if err != nil {
+		return err // the journal is whole: the next start replays it
+	}
+	removeBefore(j.dir, gen, j.db.log)
+	return nil
+}

@@ -1,0 +1,153 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+)
+
+// The journal and the snapshot hold the same records, each framed as
+//
+//	length  uint32, little endian: the payload's length
+//	crc     uint32, little endian: CRC-32C of the payload
+//	payload op byte, then the op's fields
+//
+// Every record states a result, never a step (a counter's new value, not
+// its delta), so replaying one whose effect the snapshot already holds
+// changes nothing.
+const (
+	opPut  = 'p' // key, exp, val
+	opDel  = 'd' // key
+	opZAdd = 'z' // set, member, score
+	opZRem = 'r' // set, member
+	opEnd  = 'e' // key empty, n: the records before it; the last record of a snapshot
+)
+
+const frameSize = 8
+
+// maxRecord bounds a payload: a length beyond it is damage, not a record.
+const maxRecord = 64 << 20
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// record is one decoded record. exp and score are unix nanoseconds and a
+// set's score; the strings alias the buffer decoded from.
+type record struct {
+	op          byte
+	key, member string // key: the entry's key or the set's name
+	val         []byte
+	n           int64 // exp for opPut, score for opZAdd
+}
+
+// appendRecord appends r, framed, to b.
+func appendRecord(b []byte, r record) []byte {
+	start := len(b)
+	b = append(b, make([]byte, frameSize)...)
+	b = append(b, r.op)
+	b = appendString(b, r.key)
+	switch r.op {
+	case opPut:
+		b = binary.AppendVarint(b, r.n)
+		b = binary.AppendUvarint(b, uint64(len(r.val)))
+		b = append(b, r.val...)
+	case opZAdd:
+		b = appendString(b, r.member)
+		b = binary.AppendVarint(b, r.n)
+	case opEnd:
+		b = binary.AppendVarint(b, r.n)
+	case opZRem:
+		b = appendString(b, r.member)
+	}
+	payload := b[start+frameSize:]
+	binary.LittleEndian.PutUint32(b[start:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(b[start+4:], crc32.Checksum(payload, castagnoli))
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+var (
+	errShort    = errors.New("record cut short")
+	errChecksum = errors.New("record checksum does not match")
+	errBadOp    = errors.New("record of unknown kind")
+	errBadField = errors.New("record fields do not add up")
+)
+
+// nextRecord decodes the record at the start of b and returns it with its
+// framed size. errShort means b ends inside the record.
+func nextRecord(b []byte) (r record, size int, err error) {
+	if len(b) < frameSize {
+		return r, 0, errShort
+	}
+	n := binary.LittleEndian.Uint32(b)
+	if n == 0 || n > maxRecord {
+		return r, 0, errBadField
+	}
+	if uint64(len(b)-frameSize) < uint64(n) {
+		return r, 0, errShort
+	}
+	payload := b[frameSize : frameSize+int(n)]
+	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+		return r, 0, errChecksum
+	}
+	r, err = decodePayload(payload)
+	return r, frameSize + int(n), err
+}
+
+func decodePayload(p []byte) (r record, err error) {
+	d := decoder{b: p[1:]}
+	r.op = p[0]
+	r.key = d.str()
+	switch r.op {
+	case opPut:
+		r.n = d.varint()
+		r.val = d.bytes()
+	case opDel:
+	case opZAdd:
+		r.member = d.str()
+		r.n = d.varint()
+	case opZRem:
+		r.member = d.str()
+	case opEnd:
+		r.n = d.varint()
+	default:
+		return r, errBadOp
+	}
+	if d.bad || len(d.b) != 0 {
+		return r, errBadField
+	}
+	return r, nil
+}
+
+type decoder struct {
+	b   []byte
+	bad bool
+}
+
+func (d *decoder) bytes() []byte {
+	n, k := binary.Uvarint(d.b)
+	if k <= 0 || n > uint64(len(d.b)-k) {
+		d.bad = true
+		d.b = nil
+		return nil
+	}
+	v := d.b[k : k+int(n)]
+	d.b = d.b[k+int(n):]
+	return v
+}
+
+func (d *decoder) str() string { return string(d.bytes()) }
+
+func (d *decoder) varint() int64 {
+	v, k := binary.Varint(d.b)
+	if k <= 0 {
+		d.bad = true
+		d.b = nil
+		return 0
+	}
+	d.b = d.b[k:]
+	return v
+}

@@ -1,0 +1,150 @@
+package embedded
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"deeplink/internal/store"
+)
+
+// zset is a sorted set: its members by name, and the same in score order.
+// The ordered slice costs a copy of the set's tail on each change, which
+// stays small for the sets the service keeps (a delivery log is trimmed; a
+// queue holds what is pending).
+type zset struct {
+	score  map[string]int64
+	sorted []store.Scored // by score, then member
+}
+
+func compareScored(a, b store.Scored) int {
+	if c := cmp.Compare(a.Score, b.Score); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Member, b.Member)
+}
+
+// add puts m at score s; the caller holds db.setsMu.
+func (z *zset) add(m string, s int64) {
+	if old, ok := z.score[m]; ok {
+		if old == s {
+			return
+		}
+		z.remove(m)
+	}
+	z.score[m] = s
+	x := store.Scored{Member: m, Score: s}
+	i, _ := slices.BinarySearchFunc(z.sorted, x, compareScored)
+	z.sorted = slices.Insert(z.sorted, i, x)
+}
+
+func (z *zset) remove(m string) bool {
+	s, ok := z.score[m]
+	if !ok {
+		return false
+	}
+	delete(z.score, m)
+	i, found := slices.BinarySearchFunc(z.sorted, store.Scored{Member: m, Score: s}, compareScored)
+	if found {
+		z.sorted = slices.Delete(z.sorted, i, i+1)
+	}
+	return true
+}
+
+// setLocked returns the set named name, made when make is set; db.setsMu
+// is held.
+func (db *DB) setLocked(name string, make bool) *zset {
+	z := db.sets[name]
+	if z == nil && make {
+		z = &zset{score: map[string]int64{}}
+		db.sets[name] = z
+	}
+	return z
+}
+
+func (db *DB) ZAdd(ctx context.Context, set, member string, score int64) error {
+	if err := db.writable(); err != nil {
+		return err
+	}
+	db.setsMu.Lock()
+	db.setLocked(set, true).add(member, score)
+	t := db.logLocked(record{op: opZAdd, key: set, member: member, n: score})
+	db.setsMu.Unlock()
+	return db.commit(ctx, t)
+}
+
+func (db *DB) ZRem(ctx context.Context, set, member string) error {
+	if err := db.writable(); err != nil {
+		return err
+	}
+	db.setsMu.Lock()
+	var t ticket
+	if z := db.setLocked(set, false); z != nil && z.remove(member) {
+		if len(z.score) == 0 {
+			delete(db.sets, set)
+		}
+		t = db.logLocked(record{op: opZRem, key: set, member: member})
+	}
+	db.setsMu.Unlock()
+	return db.commit(ctx, t)
+}
+
+func (db *DB) ZRange(ctx context.Context, set string, from, to int64, limit int, rev bool) ([]store.Scored, error) {
+	if db.closed.Load() {
+		return nil, store.ErrUnavailable
+	}
+	db.setsMu.Lock()
+	defer db.setsMu.Unlock()
+	z := db.setLocked(set, false)
+	if z == nil || from > to {
+		return nil, nil
+	}
+	lo, _ := slices.BinarySearchFunc(z.sorted, from, func(x store.Scored, s int64) int { return cmp.Compare(x.Score, s) })
+	hi, _ := slices.BinarySearchFunc(z.sorted, to, func(x store.Scored, s int64) int {
+		if x.Score <= s {
+			return -1
+		}
+		return 1
+	})
+	in := z.sorted[lo:hi]
+	n := len(in)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	out := make([]store.Scored, n)
+	if rev {
+		for i := range out {
+			out[i] = in[len(in)-1-i]
+		}
+	} else {
+		copy(out, in)
+	}
+	return out, nil
+}
+
+func (db *DB) ZClaim(ctx context.Context, set string, due, until int64, limit int) ([]store.Scored, error) {
+	if err := db.writable(); err != nil {
+		return nil, err
+	}
+	db.setsMu.Lock()
+	z := db.setLocked(set, false)
+	var got []store.Scored
+	var t ticket
+	if z != nil {
+		for _, x := range z.sorted {
+			if x.Score > due || limit > 0 && len(got) == limit {
+				break
+			}
+			got = append(got, x)
+		}
+		for _, x := range got {
+			z.add(x.Member, until)
+			t = db.logLocked(record{op: opZAdd, key: set, member: x.Member, n: until})
+		}
+	}
+	db.setsMu.Unlock()
+	if err := db.commit(ctx, t); err != nil {
+		return nil, err
+	}
+	return got, nil
+}

@@ -1,0 +1,118 @@
+// Package store is the contract for everything the service keeps: auth
+// codes, tokens, sessions, idempotency keys, rate-limit counters, webhook
+// endpoints and their secrets, events, the delivery queue and the
+// delivery log. Every backend (the embedded one in package embedded, a
+// shared one for several replicas, the edge host's) implements Store, and
+// the suite in package storetest checks that it keeps this contract.
+//
+// Keys and set members are opaque strings (any bytes); values are opaque
+// byte slices. A Store copies what it is given, and what it returns
+// belongs to the caller.
+//
+// Durability: a method that changes state returns nil only once the change
+// is as durable as the backend promises for an acknowledgement (the
+// embedded backend with durability "fsync": on disk, fsynced). When it
+// returns an error wrapping ErrUnavailable the change may or may not have
+// been made; nothing was promised, and the caller answers 503.
+package store
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"time"
+)
+
+var (
+	// ErrNotFound: no live entry under the key. It is fs.ErrNotExist, so
+	// errors.Is(err, fs.ErrNotExist) also holds.
+	ErrNotFound = fs.ErrNotExist
+	// ErrExists: Insert found a live entry under the key, left untouched.
+	ErrExists = fs.ErrExist
+	// ErrConflict: CompareAndSwap found another value than the one expected.
+	ErrConflict = errors.New("store: value changed")
+	// ErrFull: the change would take the store over its budget of live
+	// entries; nothing was changed.
+	ErrFull = errors.New("store: over its budget of live entries")
+	// ErrUnavailable: the backend cannot read or durably write now (a
+	// failed write or fsync, a full disk, an unreachable server, a store
+	// being closed). The backend recovers by itself when the cause goes.
+	ErrUnavailable = errors.New("store: unavailable")
+)
+
+// Store is the service's state. All methods are safe for concurrent use.
+//
+// Expiry: exp is an absolute time; the zero time means the entry never
+// expires. An entry whose expiry has passed is gone for every method, at
+// once, whether or not it was swept yet.
+type Store interface {
+	// Get returns the value of the live entry key, or ErrNotFound.
+	Get(ctx context.Context, key string) ([]byte, error)
+
+	// Put sets key to val until exp, live or not before.
+	Put(ctx context.Context, key string, val []byte, exp time.Time) error
+
+	// Insert sets key to val until exp if no live entry holds key, and
+	// fails with ErrExists otherwise. Of concurrent Inserts of one key
+	// exactly one succeeds.
+	Insert(ctx context.Context, key string, val []byte, exp time.Time) error
+
+	// Swap replaces the value of the live entry key with val and returns
+	// the value it had, in one atomic step: of concurrent Swaps of one key
+	// each sees the value the previous one wrote, so exactly one sees the
+	// value that was there first. A zero exp keeps the entry's expiry;
+	// another sets it. ErrNotFound when key is not live (nothing stored).
+	Swap(ctx context.Context, key string, val []byte, exp time.Time) (old []byte, err error)
+
+	// Take deletes the live entry key and returns its value, in one atomic
+	// step: of concurrent Takes of one key exactly one gets the value, the
+	// others ErrNotFound.
+	Take(ctx context.Context, key string) ([]byte, error)
+
+	// CompareAndSwap sets key to val until exp if its live value is old
+	// (old == nil: if no live entry holds key), and fails with ErrConflict
+	// otherwise. val == nil deletes the entry.
+	CompareAndSwap(ctx context.Context, key string, old, val []byte, exp time.Time) error
+
+	// Delete removes key, live or not; deleting nothing is not an error.
+	Delete(ctx context.Context, key string) error
+
+	// Add adds delta to the counter at key and returns its new value. A
+	// counter that is not live starts at 0 and takes exp as its expiry;
+	// a live one keeps its own. Counters are values like any other:
+	// Get returns the decimal text of the number.
+	Add(ctx context.Context, key string, delta int64, exp time.Time) (int64, error)
+
+	// ZAdd puts member in the sorted set with score, moving it if it was
+	// there. Sets never expire; an empty set is no set.
+	ZAdd(ctx context.Context, set, member string, score int64) error
+
+	// ZRem removes member from the set; removing nothing is not an error.
+	ZRem(ctx context.Context, set, member string) error
+
+	// ZRange returns the members with min <= score <= max, lowest score
+	// first (highest first when rev), at most limit of them (limit <= 0:
+	// all). Members of equal score come in the order of their names
+	// (reversed when rev).
+	ZRange(ctx context.Context, set string, min, max int64, limit int, rev bool) ([]Scored, error)
+
+	// ZClaim takes the members with score <= due, lowest score first, at
+	// most limit of them, and moves each to score until, in one atomic
+	// step: of concurrent claims no two get the same member until its
+	// score is due again. It returns them with the scores they had. A
+	// queue's worker claims its due items with until = now + a lease, and
+	// removes (ZRem) or reschedules (ZAdd) each when done; an item whose
+	// worker died comes due again when its lease runs out.
+	ZClaim(ctx context.Context, set string, due, until int64, limit int) ([]Scored, error)
+
+	// Close makes every change durable, stops the backend's background
+	// work and releases its resources. Methods called after Close fail
+	// with ErrUnavailable.
+	Close() error
+}
+
+// Scored is a member of a sorted set with its score.
+type Scored struct {
+	Member string
+	Score  int64
+}
