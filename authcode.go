@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"deeplink/internal/config"
+	"deeplink/internal/store"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -196,7 +198,7 @@ func (s *server) handleRegister(w http.ResponseWriter, r *http.Request, st *Stor
 		writeError(w, errInvalidJSON)
 		return
 	}
-	if e := s.register(st, &req); e != nil {
+	if e := s.register(r.Context(), st, &req); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -225,16 +227,7 @@ func asAPIError(err error) *apiError {
 
 // register validates req and stores the code for st. It returns the error
 // to answer, or nil once the code is live.
-func (s *server) register(st *StoreConfig, req *registerRequest) *apiError {
-	// The key is known before the checks: the store can start loading
-	// the memory the Insert will need while they run. A code of another
-	// length, which could be 64 KiB to hash, is not keyed: the checks
-	// refuse it, by the same constants.
-	var k Key
-	if n := len(req.AuthCode.s); n >= minCodeLen && n <= maxCodeLen {
-		k = codeKey(st.ID, req.AuthCode.s)
-		s.prefetch(k)
-	}
+func (s *server) register(ctx context.Context, st *StoreConfig, req *registerRequest) *apiError {
 	fields, redirectOK := s.validateRegister(st, req)
 	if len(fields) > 0 {
 		return validationError(fields)
@@ -255,16 +248,17 @@ func (s *server) register(st *StoreConfig, req *registerRequest) *apiError {
 			Timezone:          req.Timezone.s,
 		},
 	}
-	exp := time.Now().Add(s.cfg.AuthCodeTTL.D())
+	exp := s.now().Add(s.cfg.AuthCodeTTL.D())
 	buf := recordBufs.Get().(*[]byte)
 	defer recordBufs.Put(buf)
 	*buf = rec.appendTo((*buf)[:0])
-	switch err := s.store.Insert(k, *buf, exp); err {
-	case nil:
+	err := s.store.Insert(ctx, codeKey(st.ID, req.AuthCode.s).name(), *buf, exp)
+	switch {
+	case err == nil:
 		return nil
-	case errKeyExists:
+	case errors.Is(err, store.ErrExists):
 		return errCodeConflict
-	case errStoreFull:
+	case errors.Is(err, store.ErrFull):
 		return errFull
 	default:
 		return errPersist
@@ -556,7 +550,7 @@ func (s *server) token(r *http.Request) (*tokenResponse, *tokenError) {
 	if st == nil {
 		return nil, invalidGrant("no store with that id")
 	}
-	return s.redeem(st, p.Code, p.RedirectURI, p.CodeVerifier)
+	return s.redeem(r.Context(), st, p.Code, p.RedirectURI, p.CodeVerifier)
 }
 
 // tokenParams are the parameters of a token request.
@@ -665,93 +659,64 @@ const unknownCode = "the code is unknown, expired, already used, or for another 
 const redeemGrace = time.Minute
 
 // redeem exchanges the code of st for an access token. Whatever the
-// outcome, the code is used up: the swap to a redeemed marker is the one
-// atomic step that decides which of concurrent redemptions wins. Redeeming
-// an already redeemed code revokes the token the first redemption issued.
-func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*tokenResponse, *tokenError) {
+// outcome, the code is used up: the compare-and-swap of the code's record
+// to a redeemed mark is the one atomic step that decides which of
+// concurrent redemptions wins. Redeeming an already redeemed code revokes
+// the token the first redemption issued. Every change is durable before
+// the store call that makes it returns, and each is ordered so that a
+// crash between two of them loses nothing answered: a code used up, a
+// token issued, a revocation.
+func (s *server) redeem(ctx context.Context, st *StoreConfig, code, redirectURI, verifier string) (*tokenResponse, *tokenError) {
 	if len(code) > 255 {
 		return nil, invalidGrant(unknownCode)
 	}
-	ck := codeKey(st.ID, code)
+	ck := codeKey(st.ID, code).name()
+	rk := replayKey(st.ID, code).name()
 	token := randomToken()
 	tk := tokenKey(token)
 	marker := redeemedValue(tk)
-	// Whatever an attempt changed is on disk before it is answered (see
-	// s.sync below): a code used up, a token revoked. Only the sign-in
-	// itself depends on it; a failure to write what a refused attempt
-	// changed is the store's to report, and its next write retries it.
-	old, ok := s.store.Swap(ck, marker, time.Time{}) // the marker goes with the code's TTL
-	if !ok {
-		// Unknown, or past its TTL: if it signed someone in, this is a
-		// replay all the same, and revokes what it issued. The swap lets
-		// a redemption still under way see it (below).
-		rk := replayKey(st.ID, code)
-		if v, ok := s.store.Swap(rk, replayedValue, time.Time{}); ok {
-			if prev, ok := decodeRedeemed(v); ok && prev != (Key{}) { // not replayed before
-				s.store.Delete(prev)
-				s.sync(rk, prev)
-			}
-		}
-		return nil, invalidGrant(unknownCode)
-	}
-	if prev, replay := decodeRedeemed(old); replay {
-		s.store.Delete(prev)
-		s.sync(ck, prev)
-		return nil, invalidGrant(unknownCode)
+	old, terr := s.takeCode(ctx, ck, rk, marker)
+	if terr != nil {
+		return nil, terr
 	}
 	rec, terr := checkExchange(old, redirectURI, verifier)
+	if terr != nil {
+		return nil, terr
+	}
 	// The winner's marker outlives its redemption (redeemGrace): the last
 	// check below must not find it expired. Only the winner's: attempts
 	// after it must not keep the code's key taken.
-	if terr == nil && !s.store.Extend(ck, time.Now().Add(redeemGrace)) {
-		terr = invalidGrant(unknownCode) // it expired in between
-	}
-	if terr != nil {
-		s.sync(ck) // the attempt used the code up
-		return nil, terr
+	switch err := s.store.Extend(ctx, ck, s.now().Add(redeemGrace)); {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, invalidGrant(unknownCode) // it expired in between
+	case err != nil:
+		return nil, errRedeemUnavailable
 	}
 	// The token is named under the replay key for as long as it lives,
 	// before it exists: a sign-in is answered only once a later replay
 	// can revoke it. (The same code string may have signed someone in
 	// before, registered again after its TTL: the newer token wins.)
-	sessionExp := time.Now().Add(s.cfg.SessionTTL.D())
-	rk := replayKey(st.ID, code)
-	err := s.store.Insert(rk, marker, sessionExp)
-	if err == errKeyExists {
-		if _, ok := s.store.Swap(rk, marker, sessionExp); ok {
-			err = nil
-		} else { // expired meanwhile
-			err = s.store.Insert(rk, marker, sessionExp)
-		}
-	}
+	sessionExp := s.now().Add(s.cfg.SessionTTL.D())
+	err := s.store.Put(ctx, rk, marker, sessionExp)
 	sess := sessionRecord{StoreID: st.ID, Player: rec.Player}
 	if err == nil {
-		err = s.store.Insert(tk, sess.encode(), sessionExp)
-	}
-	// Nothing is answered before the code's use is on disk: a crash after
-	// the answer must not give the code back, for whoever holds it and its
-	// verifier to sign in a second time. The token and its replay key go
-	// with it, so the sign-in survives too.
-	if err == nil {
-		if err = s.sync(ck, rk, tk); err != nil {
-			s.store.Delete(tk)
-		}
+		err = s.store.Insert(ctx, tk.name(), sess.encode(), sessionExp)
 	}
 	if err != nil {
-		s.store.Delete(rk) // it names no token: do not hold it for session_ttl
-		s.sync(ck, rk, tk) // the code is used up all the same
-		return nil, &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "cannot store the session; start the sign-in again", retryAfter: 5}
+		s.store.Delete(ctx, rk) // it names no token: do not hold it for session_ttl
+		return nil, errRedeemUnavailable
 	}
-	// A replay that swapped in between, at the code's key or the replay
-	// key, saw our marker and deleted a token not yet stored; if either
-	// marker is no longer ours, revoke the token now. It is still the one
+	// A replay that came in between, at the code's key or the replay key,
+	// marked it replayed and deleted a token not yet stored; if either
+	// mark is no longer ours, revoke the token now. It is still the one
 	// token this code issued, so it is answered, exactly as if the replay
 	// had come a moment later.
-	cur, ok := s.store.Get(ck)
-	replayed, live := s.store.Get(rk)
-	if !ok || !bytes.Equal(cur, marker) || live && !bytes.Equal(replayed, marker) {
-		s.store.Delete(tk)
-		s.sync(tk)
+	cur, err1 := s.store.Get(ctx, ck)
+	replayed, err2 := s.store.Get(ctx, rk)
+	if err1 != nil || !bytes.Equal(cur, marker) || err2 == nil && !bytes.Equal(replayed, marker) {
+		if err := s.store.Delete(ctx, tk.name()); err != nil {
+			return nil, errRedeemUnavailable
+		}
 	}
 	return &tokenResponse{
 		AccessToken: token,
@@ -760,6 +725,88 @@ func (s *server) redeem(st *StoreConfig, code, redirectURI, verifier string) (*t
 		Player:      rec.Player,
 	}, nil
 }
+
+// takeCode swaps the registered code at ck for marker and returns the
+// code's record; the code's expiry is kept. A code already redeemed is
+// a replay: the token its mark names is revoked, at ck or, once the
+// code's own entry has expired, at the replay key rk, and the answer is
+// invalid_grant. A concurrent change of ck makes it look again.
+func (s *server) takeCode(ctx context.Context, ck, rk string, marker []byte) ([]byte, *tokenError) {
+	for range 4 {
+		old, err := s.store.Get(ctx, ck)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// Unknown, or past its TTL: if it signed someone in, this is
+			// a replay all the same, and revokes what it issued.
+			return nil, s.replay(ctx, rk)
+		case err != nil:
+			return nil, errRedeemUnavailable
+		}
+		if _, _, ok := decodeMarker(old); ok {
+			if terr := s.revoke(ctx, ck, old); terr != errConflictAgain {
+				return nil, terr
+			}
+			continue
+		}
+		switch err := s.store.CompareAndSwap(ctx, ck, old, marker, time.Time{}); {
+		case err == nil:
+			return old, nil
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+			continue // another attempt changed it: look again
+		default:
+			return nil, errRedeemUnavailable
+		}
+	}
+	return nil, invalidGrant(unknownCode) // others keep changing it: they used it up
+}
+
+// replay revokes the token that the replay key rk names, if any.
+func (s *server) replay(ctx context.Context, rk string) *tokenError {
+	for range 4 {
+		v, err := s.store.Get(ctx, rk)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return invalidGrant(unknownCode)
+		case err != nil:
+			return errRedeemUnavailable
+		}
+		if terr := s.revoke(ctx, rk, v); terr != errConflictAgain {
+			return terr
+		}
+	}
+	return invalidGrant(unknownCode)
+}
+
+// errConflictAgain is revoke's answer when key changed under it.
+var errConflictAgain = &tokenError{Err: "conflict"}
+
+// revoke handles a replay that found mark (redeemed or replayed) at key:
+// the key is marked replayed first, naming the token still, then the
+// token is deleted. A crash between the two leaves the replayed mark, and
+// the next replay deletes the token. It answers invalid_grant, or
+// errConflictAgain when key changed meanwhile.
+func (s *server) revoke(ctx context.Context, key string, mark []byte) *tokenError {
+	tok, replayed, ok := decodeMarker(mark)
+	if !ok {
+		return invalidGrant(unknownCode)
+	}
+	if !replayed {
+		switch err := s.store.CompareAndSwap(ctx, key, mark, replayedValue(tok), time.Time{}); {
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+			return errConflictAgain
+		case err != nil:
+			return errRedeemUnavailable
+		}
+	}
+	if err := s.store.Delete(ctx, tok.name()); err != nil {
+		return errRedeemUnavailable
+	}
+	return invalidGrant(unknownCode)
+}
+
+// errRedeemUnavailable answers a redemption the store could not keep.
+// The code is used up all the same when the swap that took it was kept.
+var errRedeemUnavailable = &tokenError{status: http.StatusServiceUnavailable, Err: "temporarily_unavailable", Description: "cannot store the session; start the sign-in again", retryAfter: 5}
 
 // checkExchange decodes the value a redemption swapped out of a code's
 // key and checks the request against it: the code's record, or the error
@@ -834,10 +881,15 @@ func (s *server) handleMe(w http.ResponseWriter, r *http.Request) {
 	}
 	var sess sessionRecord
 	if ok && token != "" {
-		if v, found := s.store.Get(tokenKey(token)); found {
+		v, err := s.store.Get(r.Context(), tokenKey(token).name())
+		switch {
+		case err == nil:
 			sess, ok = decodeSession(v)
-		} else {
+		case errors.Is(err, store.ErrNotFound):
 			ok = false
+		default:
+			writeError(w, errPersist)
+			return
 		}
 	}
 	if !ok || token == "" || sess.StoreID != st.ID {
@@ -1037,7 +1089,7 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		callbackFailed(w, "The game app returned no code.")
 		return
 	}
-	resp, terr := s.redeem(st, q.Get("code"), s.callbackURL(st), ls.Verifier)
+	resp, terr := s.redeem(r.Context(), st, q.Get("code"), s.callbackURL(st), ls.Verifier)
 	if terr != nil {
 		callbackFailed(w, "The code from the game app could not be used: "+terr.Description+".")
 		return

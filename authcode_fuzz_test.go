@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"slices"
 	"testing"
+
+	"deeplink/internal/store/embedded"
 )
 
 // registerSeeds are bodies for POST .../auth/auth-code: valid ones, every
@@ -40,11 +42,12 @@ func FuzzRegisterBody(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	cfg := storeTestConfig(f, "unused")
-	st, err := newMemStore("", 1<<20)
+	st, err := embedded.Open("", embedded.Options{MaxLive: 1 << 20})
 	if err != nil {
 		f.Fatal(err)
 	}
-	srv := newServer(cfg, st, st.Len, make([]byte, 32), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	f.Cleanup(func() { st.Close() })
+	srv := newServer(cfg, st, make([]byte, 32), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h := srv.handler()
 
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -63,8 +66,8 @@ func FuzzRegisterBody(f *testing.F) {
 			t.Fatalf("body %q was accepted, but is not a JSON object of the documented fields", body)
 		}
 		k := codeKey(testStoreID, sent["auth_code"])
-		v, live := st.Get(k)
-		if !live {
+		v, err := st.Get(t.Context(), k.name())
+		if err != nil {
 			t.Fatalf("body %q: 200 but no code stored under auth_code %q", body, sent["auth_code"])
 		}
 		got, ok := decodeCode(v)
@@ -89,7 +92,7 @@ func FuzzRegisterBody(f *testing.F) {
 		}
 		// Leave the store as it was, so an input gives the same answer
 		// however often the fuzzer tries it.
-		st.Delete(k)
+		st.Delete(t.Context(), k.name())
 	})
 }
 

@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -20,12 +19,15 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
+
+	"deeplink/internal/store"
 )
 
 // The tests in this file go through the real mux, as a game app, a webshop
@@ -118,10 +120,27 @@ func newTestApp(t *testing.T, cfgJSON string) *app {
 	cfg, err := ParseConfig([]byte(cfgJSON))
 	require.NoError(t, err, "ParseConfig")
 	cfg.DataDir = t.TempDir()
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	c := &testClock{}
+	a, err := newAppAt(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false, c.now)
 	require.NoError(t, err, "newApp")
+	clocks.Store(a, c)
 	t.Cleanup(func() { assert.NoError(t, a.Close(), "app.Close") })
 	return a
+}
+
+// testClock is the clock of a test's app: the real time, moved on by
+// what the test advances it by.
+type testClock struct{ off atomic.Int64 }
+
+func (c *testClock) now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
+
+// clocks holds the clock of each app newTestApp made.
+var clocks sync.Map // *app → *testClock
+
+// advance moves the clock of a's expiries on by d.
+func advance(a *app, d time.Duration) {
+	c, _ := clocks.Load(a)
+	c.(*testClock).off.Add(int64(d))
 }
 
 // startService serves the service built from o over plain HTTP.
@@ -803,7 +822,7 @@ func TestRegisterRedeemedCode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := mustRegister(t, ts, storeA, keyA)
 			tok := requireToken(t, postForm(t, tokenURL(ts, storeA), r.form()))
-			a.store.Sweep(time.Now().Add(tt.after))
+			advance(a, tt.after)
 			got := postJSON(t, registerURL(ts, storeA), keyA, registration(r.code, rfc7636Challenge))
 			require.Equal(t, tt.want, got.status, "registering it again: %s", got.body)
 			require.Equal(t, http.StatusOK, me(t, ts, storeA, tok.AccessToken).status, "/me with the first token")
@@ -1018,7 +1037,7 @@ func TestTokenUnavailable(t *testing.T) {
 		{"no room for the replay key", cfgOpts{maxLive: 1}, func(*app) {}}, // the code fills the store
 		{"no room for the session", cfgOpts{maxLive: 2}, func(*app) {}},    // the replay key fills it
 		{"cannot write the redemption", cfgOpts{}, func(a *app) {
-			a.srv.sync = func(...Key) error { return errors.New("disk gone") }
+			a.srv.store = failingCAS{a.srv.store}
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1045,59 +1064,60 @@ func TestTokenCodeExpiresMidRedemption(t *testing.T) {
 	const ttl = 200 * time.Millisecond
 	a, ts := startService(t, cfgOpts{authCodeTTL: ttl.String()})
 	r := mustRegister(t, ts, storeA, keyA)
-	a.srv.store = slowSessions{Store: a.srv.store, until: time.Now().Add(ttl + 50*time.Millisecond)}
+	a.srv.store = slowSessions{Store: a.srv.store, pause: func() { advance(a, ttl+50*time.Millisecond) }}
 	tok := requireToken(t, postForm(t, tokenURL(ts, storeA), r.form()))
 	assert.Equal(t, http.StatusOK, me(t, ts, storeA, tok.AccessToken).status, "/me with the token answered")
 }
 
 // TestTokenAttemptsDoNotProlongTheCode checks who moves a code's expiry:
-// the winning redemption, to redeemGrace from then when that is later
-// (so that it cannot find its own code expired), and nobody else: a
-// failed attempt or a replay leaves it, or the code's key could be kept
-// taken for good by attempts.
+// the winning redemption, to redeemGrace from then (so that it cannot
+// find its own code expired), and nobody else: a failed attempt or a
+// replay leaves it, or the code's key could be kept taken for good by
+// attempts. Registering the code again tells: 409 while its key is live.
 func TestTokenAttemptsDoNotProlongTheCode(t *testing.T) {
-	a, ts := startService(t, cfgOpts{authCodeTTL: "30s"}) // shorter than redeemGrace
-	expiry := func(code string) time.Time {
-		k := codeKey(storeA, code)
-		sh := a.store.shard(k)
-		sh.mu.Lock()
-		defer sh.mu.Unlock()
-		e, ok := sh.findLocked(k)
-		require.True(t, ok, "the code's key")
-		return time.Unix(0, sh.expLocked(e.ref))
+	const ttl = 30 * time.Second // shorter than redeemGrace
+	a, ts := startService(t, cfgOpts{authCodeTTL: ttl.String()})
+	registerAgain := func(code string) int {
+		return postJSON(t, registerURL(ts, storeA), keyA, registration(code, rfc7636Challenge)).status
 	}
 
 	failed := mustRegister(t, ts, storeA, keyA)
-	registered := expiry(failed.code)
 	bad := failed.form()
 	bad.Set("code_verifier", oauth2.GenerateVerifier())
 	requireTokenError(t, postForm(t, tokenURL(ts, storeA), bad), "invalid_grant")
-	assert.Equal(t, registered, expiry(failed.code), "expiry after a failed attempt")
+	advance(a, ttl)
+	assert.Equal(t, http.StatusOK, registerAgain(failed.code), "registering again at the TTL after a failed attempt")
 
 	won := mustRegister(t, ts, storeA, keyA)
-	before := time.Now()
 	requireToken(t, postForm(t, tokenURL(ts, storeA), won.form()))
-	after := expiry(won.code)
-	assert.False(t, after.Before(before.Add(redeemGrace)), "expiry after the winning redemption: %v, want at least %v", after, before.Add(redeemGrace))
 	for range 3 {
 		requireTokenError(t, postForm(t, tokenURL(ts, storeA), won.form()), "invalid_grant")
-		assert.Equal(t, after, expiry(won.code), "expiry after a replay")
 	}
+	advance(a, redeemGrace-time.Second)
+	assert.Equal(t, http.StatusConflict, registerAgain(won.code), "registering again within redeemGrace of the winning redemption")
+	advance(a, 2*time.Second)
+	assert.Equal(t, http.StatusOK, registerAgain(won.code), "registering again after redeemGrace, replays in between")
 }
 
-// slowSessions is a Store whose Insert of a session first waits for the
-// clock to pass until: the pause of a redemption just before it stores
-// its session.
+// slowSessions is a store whose Insert of a session first pauses: the
+// pause of a redemption just before it stores its session.
 type slowSessions struct {
-	Store
-	until time.Time
+	store.Store
+	pause func()
 }
 
-func (s slowSessions) Insert(k Key, val []byte, exp time.Time) error {
+func (s slowSessions) Insert(ctx context.Context, k string, val []byte, exp time.Time) error {
 	if len(val) > 0 && val[0] == kindSession {
-		time.Sleep(time.Until(s.until)) // the clock passing a TTL is the subject
+		s.pause()
 	}
-	return s.Store.Insert(k, val, exp)
+	return s.Store.Insert(ctx, k, val, exp)
+}
+
+// failingCAS is a store that cannot write a CompareAndSwap.
+type failingCAS struct{ store.Store }
+
+func (failingCAS) CompareAndSwap(context.Context, string, []byte, []byte, time.Time) error {
+	return fmt.Errorf("%w: disk gone", store.ErrUnavailable)
 }
 
 func TestTokenFailedAttemptConsumesCode(t *testing.T) {
@@ -1137,7 +1157,7 @@ func TestTokenReplayRevokes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := mustRegister(t, ts, storeA, keyA)
 			tok := requireToken(t, postForm(t, tokenURL(ts, storeA), r.form()))
-			a.store.Sweep(time.Now().Add(tt.after))
+			advance(a, tt.after)
 			require.Equal(t, http.StatusOK, me(t, ts, storeA, tok.AccessToken).status, "/me before the replay")
 
 			requireTokenError(t, postForm(t, tokenURL(ts, storeA), r.form()), "invalid_grant")

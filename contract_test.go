@@ -51,6 +51,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"deeplink/internal/store/embedded"
 )
 
 var contractTargetFlag = flag.String("target", "", "target of TestContract: native or wasm (default $DEEPLINK_TARGET, else native)")
@@ -1694,45 +1696,6 @@ func contractCases() []contractCase {
 			ctFault(t, s, "/__fault/spin")
 			assert.Less(t, time.Since(start), ctCallTimeout+10*time.Second, "bounded by -call-timeout %v", ctCallTimeout)
 		}},
-		// data_dir removed under a running instance: the host recreates
-		// it, and the instance writes its whole state there again rather
-		// than exit, so a crash after that loses nothing acknowledged.
-		// The rewrite is one call, which on a loaded machine may take past
-		// ctCallTimeout: 64 files fsynced. What is tested here is not the
-		// deadline, so it gets a long one.
-		{name: "fault/data_dir removed while running keeps what was acknowledged", targets: wasmOnly, opts: ctOpts{faults: true, callTimeout: time.Minute}, run: func(t *testing.T, s *ctService) {
-			dir := s.argv[slices.Index(s.argv, "-data")+1]
-			emptied := func() error {
-				entries, err := os.ReadDir(dir)
-				for _, e := range entries {
-					err = errors.Join(err, os.Remove(filepath.Join(dir, e.Name())))
-				}
-				return err
-			}
-			removed := func() error { return os.RemoveAll(dir) }
-			for _, spoil := range []func() error{emptied, removed} {
-				var before []ctCode
-				for range 20 { // in many shards, so some shard is written to after and some is not
-					before = append(before, s.mustRegister(t))
-				}
-				ep, _ := s.createEndpoint(t, "https://merchant.example.com/hooks")
-				// The host's ticks write meanwhile: a file made, or one
-				// renamed away, between the listing and the removal fails
-				// it (ENOTEMPTY, ENOENT). Once it has worked, it is done.
-				err := spoil()
-				for try := 1; err != nil && try < 10; try++ {
-					err = spoil()
-				}
-				require.NoError(t, err)
-				after := s.mustRegister(t)
-				ctError(t, s.do(t, http.MethodGet, "/__fault/trap", nil), http.StatusInternalServerError, "internal")
-				for _, c := range append(before, after) {
-					ctToken(t, s.redeem(t, ctStoreA, c))
-				}
-				ctStatus(t, s.do(t, http.MethodGet, ctHooks("/"+ep), nil, "X-API-Key", ctKeyA), http.StatusOK)
-				ctStatus(t, s.do(t, http.MethodDelete, ctHooks("/"+ep), nil, "X-API-Key", ctKeyA), http.StatusNoContent)
-			}
-		}},
 		// Start restores the whole store, which for a large one takes
 		// longer than any call may: it runs without the call deadline, at
 		// launch and when a failed instance is replaced.
@@ -1745,10 +1708,9 @@ func contractCases() []contractCase {
 			ctFault(t, s, "/__fault/trap") // the replacement restores them all again
 			ctToken(t, s.redeem(t, ctStoreA, c))
 		}},
-		// API.md §3 503 "unable to persist": an instance that cannot write
-		// a change exits instead of answering; the host answers 503 and
-		// starts a fresh instance from data_dir, so what was not
-		// acknowledged is not kept and what was is.
+		// API.md §3 503 "unable to persist": a change the store cannot
+		// write answers 503, and what was not acknowledged is not kept
+		// while what was is.
 		{name: "fault/a change that cannot be written answers 503 and is not kept", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
 			acked := s.mustRegister(t)
 			ctStatus(t, s.do(t, http.MethodPost, "/__fault/persist", nil), http.StatusNoContent)
@@ -1805,7 +1767,7 @@ func (s *ctService) editConfig(t *testing.T, edit func(map[string]any)) {
 // service would have registered them, and returns one of them.
 func ctPrefill(t *testing.T, dir string, n int) ctCode {
 	t.Helper()
-	st, err := newMemStore(dir, n+1000)
+	st, err := embedded.Open(dir, embedded.Options{Durability: embedded.Interval})
 	require.NoError(t, err)
 	var c ctCode
 	exp := time.Now().Add(time.Hour)
@@ -1815,9 +1777,9 @@ func ctPrefill(t *testing.T, dir string, n int) ctCode {
 			ClientReferenceID: "player-42", FirstName: "Ada", LastName: "Lovelace",
 			Language: "pt-BR", Currency: "EUR", Country: "PT", Timezone: "Europe/Lisbon",
 		}}
-		require.NoError(t, st.Insert(codeKey(ctStoreA, c.code), rec.appendTo(nil), exp))
+		require.NoError(t, st.Insert(t.Context(), codeKey(ctStoreA, c.code).name(), rec.appendTo(nil), exp))
 	}
-	require.NoError(t, st.Compact())
+	require.NoError(t, st.Close()) // written whole, as a snapshot
 	return c
 }
 

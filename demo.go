@@ -63,7 +63,7 @@ func (s *server) handleDemoGame(w http.ResponseWriter, r *http.Request) {
 	} {
 		*f.dst = jsonString{s: f.v, set: f.v != ""}
 	}
-	if e := s.register(st, &req); e != nil {
+	if e := s.register(r.Context(), st, &req); e != nil {
 		// The game app must not redirect back when registration fails.
 		writeError(w, e)
 		return

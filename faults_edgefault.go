@@ -11,11 +11,15 @@ package main
 // answers 503 and leaves nothing of itself behind.
 
 import (
-	"errors"
+	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"runtime"
+	"time"
 	"unsafe"
+
+	"deeplink/internal/store"
 )
 
 // faultSink keeps the spinning loop's work observable, so it cannot be
@@ -26,30 +30,49 @@ var faultSink uint64
 // memory the module has, so a store there is a wasm trap, not a Go panic.
 var faultOffset = 3 << 30
 
-// failPersist is the state of the /__fault/persist fault. The module runs
-// one call at a time, so plain fields do.
-var failPersist struct {
-	armed bool // the route ran in this call; this call's own write succeeds
-	due   bool // the next write fails
-}
+// failNextChange, set by /__fault/persist, makes the next change to the
+// store fail as a failed write would, changing nothing. The module runs
+// one call at a time, so a plain field does.
+var failNextChange bool
 
 // errPersistFault is the write failure /__fault/persist stands in for.
-var errPersistFault = errors.New("edgefault: writing state failed (injected)")
+var errPersistFault = fmt.Errorf("%w: edgefault: writing state failed (injected)", store.ErrUnavailable)
+
+// faultyStore is the store of a module built with edgefault: its next
+// change fails once /__fault/persist asks.
+type faultyStore struct{ store.Store }
+
+func (f faultyStore) fail() bool {
+	if failNextChange {
+		failNextChange = false
+		return true
+	}
+	return false
+}
+
+func (f faultyStore) Insert(ctx context.Context, key string, val []byte, exp time.Time) error {
+	if f.fail() {
+		return errPersistFault
+	}
+	return f.Store.Insert(ctx, key, val, exp)
+}
+
+func (f faultyStore) Put(ctx context.Context, key string, val []byte, exp time.Time) error {
+	if f.fail() {
+		return errPersistFault
+	}
+	return f.Store.Put(ctx, key, val, exp)
+}
+
+func (f faultyStore) Swap(ctx context.Context, key string, val []byte, exp time.Time) ([]byte, error) {
+	if f.fail() {
+		return nil, errPersistFault
+	}
+	return f.Store.Swap(ctx, key, val, exp)
+}
 
 func init() {
-	// The write after the one that ends the arming request fails once,
-	// writing nothing: the instance then holds a change disk does not,
-	// as when data_dir is full or read-only.
-	persistFault = func() error {
-		switch {
-		case failPersist.due:
-			failPersist.due = false
-			return errPersistFault
-		case failPersist.armed:
-			failPersist.armed, failPersist.due = false, true
-		}
-		return nil
-	}
+	wrapStore = func(st store.Store) store.Store { return faultyStore{st} }
 	extraRoutes = append(extraRoutes, func(mux *http.ServeMux) {
 		// A handler panic: the module's own recover answers 500.
 		mux.HandleFunc("/__fault/panic", func(http.ResponseWriter, *http.Request) {
@@ -70,13 +93,10 @@ func init() {
 		mux.HandleFunc("/__fault/trap", func(http.ResponseWriter, *http.Request) {
 			*(*uint64)(unsafe.Add(unsafe.Pointer(&faultSink), faultOffset)) = 1
 		})
-		// The next request's changes cannot be written: that request
-		// makes the instance exit with exitCannotPersist, and the host
-		// answers 503. (A webhook outcome reported in between would take
-		// the failure instead, without an exit; the contract case that
-		// uses this has no webhooks.)
+		// The next change to the store cannot be written: the request
+		// that makes it answers 503, and nothing of it is kept.
 		mux.HandleFunc("POST /__fault/persist", func(w http.ResponseWriter, _ *http.Request) {
-			failPersist.armed = true
+			failNextChange = true
 			w.WriteHeader(http.StatusNoContent)
 		})
 		// A call that never returns.

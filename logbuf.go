@@ -101,9 +101,6 @@ func (b *logBuffer) Flush() error {
 	b.mu.Unlock()
 	err := b.writeOutLocked(full)
 	b.out.Unlock()
-	if b.file != nil {
-		dropPageCache(b.file) // only advice: see its comment
-	}
 	return err
 }
 

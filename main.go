@@ -9,7 +9,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"log"
 	"log/slog"
 	"net"
@@ -19,7 +18,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +25,7 @@ import (
 	_ "time/tzdata" // timezone checks must work in a static binary without /usr/share/zoneinfo
 
 	"deeplink/internal/serving"
+	"deeplink/internal/store/embedded"
 )
 
 var (
@@ -236,7 +235,7 @@ func unavailableHandler(logger *slog.Logger, m *metrics, route, why string) http
 // start, stop and start again on one data_dir.
 type app struct {
 	srv   *server
-	store *memStore
+	store *embedded.DB
 	done  chan struct{} // closed by Close to stop the ticker; nil when not started
 	idle  chan struct{} // closed when the ticker has stopped
 
@@ -246,11 +245,17 @@ type app struct {
 // newApp restores the state in cfg.DataDir and starts the timed work and
 // the webhook dispatcher.
 func newApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
-	a, err := openApp(cfg, logger, demo)
+	return newAppAt(cfg, logger, demo, time.Now)
+}
+
+// newAppAt is newApp with now as the clock of expiries (tests move it).
+func newAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time) (*app, error) {
+	a, err := openAppAt(cfg, logger, demo, now)
 	if err != nil {
 		return nil, err
 	}
 	if err := a.srv.hooks.start(); err != nil {
+		a.store.Close()
 		return nil, err
 	}
 	a.done, a.idle = make(chan struct{}), make(chan struct{})
@@ -287,11 +292,10 @@ func checkDataDir(dir string) error {
 	return nil
 }
 
-// removeTempFiles removes from dir the temporary files of writeFileWith
-// that a crash left behind (NAME.tmpRANDOM, for the state's files: the
-// store's snapshots and logs, the webhook state, the cookie key). Each is
-// as large as the file it was to replace, and nothing else would remove
-// it. It runs before anything writes: only a dead process left these.
+// removeTempFiles removes from dir the temporary files of writeFileAtomic
+// that a crash left behind (NAME.tmpRANDOM, for the webhook state and the
+// cookie key). It runs before anything writes: only a dead process left
+// these.
 func removeTempFiles(dir string, logger *slog.Logger) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -299,86 +303,87 @@ func removeTempFiles(dir string, logger *slog.Logger) {
 	}
 	for _, e := range entries {
 		base, _, ok := strings.Cut(e.Name(), ".tmp")
-		if !ok || !e.Type().IsRegular() || !isStateFile(base) {
+		if !ok || !e.Type().IsRegular() || base != hooksFileName && base != cookieKeyFile {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 			logger.Warn("data_dir: cannot remove a temporary file a crash left", "file", e.Name(), "err", err)
-			continue
 		}
-		logger.Info("data_dir: removed a temporary file a crash left", "file", e.Name())
 	}
-}
-
-// holdsState reports whether dir holds any of the state's files.
-func holdsState(dir string) bool {
-	entries, _ := os.ReadDir(dir)
-	return slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return isStateFile(e.Name()) })
-}
-
-// isStateFile reports whether name is that of one of the state's files.
-func isStateFile(name string) bool {
-	switch name {
-	case hooksFileName, cookieKeyFile, cleanStopFile:
-		return true
-	}
-	return isStoreFile(name)
 }
 
 // openApp restores the state in cfg.DataDir and starts nothing: the wasm
 // build, whose goroutines run only while its host calls in, drives the
 // timed work from outside.
 func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
+	return openAppAt(cfg, logger, demo, time.Now)
+}
+
+// openAppAt is openApp with now as the clock of expiries.
+func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time) (*app, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	if !demo && !holdsState(cfg.DataDir) {
+	if entries, _ := os.ReadDir(cfg.DataDir); !demo && len(entries) == 0 {
 		// Made just now, or empty: a typo in the path or a volume not
 		// mounted would start afresh without a word otherwise.
 		logger.Warn("data_dir holds no saved state: starting empty (if a state was expected, check the path, and that its volume is mounted)", "data_dir", cfg.DataDir)
 	}
 	removeTempFiles(cfg.DataDir, logger)
-	keyPath := filepath.Join(cfg.DataDir, cookieKeyFile)
-	if !exists(keyPath) {
-		if hasSnapshot(cfg.DataDir) {
-			logger.Error("data_dir holds a state without its cookie key, which is written last when the state is written again after data_dir was removed or emptied: that was cut short, or the key was removed; what is there is restored, anything else is lost", "data_dir", cfg.DataDir)
-		}
-	} else if missing := missingStoreFiles(cfg.DataDir); len(missing) > 0 {
-		// The key is written once every shard has its files (below, and
-		// last in a rewrite), and a shard never loses them after: these
-		// were removed, and with them entries, used codes among them.
-		return nil, fmt.Errorf("restore %s: missing, with %d of the store's %d files, though %s, written once all of them are, is there: restore data_dir from a backup, or move %s away to start without what they held (link sign-ins under way then start over; after an earlier build's first start cut short, that is all it costs)", missing[0], len(missing), 2*numShards, cookieKeyFile, cookieKeyFile)
-	}
-	st, err := newMemStore(cfg.DataDir, cfg.MaxLiveEntries)
-	if err != nil {
+	if err := importEarlierBuild(cfg.DataDir, logger); err != nil {
 		return nil, err
 	}
-	// After the store, whose start writes every shard's files: so that
-	// the key's being there says they were all written.
-	key, err := loadOrCreateKey(keyPath)
+	st, err := embedded.Open(cfg.DataDir, embedded.Options{
+		Durability: embedded.Durability(cfg.Storage.Durability),
+		MaxLive:    cfg.MaxLiveEntries,
+		Logger:     logger,
+		Now:        now,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	srv := newServer(cfg, st, st.Len, key, logger)
+	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, cookieKeyFile))
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	srv := newServer(cfg, st, key, logger)
+	srv.now = now
+	srv.live = st.Len
+	srv.storeFailing = st.Failing
 	srv.liveCodes = &costlyGauge{
-		compute: func() int { return st.Count(func(v []byte) bool { return len(v) > 0 && v[0] == kindCode }) },
+		compute: func() int { return st.Count(keyPrefix, func(v []byte) bool { return len(v) > 0 && v[0] == kindCode }) },
 		size:    st.Len,
 	}
 	srv.demo = demo
 	if err := srv.hooks.load(cfg.DataDir); err != nil {
+		st.Close()
 		return nil, err
 	}
 	return &app{srv: srv, store: st}, nil
 }
 
-// tick does the timed work: sweeps, writing what changed, webhook
+// importEarlierBuild reads an earlier build's files in dir, if there are
+// any, into the store once (importLegacy), with every entry on disk
+// before those files are moved away.
+func importEarlierBuild(dir string, logger *slog.Logger) error {
+	if !exists(filepath.Join(dir, legacyPrefix+"00.snap")) && !exists(filepath.Join(dir, legacyPrefix+"00.log")) {
+		return nil
+	}
+	st, err := embedded.Open(dir, embedded.Options{Durability: embedded.Fsync, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
+	err = importLegacy(dir, st, time.Now(), logger)
+	return errors.Join(err, st.Close())
+}
+
+// tick does the timed work: the API-key guard's sweep, webhook
 // housekeeping. One caller at a time.
 func (a *app) tick(now time.Time) {
 	a.lastTick = now
 	defer logOut.Flush()
-	a.ensureDataDir()
 	a.srv.keys.sweep(now)
-	a.store.Tick(now)
 	a.srv.hooks.tick(now, a.srv.cfg.DataDir) // a failure is logged by the save, and retried at the next tick
 }
 
@@ -393,81 +398,22 @@ func (a *app) Close() error {
 	return a.writeState()
 }
 
-// writeState writes what changed in the store and the webhook state, and
-// the whole state when data_dir has gone (ensureDataDir). After a failure
-// it can be called again: what failed is still pending, and the store
-// then writes every shard whole.
+// writeState writes the webhook state and closes the store, which folds
+// its journal into a snapshot. After a failure it can be called again.
 func (a *app) writeState() error {
-	// From here registrations and webhook changes answer 503: a request
-	// the stop cut off would otherwise be answered for a change no write
-	// takes up.
-	a.store.BeginStop()
-	_, err := a.ensureDataDir()
-	if err = errors.Join(err, a.store.Flush(), a.srv.hooks.save(a.srv.cfg.DataDir)); err != nil {
-		return err
-	}
-	// Last: the next start holds the store's logs to what it records,
-	// and refuses to start without the webhook state if there was one,
-	// unless a write after it (a redemption the stop cut off) removed it.
-	return a.store.MarkCleanStop(hooksFileName)
+	return errors.Join(a.srv.hooks.save(a.srv.cfg.DataDir), a.store.Close())
 }
 
 // closeRetrying is Close, but while writing the state fails (a full disk,
 // a data_dir made read-only) it calls again with the error, and writes
 // again when again reports true; it returns the last write's error, nil
-// once one worked. Everything the service acknowledged is in memory until
-// written, so giving up loses it: run gives up only on a second signal.
+// once one worked. It gives up only when again says so.
 func (a *app) closeRetrying(again func(error) bool) error {
 	err := a.Close()
 	for err != nil && again(err) {
 		err = a.writeState()
 	}
 	return err
-}
-
-// ensureDataDir puts data_dir back when it has disappeared or been
-// emptied under the running service (by hand, or by a cleanup job), which
-// the cookie key's absence tells. It recreates the directory and writes
-// the whole state there again, the cookie key last: the key marks a
-// data_dir whose state is whole, so a rewrite cut short (a crash, the
-// edge build's call deadline) leaves none, which the next start reports
-// (openApp) and the next call here takes up again. Otherwise every write
-// would fail until a restart, and the restart would find nothing. It
-// reports whether it found data_dir gone, and whether the state is back.
-func (a *app) ensureDataDir() (gone bool, err error) {
-	dir := a.srv.cfg.DataDir
-	if _, err := os.Stat(filepath.Join(dir, cookieKeyFile)); !errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	a.srv.log.Warn("data_dir has disappeared or been emptied; recreating it and writing the whole state", "data_dir", dir)
-	// What removes data_dir may still be at it (a recursive removal
-	// takes the files, then the directory): a rewrite that finds the
-	// directory gone again starts over, a few times.
-	for try := 1; ; try++ {
-		if err = os.MkdirAll(dir, 0o700); err != nil {
-			a.srv.log.Error("data_dir: cannot recreate it", "err", err)
-			return true, err
-		}
-		a.store.rewriteAll()
-		a.srv.hooks.markDirty()
-		var p pacer // the whole store: in pieces, as the ticker writes, so requests go on
-		err = errors.Join(a.store.flush(allShards, false, true, &p), a.srv.hooks.save(dir))
-		if missing := missingStoreFiles(dir); err == nil && len(missing) > 0 {
-			// Taken while the others were written: the key, which says
-			// every shard's files are there, must wait for them.
-			err = fmt.Errorf("%s: %w", missing[0], fs.ErrNotExist)
-		}
-		if err == nil {
-			err = writeFileAtomic(filepath.Join(dir, cookieKeyFile), a.srv.cookieKey)
-		}
-		if err == nil || !errors.Is(err, fs.ErrNotExist) || try == 3 {
-			break
-		}
-	}
-	if err != nil {
-		a.srv.log.Error("data_dir: cannot write the state again", "err", err)
-	}
-	return true, err
 }
 
 // cookieKeyFile is the file in data_dir holding the key that signs the

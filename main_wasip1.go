@@ -28,6 +28,7 @@ import (
 
 	"deeplink/internal/egress"
 	"deeplink/internal/serving"
+	"deeplink/internal/store"
 	"deeplink/internal/wire"
 )
 
@@ -94,9 +95,11 @@ func wasmStart(n uint32) (res uint64) {
 	if err != nil {
 		return result([]byte(err.Error()))
 	}
-	a.store.keepOpen = true // every request writes: spare the open and close
 	for _, w := range a.srv.configWarnings() {
 		logger.Warn(w)
+	}
+	if wrapStore != nil {
+		a.srv.store = wrapStore(a.srv.store)
 	}
 	a.srv.ready.Store(true)
 	edge.app, edge.handler = a, a.srv.handler()
@@ -130,7 +133,7 @@ func wasmHandle(n uint32) uint64 {
 	// answer does. If it cannot, this instance holds changes that disk
 	// does not: it exits, and the host answers 503 and starts a fresh
 	// instance from data_dir.
-	if err := persistEdge(); err != nil && repairDataDir() != nil {
+	if err := persistEdge(); err != nil {
 		edge.app.srv.log.Error("edge: cannot write state; exiting for a fresh instance", "err", err)
 		logOut.Flush()
 		os.Exit(exitCannotPersist)
@@ -160,42 +163,15 @@ func serveEdge(rec *recorder, req *wire.Request) {
 	edge.handler.ServeHTTP(rec, r)
 }
 
-// repairDataDir is the last try after persistEdge failed: if data_dir was
-// emptied or removed (ensureDataDir recreates it through the host's
-// mount), the whole state is written there again from this instance's
-// memory, which is then all of it. Exiting instead would have the fresh
-// instance restore from the empty directory, without what was
-// acknowledged. It returns nil once the state is on disk, and an error
-// when data_dir was there: a write that failed there fails again.
-func repairDataDir() error {
-	gone, err := edge.app.ensureDataDir()
-	if !gone {
-		return errors.New("data_dir is there")
-	}
-	return err
-}
-
-// persistFault, when set, runs before each persistEdge writes anything;
-// an error it returns is persistEdge's, as if the write had failed, and
-// nothing is written. Only the edgefault build (faults_edgefault.go) sets
-// it, to test what a failed write does; in wasm/service.wasm it is nil.
-var persistFault func() error
+// wrapStore, when set, wraps the store the handlers use. Only the
+// edgefault build (faults_edgefault.go) sets it, to make a change fail;
+// in wasm/service.wasm it is nil.
+var wrapStore func(store.Store) store.Store
 
 // persistEdge writes what changed since the last call to data_dir.
 func persistEdge() error {
-	if persistFault != nil {
-		if err := persistFault(); err != nil {
-			return err
-		}
-	}
 	a := edge.app
-	// data_dir removed or emptied since the last write (a Stat): the
-	// whole state goes there again now, not only what this request
-	// changed, or a crash before the next tick would restore that alone.
-	if gone, err := a.ensureDataDir(); gone {
-		return err
-	}
-	return errors.Join(a.store.WritePending(), a.srv.hooks.saveChanges(a.srv.cfg.DataDir))
+	return errors.Join(a.store.Sync(), a.srv.hooks.saveChanges(a.srv.cfg.DataDir))
 }
 
 // wasmTick does the timed work due at now (unix nanoseconds): sweeps and
@@ -263,9 +239,8 @@ func wasmFinish(n uint32) {
 }
 
 // wasmStop writes the state. The host calls nothing after it but a
-// request the stop cut off, whose write, if it makes one, removes the
-// clean stop's mark first (memStore.MarkCleanStop). It returns "" or the
-// error.
+// request the stop cut off, which the closed store answers 503. It
+// returns "" or the error.
 //
 //go:wasmexport stop
 func wasmStop() uint64 {

@@ -71,7 +71,7 @@ func TestMetrics(t *testing.T) {
 
 	// An empty value, which no request writes but a damaged file whose
 	// checksums hold could restore, is no code, and no panic.
-	require.NoError(t, a.store.Insert(Key{1}, nil, time.Now().Add(time.Hour)))
+	require.NoError(t, a.store.Insert(t.Context(), Key{1}.name(), nil, time.Now().Add(time.Hour)))
 	if got := metricValue(t, scrape(), "auth_codes_live"); got != 1 {
 		t.Errorf("with an empty value: auth_codes_live = %v; want 1", got)
 	}

@@ -11,6 +11,7 @@ import (
 const (
 	kindCode       = 'c' // a registered, unredeemed auth code
 	kindRedeemed   = 'r' // a code that was redeemed once; holds the key of the token it issued
+	kindReplayed   = 'x' // a code that was replayed; holds the key of the token it revokes
 	kindSession    = 's' // an access token's session
 	playerFields   = 7
 	keySeparator   = 0
@@ -63,6 +64,18 @@ type sessionRecord struct {
 	Player  Player
 }
 
+// Key names an entry of the sign-in state. It is always a SHA-256 of what
+// it stands for (an auth code with its store, an access token), never the
+// secret itself, so a leaked journal or snapshot reveals no live code or
+// token.
+type Key [32]byte
+
+// keyPrefix starts the store keys of the sign-in state.
+const keyPrefix = "auth:"
+
+// name is k's key in the store.
+func (k Key) name() string { return keyPrefix + string(k[:]) }
+
 // codeKey is where the code of a store is kept: a hash, so neither memory
 // dumps nor snapshots hold a redeemable code.
 func codeKey(storeID, code string) Key {
@@ -111,20 +124,22 @@ func decodeCode(b []byte) (c codeRecord, ok bool) {
 	return c, r.ok()
 }
 
-// replayedValue is what a replay past the code's TTL leaves at the
-// replay key: a redeemed value naming no token.
-var replayedValue = redeemedValue(Key{})
-
-// redeemedValue marks a code as used, remembering the token it issued so a
+// redeemedValue marks a code as used, naming the token it issued so a
 // replay can revoke it.
 func redeemedValue(tok Key) []byte { return append([]byte{kindRedeemed}, tok[:]...) }
 
-func decodeRedeemed(b []byte) (tok Key, ok bool) {
-	if len(b) != 1+len(tok) || b[0] != kindRedeemed {
-		return tok, false
+// replayedValue marks a code as replayed: the token it names is revoked,
+// or being revoked. It keeps naming the token, so that a replay cut off
+// between this mark and the revocation is finished by the next one.
+func replayedValue(tok Key) []byte { return append([]byte{kindReplayed}, tok[:]...) }
+
+// decodeMarker reads a redeemed or replayed mark.
+func decodeMarker(b []byte) (tok Key, replayed, ok bool) {
+	if len(b) != 1+len(tok) || b[0] != kindRedeemed && b[0] != kindReplayed {
+		return tok, false, false
 	}
 	copy(tok[:], b[1:])
-	return tok, true
+	return tok, b[0] == kindReplayed, true
 }
 
 func (s *sessionRecord) encode() []byte {

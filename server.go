@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"deeplink/internal/serving"
+	"deeplink/internal/store"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -16,18 +17,18 @@ import (
 // server holds the HTTP side of the service. Its handlers are safe for
 // concurrent use.
 type server struct {
-	cfg       *Config
-	store     Store
-	prefetch  func(Key)          // the store's Prefetch, or a no-op for a store without one
-	sync      func(...Key) error // the store's Sync, or a no-op for a store durable as it writes
-	live      func() int         // live entries of the store, for /metrics
-	liveCodes *costlyGauge       // live, unredeemed auth codes, for /metrics
-	cookieKey []byte             // signs the link cookie; persisted in data_dir
-	log       *slog.Logger
-	metrics   *metrics
-	hooks     *hooks
-	keys      *keyGuard // failed API key attempts by client address
-	demo      bool      // serve the demo game app and home page
+	cfg          *Config
+	store        store.Store
+	storeFailing func() error     // why the store refuses changes now, or nil
+	now          func() time.Time // the clock of expiries; the store's too
+	live         func() int       // live entries of the store, for /metrics
+	liveCodes    *costlyGauge     // live, unredeemed auth codes, for /metrics
+	cookieKey    []byte           // signs the link cookie; persisted in data_dir
+	log          *slog.Logger
+	metrics      *metrics
+	hooks        *hooks
+	keys         *keyGuard // failed API key attempts by client address
+	demo         bool      // serve the demo game app and home page
 
 	ready    atomic.Bool // serving; /readyz answers 200
 	draining atomic.Bool // shutting down; writes answer 503
@@ -37,18 +38,16 @@ type server struct {
 	appleBody, androidBody []byte // association files, nil when not configured
 }
 
-func newServer(cfg *Config, st Store, live func() int, cookieKey []byte, log *slog.Logger) *server {
-	s := &server{cfg: cfg, store: st, live: live, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: newHooks(cfg),
-		keys: newKeyGuard(keyFailBurst, keyFailInterval)}
+// newServer returns the server of cfg keeping its state in st. The
+// caller sets live, storeFailing and liveCodes where its store can tell.
+func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) *server {
+	s := &server{cfg: cfg, store: st, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: newHooks(cfg),
+		keys:         newKeyGuard(keyFailBurst, keyFailInterval),
+		live:         func() int { return 0 },
+		storeFailing: func() error { return nil },
+		now:          time.Now,
+	}
 	s.appleBody, s.androidBody = associationFiles(cfg.Apps)
-	s.prefetch = func(Key) {}
-	if p, ok := st.(interface{ Prefetch(Key) }); ok {
-		s.prefetch = p.Prefetch
-	}
-	s.sync = func(...Key) error { return nil }
-	if d, ok := st.(interface{ Sync(...Key) error }); ok {
-		s.sync = d.Sync
-	}
 	return s
 }
 

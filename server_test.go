@@ -27,7 +27,7 @@ var serviceMux = sync.OnceValue(func() *http.ServeMux {
 	if err != nil {
 		panic(err)
 	}
-	s := newServer(cfg, nil, nil, nil, slog.New(slog.DiscardHandler))
+	s := newServer(cfg, nil, nil, slog.New(slog.DiscardHandler))
 	s.demo = true
 	return s.routes()
 })

@@ -309,9 +309,9 @@ func persisting[T any](s *server, h func(http.ResponseWriter, *http.Request, T))
 }
 
 // cannotPersist reports whether the last write of the webhook state, or of
-// the store when it says (memStore.Failing), failed.
+// the store, failed.
 func (s *server) cannotPersist() bool {
-	if f, ok := s.store.(interface{ Failing() bool }); ok && f.Failing() {
+	if s.storeFailing() != nil {
 		return true
 	}
 	return s.hooks.saveBad.Load()

@@ -30,6 +30,7 @@ type Config struct {
 	AuthCodeTTL   Duration       `json:"auth_code_ttl"`
 	SessionTTL    Duration       `json:"session_ttl"`
 	Webhooks      WebhookConfig  `json:"webhooks"`
+	Storage       StorageConfig  `json:"storage"`
 	Stores        []*StoreConfig `json:"stores"`
 	Apps          AppsConfig     `json:"apps"`
 
@@ -60,6 +61,19 @@ type WebhookConfig struct {
 	// DeliveryLogSize is how many deliveries the log keeps per endpoint,
 	// newest first. Not in API.md.
 	DeliveryLogSize int `json:"delivery_log_size"`
+}
+
+// StorageConfig is the "storage" object of the configuration file: where
+// the state is kept, and when a change is acknowledged.
+type StorageConfig struct {
+	// Backend is "embedded": in memory, journaled to data_dir (one
+	// process). "redis" is for several replicas.
+	Backend string `json:"backend"`
+	// Durability is "fsync" (a 2xx once the change is fsynced) or
+	// "interval" (written and fsynced within a second of the 2xx).
+	Durability  string `json:"durability"`
+	RedisURL    string `json:"redis_url"`
+	RedisPrefix string `json:"redis_prefix"`
 }
 
 // StoreConfig is one entry of "stores".
@@ -132,6 +146,12 @@ func defaultConfig() *Config {
 			RetrySchedule:       sched,
 			SecretRotationGrace: Duration(24 * time.Hour),
 			DeliveryLogSize:     1000,
+		},
+		Storage: StorageConfig{
+			Backend:     "embedded",
+			Durability:  "fsync",
+			RedisURL:    "redis://127.0.0.1:6379/0",
+			RedisPrefix: "deeplink:",
 		},
 		MaxLiveEntries: 2_000_000,
 	}
@@ -330,6 +350,16 @@ func (c *Config) validate() error {
 	}
 	if c.MaxLiveEntries <= 0 {
 		return errors.New("max_live_entries: must be positive")
+	}
+	switch c.Storage.Backend {
+	case "embedded":
+	case "redis":
+		return errors.New(`storage.backend: "redis" is not in this build yet; use "embedded"`)
+	default:
+		return fmt.Errorf(`storage.backend: %q must be "embedded" or "redis"`, c.Storage.Backend)
+	}
+	if d := c.Storage.Durability; d != "fsync" && d != "interval" {
+		return fmt.Errorf(`storage.durability: %q must be "fsync" or "interval"`, d)
 	}
 	c.proxies = c.proxies[:0]
 	for i, p := range c.TrustedProxies {

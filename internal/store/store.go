@@ -64,6 +64,11 @@ type Store interface {
 	// another sets it. ErrNotFound when key is not live (nothing stored).
 	Swap(ctx context.Context, key string, val []byte, exp time.Time) (old []byte, err error)
 
+	// Extend moves the expiry of the live entry key to exp if that is
+	// later (the zero exp: never), its value unchanged. ErrNotFound when
+	// key is not live.
+	Extend(ctx context.Context, key string, exp time.Time) error
+
 	// Take deletes the live entry key and returns its value, in one atomic
 	// step: of concurrent Takes of one key exactly one gets the value, the
 	// others ErrNotFound.
@@ -71,7 +76,8 @@ type Store interface {
 
 	// CompareAndSwap sets key to val until exp if its live value is old
 	// (old == nil: if no live entry holds key), and fails with ErrConflict
-	// otherwise. val == nil deletes the entry.
+	// otherwise. A zero exp keeps the expiry of the entry replaced (a new
+	// entry then never expires). val == nil deletes the entry.
 	CompareAndSwap(ctx context.Context, key string, old, val []byte, exp time.Time) error
 
 	// Delete removes key, live or not; deleting nothing is not an error.

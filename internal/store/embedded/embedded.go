@@ -277,6 +277,20 @@ func (db *DB) Swap(ctx context.Context, key string, val []byte, exp time.Time) (
 	})
 }
 
+func (db *DB) Extend(ctx context.Context, key string, exp time.Time) error {
+	x := unixNano(exp)
+	_, err := db.change(ctx, key, func(old entry, found bool) (entry, bool, error) {
+		if !found {
+			return old, false, store.ErrNotFound
+		}
+		if old.exp != 0 && (x == 0 || x > old.exp) {
+			old.exp = x
+		}
+		return old, false, nil
+	})
+	return err
+}
+
 func (db *DB) Take(ctx context.Context, key string) ([]byte, error) {
 	return db.change(ctx, key, func(_ entry, found bool) (entry, bool, error) {
 		if !found {
@@ -291,6 +305,9 @@ func (db *DB) CompareAndSwap(ctx context.Context, key string, old, val []byte, e
 	_, err := db.change(ctx, key, func(cur entry, found bool) (entry, bool, error) {
 		if old == nil && found || old != nil && (!found || string(cur.val) != string(old)) {
 			return e, false, store.ErrConflict
+		}
+		if exp.IsZero() && found {
+			e.exp = cur.exp
 		}
 		return e, val == nil, nil
 	})
@@ -376,24 +393,51 @@ func (db *DB) Sweep() {
 	}
 }
 
-// Close writes what is pending, folds the journal into a snapshot so that
-// the next Open reads one file, and stops the background work.
+// Close writes what is pending, folds the journal into a snapshot so
+// that the next Open reads one file, and stops the background work. When
+// writing fails it returns the error, and a later Close tries again;
+// changes are refused from the first Close on.
 func (db *DB) Close() error {
-	if db.closed.Swap(true) {
+	if !db.closed.Swap(true) {
+		close(db.stop)
+	}
+	if db.j == nil {
+		db.bg.Wait()
 		return nil
 	}
-	close(db.stop)
-	var err error
-	if db.j != nil {
-		err = db.j.close()
-	}
+	err := db.j.close()
 	db.bg.Wait()
 	return err
+}
+
+// Sync writes and fsyncs every change made so far, whatever the
+// durability: for a caller that must not lose what it changed when it
+// ends (the edge build, whose instance may be thrown away between calls).
+func (db *DB) Sync() error {
+	if db.j == nil {
+		return nil
+	}
+	j := db.j
+	j.mu.Lock()
+	b, shut := j.cur, j.shut
+	j.mu.Unlock()
+	if shut || len(b.buf) == 0 { // closed: Close writes what was made before
+		return j.failing()
+	}
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
+	<-b.done
+	return b.err
 }
 
 // Failing reports the journal's failure, if any: nil while changes are
 // kept. The service's readiness and its 503s follow it.
 func (db *DB) Failing() error {
+	if db.closed.Load() {
+		return fmt.Errorf("%w: closed", store.ErrUnavailable)
+	}
 	if db.j == nil {
 		return nil
 	}

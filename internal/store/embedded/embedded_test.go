@@ -190,8 +190,11 @@ func TestMissingJournalStopsStart(t *testing.T) {
 func TestSnapshotCutShortStopsStart(t *testing.T) {
 	dir := t.TempDir()
 	db := openT(t, dir, Options{})
-	db.Put(context.Background(), "k", []byte("v"), time.Time{})
-	db.Close()
+	big := bytes.Repeat([]byte("v"), 1<<20)
+	for i := range closeFoldAt>>20 + 1 { // a journal Close folds into a snapshot
+		must(t, db.Put(context.Background(), fmt.Sprint("k", i), big, time.Time{}))
+	}
+	must(t, db.Close())
 	path := filepath.Join(dir, snapName(2))
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -278,5 +281,37 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCloseRetries: a Close whose snapshot cannot be written (the journal
+// failing, so memory holds what it may not) returns the error, and a
+// later Close writes it; nothing acknowledged or changed is lost.
+func TestCloseRetries(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := openT(t, dir, Options{})
+	must(t, db.Put(ctx, "acknowledged", []byte("v"), time.Time{}))
+	var fail atomic.Bool
+	fail.Store(true)
+	db.j.mu.Lock()
+	db.j.f = failingFile{db.j.f, &fail}
+	db.j.mu.Unlock()
+	if err := db.Put(ctx, "refused", []byte("v"), time.Time{}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Put while writes fail = %v; want ErrUnavailable", err)
+	}
+	blocker := filepath.Join(dir, snapName(db.j.gen+1))
+	must(t, os.Mkdir(blocker, 0o700))
+	if err := db.Close(); err == nil {
+		t.Fatal("Close with its snapshot blocked = nil; want the error")
+	}
+	must(t, os.Remove(blocker))
+	must(t, db.Close())
+	db = openT(t, dir, Options{})
+	defer db.Close()
+	for _, k := range []string{"acknowledged", "refused"} { // refused, but made in memory: kept, as a 503 allows
+		if _, err := db.Get(ctx, k); err != nil {
+			t.Errorf("Get(%q) after the retried Close = %v", k, err)
+		}
 	}
 }

@@ -274,7 +274,7 @@ func openJournal(db *DB, dir string, o Options) (*journal, error) {
 
 // damage is the one line a start refuses with.
 func damage(path string, off int64, why error) error {
-	return fmt.Errorf("%s is damaged at offset %d: %v; restore the directory from a backup, or move this file away to start without what it holds", path, off, why)
+	return fmt.Errorf("%s is damaged at offset %d: %v; restore the directory from a backup (its files are read in order: none can be left out)", path, off, why)
 }
 
 // load applies the records of f. In the last journal (last), a record cut

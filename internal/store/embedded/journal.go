@@ -36,6 +36,7 @@ type journal struct {
 	folds    sync.WaitGroup
 
 	failed atomic.Pointer[error] // the write that failed; nil while writes work
+	final  bool                  // close has written its snapshot
 }
 
 // file is what the journal needs of its file: an *os.File, or in tests
@@ -241,25 +242,36 @@ func (j *journal) recover() {
 	j.db.log.Info("store: writing the journal works again")
 }
 
-// close writes what is pending and folds the journal into a snapshot, so
-// that the next start reads one file. It runs after db.stop is closed.
+// closeFoldAt is the journal size past which close folds it into a
+// snapshot, so that the next start reads less; below it, the start
+// replays the journal, which costs less than writing a snapshot now (the
+// edge build's stop runs under a call deadline).
+const closeFoldAt = 4 << 20
+
+// close writes what is pending, and a snapshot of memory when the journal
+// is large or failing (memory then holds changes the journal may not).
+// It runs after db.stop is closed; when it fails it can be called again,
+// and until it succeeds the journal is what the next start replays.
 func (j *journal) close() error {
 	<-j.done
 	j.folds.Wait() // a fold under way: its snapshot is the base of ours
 	j.mu.Lock()
 	j.shut = true
 	j.mu.Unlock()
+	if j.final {
+		return nil
+	}
 	j.flush() // what was appended after the writer's last flush
-	if err := j.failing(); err != nil {
-		j.f.Close()
-		return err
+	if j.failing() == nil && j.size <= closeFoldAt {
+		j.final = true
+		return j.f.Close()
 	}
 	gen := j.gen + 1
-	_, err := writeSnapshot(j.db, j.dir, gen)
-	j.f.Close()
-	if err != nil {
-		return err // the journal is whole: the next start replays it
+	if _, err := writeSnapshot(j.db, j.dir, gen); err != nil {
+		return err
 	}
+	j.f.Close()
 	removeBefore(j.dir, gen, j.db.log)
+	j.final = true
 	return nil
 }

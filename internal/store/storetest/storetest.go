@@ -222,6 +222,22 @@ var tests = []test{
 			t.Errorf("the original value was seen %d times; want 1", seen["original"])
 		}
 	}},
+	{"Extend", func(t *testing.T, b Backend) {
+		s, c := open(t, b)
+		if err := s.Extend(ctx, "k", c.Now().Add(time.Hour)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Extend(missing) = %v; want ErrNotFound", err)
+		}
+		must(t, s.Put(ctx, "k", []byte("v"), c.Now().Add(time.Minute)))
+		must(t, s.Extend(ctx, "k", c.Now().Add(time.Second))) // earlier: kept
+		c.Advance(59 * time.Second)
+		wantValue(t, s, "k", "v")
+		must(t, s.Extend(ctx, "k", c.Now().Add(time.Minute)))
+		c.Advance(59 * time.Second)
+		wantValue(t, s, "k", "v")
+		must(t, s.Extend(ctx, "k", time.Time{}))
+		c.Advance(1000 * time.Hour)
+		wantValue(t, s, "k", "v")
+	}},
 	{"Take", func(t *testing.T, b Backend) {
 		s, _ := open(t, b)
 		must(t, s.Put(ctx, "k", []byte("v"), time.Time{}))
@@ -252,6 +268,12 @@ var tests = []test{
 		}
 		must(t, s.CompareAndSwap(ctx, "k", []byte("a"), []byte("b"), c.Now().Add(time.Minute)))
 		wantValue(t, s, "k", "b")
+		must(t, s.CompareAndSwap(ctx, "k", []byte("b"), []byte("b2"), time.Time{})) // keeps the minute
+		c.Advance(59 * time.Second)
+		wantValue(t, s, "k", "b2")
+		c.Advance(time.Second)
+		wantGone(t, s, "k")
+		must(t, s.Put(ctx, "k", []byte("b"), time.Time{}))
 		must(t, s.CompareAndSwap(ctx, "k", []byte("b"), nil, time.Time{}))
 		wantGone(t, s, "k")
 		if err := s.CompareAndSwap(ctx, "k", []byte("b"), []byte("c"), time.Time{}); !errors.Is(err, store.ErrConflict) {
@@ -405,7 +427,8 @@ func restart(t *testing.T, b Backend, crash bool) {
 	c := NewClock()
 	s := b.Open(t, c)
 	must(t, s.Put(ctx, "put", []byte("v"), time.Time{}))
-	must(t, s.Put(ctx, "expiring", []byte("v"), c.Now().Add(time.Minute)))
+	must(t, s.Put(ctx, "expiring", []byte("v"), c.Now().Add(time.Second)))
+	must(t, s.Extend(ctx, "expiring", c.Now().Add(time.Minute)))
 	must(t, s.Insert(ctx, "inserted", []byte("v"), c.Now().Add(time.Hour)))
 	must(t, s.Put(ctx, "swapped", []byte("old"), time.Time{}))
 	if _, err := s.Swap(ctx, "swapped", []byte("new"), time.Time{}); err != nil {
