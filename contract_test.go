@@ -497,9 +497,18 @@ type ctResp struct {
 }
 
 // do sends a request to the service. body is sent as is when it is a
-// string or []byte, as JSON otherwise; hdr are name, value pairs.
+// string or []byte, as JSON otherwise; hdr are name, value pairs (after
+// the Content-Type do sets, so they may replace it).
 func (s *ctService) do(t *testing.T, method, path string, body any, hdr ...string) ctResp {
 	t.Helper()
+	r, err := s.send(method, path, body, hdr...)
+	require.NoError(t, err, "%s %s", method, path)
+	return r
+}
+
+// send is do returning a failure to send the request or read the answer
+// rather than failing the test: for requests a crash may cut.
+func (s *ctService) send(method, path string, body any, hdr ...string) (ctResp, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -509,7 +518,9 @@ func (s *ctService) do(t *testing.T, method, path string, body any, hdr ...strin
 		rd = bytes.NewReader(b)
 	default:
 		j, err := json.Marshal(b)
-		require.NoError(t, err)
+		if err != nil {
+			return ctResp{}, err
+		}
 		rd = bytes.NewReader(j)
 	}
 	u := path
@@ -517,7 +528,9 @@ func (s *ctService) do(t *testing.T, method, path string, body any, hdr ...strin
 		u = s.URL + path
 	}
 	req, err := http.NewRequest(method, u, rd)
-	require.NoError(t, err)
+	if err != nil {
+		return ctResp{}, err
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -525,11 +538,15 @@ func (s *ctService) do(t *testing.T, method, path string, body any, hdr ...strin
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := s.client.Do(req)
-	require.NoError(t, err, "%s %s", method, path)
+	if err != nil {
+		return ctResp{}, err
+	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return ctResp{status: resp.StatusCode, header: resp.Header, body: b, resp: resp}
+	if err != nil {
+		return ctResp{}, err
+	}
+	return ctResp{status: resp.StatusCode, header: resp.Header, body: b, resp: resp}, nil
 }
 
 // data decodes {"data": ...} of a 2xx answer.
@@ -648,22 +665,19 @@ func (s *ctService) mustRegister(t *testing.T) ctCode {
 // redeem exchanges c at store as the webshop does, with a form body.
 func (s *ctService) redeem(t *testing.T, store string, c ctCode) ctResp {
 	t.Helper()
-	form := url.Values{
+	return s.do(t, http.MethodPost, "/stores/"+store+"/auth/token", c.tokenForm(),
+		"Content-Type", "application/x-www-form-urlencoded")
+}
+
+// tokenForm is the body of c's exchange at the token endpoint.
+func (c ctCode) tokenForm() string {
+	return url.Values{
 		"grant_type":    {"authorization_code"},
 		"code":          {c.code},
 		"redirect_uri":  {ctShopCB},
 		"code_verifier": {c.verifier},
 		"client_id":     {"ignored"},
-	}
-	req, err := http.NewRequest(http.MethodPost, s.URL+"/stores/"+store+"/auth/token", strings.NewReader(form.Encode()))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := s.client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return ctResp{status: resp.StatusCode, header: resp.Header, body: b, resp: resp}
+	}.Encode()
 }
 
 // ctToken checks a successful exchange and returns the access token.
@@ -776,18 +790,22 @@ type ctHit struct {
 
 func newCTReceiver(t *testing.T, status func(n int) int) *ctReceiver {
 	rc := &ctReceiver{status: status}
-	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		rc.mu.Lock()
-		n := len(rc.hits) + 1
-		st := rc.status(n)
-		rc.hits = append(rc.hits, ctHit{header: r.Header.Clone(), body: b, status: st})
-		rc.mu.Unlock()
-		w.WriteHeader(st)
-		fmt.Fprintf(w, "answer %d", n)
-	}))
+	rc.Server = httptest.NewServer(rc)
 	t.Cleanup(rc.Close)
 	return rc
+}
+
+// ServeHTTP records the request and answers it with its status. The
+// answer is buffered: it goes out once the caller's handler returns.
+func (rc *ctReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	n := len(rc.hits) + 1
+	st := rc.status(n)
+	rc.hits = append(rc.hits, ctHit{header: r.Header.Clone(), body: b, status: st})
+	rc.mu.Unlock()
+	w.WriteHeader(st)
+	fmt.Fprintf(w, "answer %d", n)
 }
 
 func ctNewReceiverOK(t *testing.T) *ctReceiver { return newCTReceiver(t, ctAlways(http.StatusOK)) }
