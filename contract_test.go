@@ -1465,21 +1465,26 @@ func contractCases() []contractCase {
 		}},
 		// Every state acknowledged survives a graceful restart: when the
 		// state cannot be written at a SIGTERM (data_dir read-only, a full
-		// disk; here the webhook state's file replaced by a directory), the
-		// service keeps trying, says so, and exits 0 once the write works;
-		// a second signal gives up, exit 1. The edge host exits 1 at once
-		// (README): its module wrote each change before answering.
+		// disk; here the snapshot the stop writes of a large journal is
+		// blocked by a directory of its name), the service keeps trying,
+		// says so, and exits 0 once the write works; a second signal gives
+		// up, exit 1. The edge host exits 1 at once (README): its module
+		// wrote each change before answering.
 		{name: "native/a shutdown whose write fails retries until it works, or a second signal", targets: nativeOnly, run: func(t *testing.T, s *ctService) {
-			hooksFile := filepath.Join(s.argv[slices.Index(s.argv, "-data")+1], "webhooks.json")
+			dir := s.argv[slices.Index(s.argv, "-data")+1]
 			retrying := func() bool {
 				b, _ := os.ReadFile(s.log)
 				return bytes.Contains(b, []byte("cannot write the state; trying again"))
 			}
 			for _, giveUp := range []bool{false, true} {
 				ep, _ := s.createEndpoint(t, "https://merchant.example.com/hooks")
-				os.Remove(hooksFile)
-				require.NoError(t, os.Mkdir(hooksFile, 0o700)) // the save's rename over it fails
 				code := s.mustRegister(t)
+				s.stop()
+				ctPrefillJournal(t, dir, 30_000) // a journal the stop folds into a snapshot
+				s.start()
+				_, gen := newestStateFile(t, dir, "journal")
+				blocker := filepath.Join(dir, fmt.Sprintf("snapshot-%016x", gen+1))
+				require.NoError(t, os.Mkdir(blocker, 0o700)) // the snapshot's rename over it fails
 				require.NoError(t, os.Truncate(s.log, 0))
 				require.NoError(t, s.p.cmd.Process.Signal(syscall.SIGTERM))
 				ctEventually(t, 20*time.Second, retrying, "no retry logged after SIGTERM")
@@ -1491,7 +1496,7 @@ func contractCases() []contractCase {
 				if giveUp {
 					require.NoError(t, s.p.cmd.Process.Signal(syscall.SIGTERM))
 				} else {
-					require.NoError(t, os.Remove(hooksFile)) // the disk works again
+					require.NoError(t, os.Remove(blocker)) // the disk works again
 				}
 				select {
 				case <-s.p.exited:
@@ -1779,6 +1784,20 @@ func (s *ctService) editConfig(t *testing.T, edit func(map[string]any)) {
 	b, err = json.Marshal(c)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, b, 0o600))
+}
+
+// ctPrefillJournal adds n live codes of store A to the state in dir as a
+// journal, not folded into a snapshot, as a crash would leave it.
+func ctPrefillJournal(t *testing.T, dir string, n int) {
+	t.Helper()
+	st, err := embedded.Open(dir, embedded.Options{Durability: embedded.Interval, FoldAt: 1 << 40})
+	require.NoError(t, err)
+	exp := time.Now().Add(time.Hour)
+	rec := codeRecord{RedirectURI: ctShopCB, CodeChallenge: ctChallenge(newCTCode(ctStoreA, ctKeyA).verifier), Player: Player{ClientReferenceID: "player-42"}}
+	for range n {
+		require.NoError(t, st.Insert(t.Context(), codeKey(ctStoreA, newCTCode(ctStoreA, ctKeyA).code).name(), rec.appendTo(nil), exp))
+	}
+	require.NoError(t, st.Sync()) // and never closed: no snapshot
 }
 
 // ctPrefill adds n live codes of store A to the state in dir, as the

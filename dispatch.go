@@ -1,19 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,7 +212,6 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 		case why != "":
 			hk.endLocked(e, d, statusFailed, why)
 			hk.trimLogLocked(e)
-			hk.dirty = true
 		case e.inflight >= perEndpointInFlight:
 			e.waiting = append(e.waiting, d)
 		default:
@@ -330,7 +325,6 @@ func (hk *hooks) dropQueuedLocked(e *endpoint, drop func(*delivery) bool) {
 		// Dropped because e refuses it now, or (dropAll) because e was
 		// disabled, which e also refuses for a test call not yet attempted.
 		hk.endLocked(e, d, statusFailed, cmp.Or(e.refusalLocked(d), reasonDisabled))
-		hk.dirty = true
 	}
 	for _, d := range e.log {
 		if d.index >= 0 && drop(d) {
@@ -426,7 +420,7 @@ func errText(err error) string {
 func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 	d.Attempts = append(d.Attempts, a)
 	hk.pending[e.StoreID] += attemptCost(&a) // d is pending still: endLocked takes its whole logCost back
-	hk.dirty = true
+	hk.touchLocked(kindDelivery, d.ID)
 	sched := hk.cfg.Webhooks.RetrySchedule
 	n := len(d.Attempts)
 	switch why := e.refusalLocked(d); {
@@ -476,116 +470,12 @@ type hooksFile struct {
 	Idempotency map[string]idem `json:"idempotency"`
 }
 
-// save writes the state to dir if it changed since the last save, or if
-// the file a save wrote, or load read, has disappeared. The
-// lock is held only to copy the state (a memcpy per delivery and
-// endpoint); encoding and writing it, which grow with the delivery log,
-// happen outside it, so deliveries and requests go on meanwhile.
-func (hk *hooks) save(dir string) error { return hk.saveIf(dir, true) }
-
-// saveChanges is save without looking for a removed file: for the edge
-// build's write after each request, where a look is a host call (its
-// ticks, every second, save).
-func (hk *hooks) saveChanges(dir string) error { return hk.saveIf(dir, false) }
-
-// saveIf is save, looking for a removed file only with look.
-func (hk *hooks) saveIf(dir string, look bool) error {
-	hk.saveMu.Lock()
-	defer hk.saveMu.Unlock()
-	path := filepath.Join(dir, hooksFileName)
-	// Removed under the running service, it is written again now, not
-	// at the next change: a stop would otherwise leave none, and the
-	// next start begin without webhooks. (data_dir removed whole is
-	// app.ensureDataDir's.)
-	gone := look && hk.onDisk && !exists(path)
-	hk.mu.Lock()
-	if gone && !hk.dirty {
-		slog.Warn("webhooks: " + hooksFileName + " has disappeared from data_dir; writing it again")
-		hk.dirty = true
-	}
-	if !hk.dirty {
-		hk.mu.Unlock()
-		return nil
-	}
-	f := hk.snapshotLocked()
-	hk.dirty = false
-	hk.mu.Unlock()
-	b, err := encodeHooksFile(&f)
-	if err == nil {
-		err = writeFileAtomic(path, b)
-	}
-	if err != nil {
-		hk.mu.Lock()
-		hk.dirty = true
-		hk.mu.Unlock()
-		err = fmt.Errorf("saving webhooks: %w", err)
-		if !hk.saveBad.Swap(true) { // once, as the store says it
-			slog.Error("webhooks: saving state failed; changes to webhooks answer 503 until it works", "err", err)
-		}
-		return err
-	}
-	hk.onDisk = true
-	if hk.saveBad.Swap(false) {
-		slog.Info("webhooks: saving state works again")
-	}
-	return nil
-}
-
-// snapshotLocked copies what save writes. Endpoints and deliveries are
-// copied by value: their fields change under the lock, but what a copy
-// refers to does not (events never change, and attempts and event lists
-// are only appended to or replaced). hk.mu must be held.
-func (hk *hooks) snapshotLocked() hooksFile {
-	f := hooksFile{Idempotency: maps.Clone(hk.idem), Events: make([]*event, 0, len(hk.events))}
-	eps := make([]endpoint, 0, len(hk.endpoints))
-	dls := make([]delivery, 0, len(hk.deliv))
-	for _, st := range hk.cfg.Stores {
-		for _, e := range hk.byStore[st.ID] {
-			eps = append(eps, *e)
-			for _, d := range e.log {
-				dls = append(dls, *d)
-			}
-		}
-	}
-	f.Endpoints = make([]*endpoint, len(eps))
-	for i := range eps {
-		f.Endpoints[i] = &eps[i]
-	}
-	f.Deliveries = make([]*delivery, len(dls))
-	for i := range dls {
-		f.Deliveries[i] = &dls[i]
-	}
-	for _, ev := range hk.events {
-		f.Events = append(f.Events, ev)
-	}
-	// Never changed once loaded: shared, not copied.
-	f.Endpoints = append(f.Endpoints, hk.parked.Endpoints...)
-	f.Deliveries = append(f.Deliveries, hk.parked.Deliveries...)
-	f.Events = append(f.Events, hk.parked.Events...)
-	return f
-}
-
-// load restores the state saved in dir, if any. Pending deliveries are
-// scheduled again at their saved time (at once when that has passed).
-func (hk *hooks) load(dir string) error {
-	path := filepath.Join(dir, hooksFileName)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("restore %s: %w", path, err)
-	}
-	f, err := decodeHooksFile(b)
-	if err != nil {
-		return fmt.Errorf("restore %s: %w (restore data_dir from a backup, or move the file away to start without webhooks)", path, err)
-	}
-	hk.onDisk = true
+// restore takes f, the saved webhook state, as the working copy.
+// Pending deliveries are scheduled again at their saved time (at once
+// when that has passed).
+func (hk *hooks) restore(f hooksFile) {
 	hk.mu.Lock()
 	defer hk.mu.Unlock()
-	// An earlier build's form, without the checksum: written again, in
-	// this one's, at the next save.
-	hk.dirty = hk.dirty || !bytes.HasPrefix(b, []byte(hooksFilePrefix))
 	parked := map[string]bool{} // endpoint ids
 	for _, e := range f.Endpoints {
 		if st := hk.cfg.Store(e.StoreID); st != nil {
@@ -642,21 +532,12 @@ func (hk *hooks) load(dir string) error {
 		}
 		slices.SortFunc(hk.idemQueue, func(a, b idemEntry) int { return cmp.Compare(a.expires, b.expires) })
 	}
-	return nil
-}
-
-// markDirty makes the next save write the state, whatever is on disk.
-func (hk *hooks) markDirty() {
-	hk.mu.Lock()
-	hk.dirty = true
-	hk.mu.Unlock()
 }
 
 // tick does the timed housekeeping: expired idempotency keys and rotation
-// secrets go, and the state is saved if it changed (see saveDutyFactor).
-// One caller at a time.
-
-func (hk *hooks) tick(now time.Time, dir string) error {
+// secrets go (the store forgets the keys by their own expiry), and what
+// changed is written. One caller at a time.
+func (hk *hooks) tick(now time.Time) error {
 	hk.mu.Lock()
 	// The keys that expired, from the front of the queue: O(those), not
 	// O(every key remembered), under the lock every webhook call takes.
@@ -670,7 +551,7 @@ func (hk *hooks) tick(now time.Time, dir string) error {
 			delete(hk.idem, q.key)
 			store, _, _ := strings.Cut(q.key, "\x00")
 			hk.idemCount[store]--
-			hk.dirty = true
+			hk.touchLocked(kindIdem, q.key)
 		}
 	}
 	clear(hk.idemQueue[:n])
@@ -678,22 +559,9 @@ func (hk *hooks) tick(now time.Time, dir string) error {
 	for _, e := range hk.endpoints {
 		if e.OldSecret != "" && now.Unix() >= e.OldSecretEnd {
 			e.OldSecret, e.OldSecretEnd = "", 0
-			hk.dirty = true
+			hk.touchLocked(kindEndpoint, e.ID)
 		}
 	}
 	hk.mu.Unlock()
-	if now.Before(hk.nextSave) {
-		return nil
-	}
-	start := time.Now()
-	err := hk.save(dir)
-	hk.nextSave = now.Add(saveDutyFactor * time.Since(start))
-	return err
+	return hk.persist(context.Background())
 }
-
-// saveDutyFactor spaces the periodic saves: after a save that took d, the
-// next waits at least saveDutyFactor × d, so saving a large state (it is
-// rewritten whole) takes at most about a tenth of a core. A graceful stop
-// saves everything regardless (app.Close); only after a crash can more
-// than the last second of changes be lost, and only with a large state.
-const saveDutyFactor = 10

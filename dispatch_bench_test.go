@@ -128,9 +128,9 @@ func benchAddEndpoints(hk *hooks, n int, url string) {
 			}
 			hk.endpoints[e.ID] = e
 			hk.byStore[st.ID] = append(hk.byStore[st.ID], e)
+			hk.touchLocked(kindEndpoint, e.ID)
 		}
 	}
-	hk.dirty = true
 }
 
 // deliveryBench is the service side: the whole app (dispatcher, workers,

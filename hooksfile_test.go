@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,8 +37,33 @@ func savedHooks(t *testing.T) (whConf, string) {
 	t.Helper()
 	conf := whFast()
 	conf.DataDir = t.TempDir()
-	whSavedWithEvent(t, conf, whStoreA, "key-1")
-	return conf, filepath.Join(conf.DataDir, hooksFileName)
+	src := conf
+	src.DataDir = t.TempDir()
+	hk, _, _ := whSavedWithEvent(t, src, whStoreA, "key-1")
+	path := filepath.Join(conf.DataDir, hooksFileName)
+	writeEarlierHooksFile(t, hk, path)
+	return conf, path
+}
+
+// writeEarlierHooksFile writes hk's state to path as a build before the
+// store contract saved it.
+func writeEarlierHooksFile(t *testing.T, hk *hooks, path string) {
+	t.Helper()
+	hk.mu.Lock()
+	f := hooksFile{Idempotency: maps.Clone(hk.idem)}
+	for _, e := range hk.endpoints {
+		f.Endpoints = append(f.Endpoints, e)
+	}
+	for _, ev := range hk.events {
+		f.Events = append(f.Events, ev)
+	}
+	for _, d := range hk.deliv {
+		f.Deliveries = append(f.Deliveries, d)
+	}
+	b, err := encodeHooksFile(&f)
+	hk.mu.Unlock()
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
 }
 
 // savedHooksFile is the content of savedHooks' file.
@@ -137,7 +163,9 @@ func TestHooksLoadRefusesDamage(t *testing.T) {
 	b[i+1] ^= 0x20 // "Endpoints": json would take it as "endpoints"; the checksum does not
 	require.NoError(t, os.WriteFile(path, b, 0o600))
 
-	err = newHooks(whParseConfig(t, conf)).load(conf.DataDir)
+	hk := newHooks(whParseConfig(t, conf))
+	hk.st = whStore(t, conf.DataDir)
+	err = hk.importHooksFile(t.Context(), conf.DataDir)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), path)
 	assert.ErrorIs(t, err, errHooksChecksum)
@@ -168,39 +196,27 @@ func FuzzHooksFile(f *testing.F) {
 	})
 }
 
-// TestHooksEarlierFormRewritten: a webhooks.json an earlier build wrote
-// (the state alone, no checksum) is written again in the current form at
-// the next save, without any webhook change: until then damage to it
-// would still load unseen.
-func TestHooksEarlierFormRewritten(t *testing.T) {
-	conf, path := savedHooks(t)
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var top map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(b, &top))
-	require.NoError(t, os.WriteFile(path, top["state"], 0o600)) // as an earlier build wrote it
-
-	hk := whLoaded(t, conf)
-	require.NoError(t, hk.save(conf.DataDir))
-	b, err = os.ReadFile(path)
-	require.NoError(t, err)
-	assert.True(t, bytes.HasPrefix(b, []byte(hooksFilePrefix)), "the file after a save: %.40q", b)
-	f, err := decodeHooksFile(b)
-	require.NoError(t, err)
-	assert.Len(t, f.Endpoints, 1)
-}
-
-// TestHooksFileRemovedWhileRunning: webhooks.json removed under the
-// running service is written again at the next save, with no webhook
-// change: otherwise the stop would leave none, and the next start begin
-// without webhooks and without a word.
-func TestHooksFileRemovedWhileRunning(t *testing.T) {
-	conf, path := savedHooks(t)
-	hk := whLoaded(t, conf) // a start: the file read
-	require.NoError(t, hk.save(conf.DataDir))
-	require.NoError(t, os.Remove(path))
-
-	require.NoError(t, hk.save(conf.DataDir))
-	require.FileExists(t, path, "after a save with no change")
-	assert.Len(t, whLoaded(t, conf).endpoints, 1)
+// TestHooksEarlierFormImported: a webhooks.json an earlier build wrote,
+// in either of its forms, is taken into the store once and moved into
+// earlier-build/; the next start reads the store alone.
+func TestHooksEarlierFormImported(t *testing.T) {
+	for _, stateOnly := range []bool{false, true} {
+		conf, path := savedHooks(t)
+		if stateOnly { // the form of builds before the checksum
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			var top map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal(b, &top))
+			require.NoError(t, os.WriteFile(path, top["state"], 0o600))
+		}
+		hk := whImported(t, conf)
+		assert.Len(t, hk.endpoints, 1, "endpoints imported")
+		assert.Len(t, hk.deliv, 1, "deliveries imported")
+		assert.Len(t, hk.idem, 1, "idempotency keys imported")
+		assert.NoFileExists(t, path)
+		assert.FileExists(t, filepath.Join(conf.DataDir, legacyMovedDir, hooksFileName))
+		again := whLoaded(t, conf)
+		assert.Len(t, again.endpoints, 1, "endpoints at the next start")
+		whCheckRefs(t, again)
+	}
 }

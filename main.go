@@ -356,7 +356,9 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 		size:    st.Len,
 	}
 	srv.demo = demo
-	if err := srv.hooks.load(cfg.DataDir); err != nil {
+	srv.hooks.st = st
+	ctx := context.Background()
+	if err := errors.Join(srv.hooks.importHooksFile(ctx, cfg.DataDir), srv.hooks.loadStore(ctx)); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -384,7 +386,9 @@ func (a *app) tick(now time.Time) {
 	a.lastTick = now
 	defer logOut.Flush()
 	a.srv.keys.sweep(now)
-	a.srv.hooks.tick(now, a.srv.cfg.DataDir) // a failure is logged by the save, and retried at the next tick
+	if err := a.srv.hooks.tick(now); err != nil {
+		a.srv.log.Error("webhooks: writing the state failed; trying again at the next tick", "err", err)
+	}
 }
 
 // Close stops the timed work and the webhook dispatcher and writes the
@@ -398,10 +402,13 @@ func (a *app) Close() error {
 	return a.writeState()
 }
 
-// writeState writes the webhook state and closes the store, which folds
-// its journal into a snapshot. After a failure it can be called again.
+// writeState writes what the webhook dispatcher changed last and closes
+// the store. After a failure it can be called again.
 func (a *app) writeState() error {
-	return errors.Join(a.srv.hooks.save(a.srv.cfg.DataDir), a.store.Close())
+	if err := a.srv.hooks.persist(context.Background()); err != nil {
+		return err
+	}
+	return a.store.Close()
 }
 
 // closeRetrying is Close, but while writing the state fails (a full disk,

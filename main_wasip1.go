@@ -171,7 +171,7 @@ var wrapStore func(store.Store) store.Store
 // persistEdge writes what changed since the last call to data_dir.
 func persistEdge() error {
 	a := edge.app
-	return errors.Join(a.store.Sync(), a.srv.hooks.saveChanges(a.srv.cfg.DataDir))
+	return errors.Join(a.srv.hooks.persist(context.Background()), a.store.Sync())
 }
 
 // wasmTick does the timed work due at now (unix nanoseconds): sweeps and

@@ -57,8 +57,9 @@ func storeTestConfig(t testing.TB, dataDir string) *Config {
 // testApp is a running app behind an httptest server.
 type testApp struct {
 	*app
-	ts   *httptest.Server
-	once sync.Once
+	ts         *httptest.Server
+	once       sync.Once
+	endpointID string // of the endpoint TestShutdownRetriesTheWrite made
 }
 
 // startApp builds the whole service on cfg and serves it; the test's
@@ -516,33 +517,31 @@ func TestStartingEmptyIsLogged(t *testing.T) {
 }
 
 // TestShutdownRetriesTheWrite makes the shutdown's write of the state fail
-// (the webhook state's file blocked by a directory of its name, as a full
-// disk or a read-only data_dir would fail it): the shutdown says why and
-// writes again, as often as it is let, until it works; then what was
-// acknowledged before and during the failure is all there after a
-// restart. Told to give up, it returns the failure. (The store's own
-// retry: TestCloseRetries in internal/store/embedded.)
+// (the store refusing the webhook state's writes, as a full disk would):
+// the shutdown says why and writes again, as often as it is let, until it
+// works; then what was acknowledged before is all there after a restart,
+// and so is what the dispatcher changed before the stop. Told to give up,
+// it returns the failure.
 func TestShutdownRetriesTheWrite(t *testing.T) {
-	breakState := func(t *testing.T, a *testApp, dir string) (fix func()) {
-		paths := []string{filepath.Join(dir, hooksFileName)}
-		for _, p := range paths {
-			os.Remove(p) // webhooks.json is not there before a first save
-			require.NoError(t, os.Mkdir(p, 0o700))
-		}
-		a.srv.hooks.markDirty()
-		return func() {
-			for _, p := range paths {
-				require.NoError(t, os.Remove(p))
-			}
-		}
+	// breakState makes a change only the shutdown's write takes (an
+	// endpoint changed behind the API, as the dispatcher changes
+	// deliveries) and the store refuse it.
+	breakState := func(a *testApp) (fix func()) {
+		hk := a.srv.hooks
+		hk.mu.Lock()
+		e := whAddEndpoint(hk, testStoreID)
+		hk.mu.Unlock()
+		real := hk.st
+		hk.st = failingPuts{real}
+		a.endpointID = e.ID
+		return func() { hk.st = real }
 	}
 
 	t.Run("until it works", func(t *testing.T) {
 		cfg := storeTestConfig(t, t.TempDir())
 		a1 := startApp(t, cfg)
 		require.Equal(t, http.StatusOK, a1.registerCode(t, "code-written-before-the-failure"))
-		fix := breakState(t, a1, cfg.DataDir)
-		require.Equal(t, http.StatusOK, a1.registerCode(t, "code-acknowledged-before-the-stop"))
+		fix := breakState(a1)
 		a1.ts.Close()
 
 		var errs []error
@@ -557,21 +556,20 @@ func TestShutdownRetriesTheWrite(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, errs, 2, "failures reported before the write worked")
 		for _, e := range errs {
-			assert.ErrorContains(t, e, hooksFileName)
+			assert.ErrorContains(t, e, "disk full")
 		}
 
 		a2 := startApp(t, cfg)
-		for _, code := range []string{"code-written-before-the-failure", "code-acknowledged-before-the-stop"} {
-			assert.Equal(t, http.StatusConflict, a2.registerCode(t, code), "%s is live after the restart", code)
-		}
-		_, err = os.Stat(filepath.Join(cfg.DataDir, hooksFileName))
-		assert.NoError(t, err, "the webhook state was written")
+		assert.Equal(t, http.StatusConflict, a2.registerCode(t, "code-written-before-the-failure"), "the code is live after the restart")
+		a2.srv.hooks.mu.Lock()
+		defer a2.srv.hooks.mu.Unlock()
+		assert.Contains(t, a2.srv.hooks.endpoints, a1.endpointID, "the change the shutdown wrote")
 	})
 
 	t.Run("given up", func(t *testing.T) {
 		cfg := storeTestConfig(t, t.TempDir())
 		a := startApp(t, cfg)
-		breakState(t, a, cfg.DataDir)
+		breakState(a)
 		a.ts.Close()
 		calls := 0
 		err := a.closeRetrying(func(error) bool { calls++; return false })

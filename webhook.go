@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"deeplink/internal/store"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -185,11 +186,8 @@ type hooks struct {
 	outcomes struct{ succeeded, failed, retried atomic.Int64 } // attempts by outcome, for /metrics
 	ended    struct{ succeeded, failed atomic.Int64 }          // deliveries by how they ended, attempted or not, for /metrics
 
-	saveMu  sync.Mutex  // one save at a time, so an older state never overwrites a newer
-	saveBad atomic.Bool // the last save failed: changes answer 503 until one works
-	onDisk  bool        // a save wrote the file, or load read it, so it must be there; saveMu guards
-
-	nextSave time.Time // tick saves no earlier; read and written by tick only
+	st        store.Store // where the state is kept (hookstore.go); nil keeps nothing
+	persistMu sync.Mutex  // one persist at a time, so an older form never overwrites a newer
 
 	mu        sync.Mutex // guards the fields below
 	endpoints map[string]*endpoint
@@ -200,7 +198,7 @@ type hooks struct {
 	idemQueue []idemEntry     // idem's keys in the order they expire, and ones since replaced (tick skips those)
 	sched     timerHeap       // pending deliveries by NextAt
 	ready     []*delivery     // due, endpoint under its in-flight limit
-	dirty     bool            // changed since the last save
+	touched   map[string]bool // kind:id of what changed since the last persist
 	closed    bool
 	pending   map[string]int64 // store id → what its pending deliveries hold (logCost), against budget.pending
 	idemCount map[string]int   // store id → its keys in idem, against budget.idem
@@ -278,43 +276,39 @@ func (hk *hooks) queueDepth() int {
 // webhookRoutes adds the routes of API.md §5.
 func (s *server) webhookRoutes(mux *http.ServeMux) {
 	const ep = "/stores/{store_id}/webhooks/{endpoint_id}"
-	mux.HandleFunc("POST /stores/{store_id}/webhooks", s.withStore(persisting(s, s.handleCreateEndpoint)))
+	mux.HandleFunc("POST /stores/{store_id}/webhooks", s.persisting(s.withStore(s.handleCreateEndpoint)))
 	mux.HandleFunc("GET /stores/{store_id}/webhooks", s.withStore(s.handleListEndpoints))
 	mux.HandleFunc("GET "+ep, s.withEndpoint(s.handleGetEndpoint))
 	mux.HandleFunc("GET "+ep+"/secret", s.withEndpoint(s.handleGetSecret))
-	mux.HandleFunc("PATCH "+ep, s.withEndpoint(persisting(s, s.handlePatchEndpoint)))
-	mux.HandleFunc("DELETE "+ep, s.withEndpoint(persisting(s, s.handleDeleteEndpoint)))
-	mux.HandleFunc("POST "+ep+"/rotate-secret", s.withEndpoint(persisting(s, s.handleRotateSecret)))
-	mux.HandleFunc("POST "+ep+"/test", s.withEndpoint(persisting(s, s.handleTestEndpoint)))
+	mux.HandleFunc("PATCH "+ep, s.persisting(s.withEndpoint(s.handlePatchEndpoint)))
+	mux.HandleFunc("DELETE "+ep, s.persisting(s.withEndpoint(s.handleDeleteEndpoint)))
+	mux.HandleFunc("POST "+ep+"/rotate-secret", s.persisting(s.withEndpoint(s.handleRotateSecret)))
+	mux.HandleFunc("POST "+ep+"/test", s.persisting(s.withEndpoint(s.handleTestEndpoint)))
 	mux.HandleFunc("GET "+ep+"/deliveries", s.withEndpoint(s.handleListDeliveries))
 	mux.HandleFunc("GET "+ep+"/deliveries/{delivery_id}", s.withEndpoint(s.handleGetDelivery))
-	mux.HandleFunc("POST "+ep+"/deliveries/{delivery_id}/retry", s.withEndpoint(persisting(s, s.handleRetryDelivery)))
-	mux.HandleFunc("POST /stores/{store_id}/events", s.withStore(persisting(s, s.handlePublish)))
+	mux.HandleFunc("POST "+ep+"/deliveries/{delivery_id}/retry", s.persisting(s.withEndpoint(s.handleRetryDelivery)))
+	mux.HandleFunc("POST /stores/{store_id}/events", s.persisting(s.withStore(s.handlePublish)))
 }
 
-// persisting answers 503 (API.md §3: "unable to persist") instead of
-// running h, a change to the webhook state, while the service cannot
-// write its state: it would be acknowledged, then lost with a restart.
-// It tells so by the last write of the webhook state, and by the store's,
-// which writes every second under load, so a disk that filled since the
-// last change of the webhook state is noticed too.
-func persisting[T any](s *server, h func(http.ResponseWriter, *http.Request, T)) func(http.ResponseWriter, *http.Request, T) {
-	return func(w http.ResponseWriter, r *http.Request, v T) {
-		if s.cannotPersist() {
+// persisting runs h, a change to the webhook state, and answers only once
+// what it changed is written (hooks.persist); when that fails, the answer
+// is 503 (API.md §3: "unable to persist"), the change not acknowledged.
+// While the store already refuses changes, h does not run at all.
+func (s *server) persisting(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.storeFailing() != nil {
 			writeError(w, errPersist)
 			return
 		}
-		h(w, r, v)
+		rec := &recorder{header: http.Header{}}
+		h(rec, r)
+		if err := s.hooks.persist(r.Context()); err != nil {
+			s.log.Error("webhooks: writing a change failed; answering 503", "err", err)
+			writeError(w, errPersist)
+			return
+		}
+		rec.copyTo(w)
 	}
-}
-
-// cannotPersist reports whether the last write of the webhook state, or of
-// the store, failed.
-func (s *server) cannotPersist() bool {
-	if s.storeFailing() != nil {
-		return true
-	}
-	return s.hooks.saveBad.Load()
 }
 
 // withStore checks the store and its API key before h. A client that has
@@ -547,7 +541,7 @@ func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st
 	c.apply(e, now)
 	hk.endpoints[e.ID] = e
 	hk.byStore[st.ID] = append(hk.byStore[st.ID], e)
-	hk.dirty = true
+	hk.touchLocked(kindEndpoint, e.ID)
 	v := e.view()
 	v["secret"] = e.Secret
 	hk.mu.Unlock()
@@ -593,7 +587,7 @@ func (s *server) handlePatchEndpoint(w http.ResponseWriter, r *http.Request, e *
 	case c.events != nil:
 		s.hooks.dropQueuedLocked(e, e.refusesLocked)
 	}
-	s.hooks.dirty = true
+	s.hooks.touchLocked(kindEndpoint, e.ID)
 	writeJSON(w, http.StatusOK, map[string]any{"data": e.view()})
 }
 
@@ -607,7 +601,7 @@ func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, e *e
 	e.OldSecret, e.OldSecretEnd = e.Secret, now.Add(s.cfg.Webhooks.SecretRotationGrace.D()).Unix()
 	e.Secret = newSecret()
 	e.UpdatedAt = now.Unix()
-	s.hooks.dirty = true
+	s.hooks.touchLocked(kindEndpoint, e.ID)
 	// The answer shows the new secret, as creation shows the first
 	// (API.md §5: rotate-secret is "new secret").
 	v := e.view()
@@ -713,7 +707,7 @@ func (hk *hooks) publish(storeID, typ string, object json.RawMessage, key string
 		// expiry but for the wall clock stepping back, which only keeps
 		// the keys after a step a little longer than their TTL.
 		hk.idemQueue = append(hk.idemQueue, idemEntry{k, exp})
-		hk.dirty = true
+		hk.touchLocked(kindIdem, k)
 	}
 	return ev.ID, true
 }
@@ -793,7 +787,8 @@ func (hk *hooks) enqueueLocked(e *endpoint, ev *event) *delivery {
 	e.log = append(e.log, d)
 	hk.trimLogLocked(e)
 	hk.scheduleLocked(d)
-	hk.dirty = true
+	hk.touchLocked(kindEndpoint, e.ID) // its NextSeq
+	hk.touchLocked(kindDelivery, d.ID)
 	return d
 }
 
@@ -860,6 +855,7 @@ func (e *endpoint) finishedLocked(d *delivery, status string) {
 // through here, so that /metrics agrees with the delivery logs. hk.mu
 // must be held.
 func (hk *hooks) endLocked(e *endpoint, d *delivery, status, reason string) {
+	hk.touchLocked(kindDelivery, d.ID)
 	hk.pending[e.StoreID] -= logCost(d)
 	e.finishedLocked(d, status)
 	e.logBytes += logCost(d)
@@ -877,6 +873,7 @@ func (hk *hooks) referLocked(d *delivery) {
 	hk.deliv[d.ID] = d
 	if d.ev.refs == 0 {
 		hk.events[d.ev.ID] = d.ev
+		hk.touchLocked(kindEvent, d.ev.ID)
 	}
 	d.ev.refs++
 }
@@ -885,8 +882,10 @@ func (hk *hooks) referLocked(d *delivery) {
 // refers to it: O(1), by the event's reference count. hk.mu must be held.
 func (hk *hooks) forgetLocked(d *delivery) {
 	delete(hk.deliv, d.ID)
+	hk.touchLocked(kindDelivery, d.ID)
 	if d.ev.refs--; d.ev.refs == 0 {
 		delete(hk.events, d.ev.ID)
+		hk.touchLocked(kindEvent, d.ev.ID)
 	}
 }
 
@@ -909,7 +908,7 @@ func (hk *hooks) removeEndpointLocked(e *endpoint) {
 	}
 	delete(hk.endpoints, e.ID)
 	hk.byStore[e.StoreID] = slices.DeleteFunc(hk.byStore[e.StoreID], func(o *endpoint) bool { return o == e })
-	hk.dirty = true
+	hk.touchLocked(kindEndpoint, e.ID)
 }
 
 // summary is a delivery as the log lists it.

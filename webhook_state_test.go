@@ -5,10 +5,10 @@ import (
 	"container/heap"
 	"context"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"deeplink/internal/egress"
+	"deeplink/internal/store"
+	"deeplink/internal/store/embedded"
 )
 
 // White-box tests of the hooks state without a dispatcher: attempts go
@@ -30,6 +32,7 @@ func whHooks(t *testing.T, c whConf, n int) (*hooks, []*endpoint) {
 		c.DataDir = t.TempDir()
 	}
 	hk := newHooks(whParseConfig(t, c))
+	hk.st = whStore(t, c.DataDir)
 	var eps []*endpoint
 	for range n {
 		eps = append(eps, whAddEndpoint(hk, whStoreA))
@@ -43,7 +46,26 @@ func whAddEndpoint(hk *hooks, store string) *endpoint {
 	e := &endpoint{ID: newID("we_"), StoreID: store, URL: "http://127.0.0.1:1/", Events: []string{eventOrderStatus}, Enabled: true, Secret: newSecret()}
 	hk.endpoints[e.ID] = e
 	hk.byStore[store] = append(hk.byStore[store], e)
+	hk.touchLocked(kindEndpoint, e.ID)
 	return e
+}
+
+// whStores are the stores of the tests' data_dirs, in memory: what hooks
+// of one data_dir persist, hooks loaded from it read.
+var whStores sync.Map // data_dir → store.Store
+
+// whStore returns the store of dir, made at its first use.
+func whStore(t *testing.T, dir string) store.Store {
+	if st, ok := whStores.Load(dir); ok {
+		return st.(store.Store)
+	}
+	db, err := embedded.Open("", embedded.Options{})
+	require.NoError(t, err)
+	st, loaded := whStores.LoadOrStore(dir, db)
+	if loaded {
+		db.Close()
+	}
+	return st.(store.Store)
 }
 
 // whLoaded returns hooks of configuration c loaded from c.DataDir, as a
@@ -51,7 +73,19 @@ func whAddEndpoint(hk *hooks, store string) *endpoint {
 func whLoaded(t *testing.T, c whConf) *hooks {
 	t.Helper()
 	hk := newHooks(whParseConfig(t, c))
-	require.NoError(t, hk.load(c.DataDir))
+	hk.st = whStore(t, c.DataDir)
+	require.NoError(t, hk.loadStore(t.Context()))
+	return hk
+}
+
+// whImported returns hooks of configuration c that imported the
+// webhooks.json an earlier build left in c.DataDir, as a start would.
+func whImported(t *testing.T, c whConf) *hooks {
+	t.Helper()
+	hk := newHooks(whParseConfig(t, c))
+	hk.st = whStore(t, c.DataDir)
+	require.NoError(t, hk.importHooksFile(t.Context(), c.DataDir))
+	require.NoError(t, hk.loadStore(t.Context()))
 	return hk
 }
 
@@ -64,7 +98,7 @@ func whSavedWithEvent(t *testing.T, c whConf, store, key string) (*hooks, *endpo
 	e := whAddEndpoint(hk, store)
 	evt, ok := hk.publish(store, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), key)
 	require.True(t, ok)
-	require.NoError(t, hk.save(c.DataDir))
+	require.NoError(t, hk.persist(t.Context()))
 	return hk, e, evt
 }
 
@@ -86,9 +120,10 @@ func whAttemptDue(hk *hooks, status int) {
 // their lock held until the test ends: what a restart would bring back.
 func whReloaded(t *testing.T, hk *hooks) *hooks {
 	t.Helper()
-	require.NoError(t, hk.save(hk.cfg.DataDir))
+	require.NoError(t, hk.persist(t.Context()))
 	hk2 := newHooks(hk.cfg)
-	require.NoError(t, hk2.load(hk.cfg.DataDir))
+	hk2.st = hk.st
+	require.NoError(t, hk2.loadStore(t.Context()))
 	hk2.mu.Lock()
 	t.Cleanup(hk2.mu.Unlock)
 	return hk2
@@ -238,37 +273,6 @@ func TestTrimLog(t *testing.T) {
 	}
 }
 
-// TestTickSpacesSaves checks that the periodic save waits after a slow
-// one (saveDutyFactor) and that a save on stop never does.
-func TestTickSpacesSaves(t *testing.T) {
-	hk, _ := whHooks(t, whFast(), 1)
-	dir := hk.cfg.DataDir
-	path := filepath.Join(dir, hooksFileName)
-	now := time.Now()
-	hk.dirty = true // the endpoint whHooks made
-	require.NoError(t, hk.tick(now, dir))
-	require.FileExists(t, path, "the first tick saves")
-	require.False(t, hk.nextSave.Before(now), "the next save is not due before now")
-
-	hk.nextSave = now.Add(3 * time.Second) // as after a save that took 300 ms
-	require.NoError(t, os.Remove(path))
-	hk.mu.Lock()
-	hk.dirty = true
-	hk.mu.Unlock()
-	require.NoError(t, hk.tick(now.Add(time.Second), dir))
-	require.NoFileExists(t, path, "a tick before nextSave does not save")
-	require.NoError(t, hk.tick(now.Add(3*time.Second), dir))
-	require.FileExists(t, path, "the tick at nextSave does")
-
-	hk.nextSave = now.Add(time.Hour)
-	require.NoError(t, os.Remove(path))
-	hk.mu.Lock()
-	hk.dirty = true
-	hk.mu.Unlock()
-	require.NoError(t, hk.save(dir))
-	require.FileExists(t, path, "save itself (app.Close) never waits")
-}
-
 // TestDisableFailsQueuedDeliveries checks that disabling an endpoint fails
 // every delivery it had queued, first attempts and retries alike, wherever
 // each waited (ready, waiting on the endpoint, scheduled), and gives their
@@ -290,7 +294,9 @@ func TestDisableFailsQueuedDeliveries(t *testing.T) {
 	require.Len(t, hk.ready, perEndpointInFlight)
 	require.Len(t, e.waiting, 1)
 	require.Len(t, hk.sched, 1)
-	hk.dirty = false
+	hk.mu.Unlock()
+	require.NoError(t, hk.persist(t.Context())) // nothing left to write
+	hk.mu.Lock()
 
 	e.Enabled = false
 	hk.dropQueuedLocked(e, dropAll)
@@ -303,7 +309,7 @@ func TestDisableFailsQueuedDeliveries(t *testing.T) {
 	assert.Empty(t, e.waiting)
 	assert.Empty(t, hk.sched)
 	assert.Zero(t, e.inflight, "every place is given back")
-	assert.True(t, hk.dirty)
+	assert.NotEmpty(t, hk.touched, "what changed is to be written")
 
 	test := hk.enqueueLocked(e, hk.newEventLocked(eventTest, []byte(`{}`)))
 	test.Explicit = true // as the test call makes it
@@ -523,7 +529,7 @@ func TestIdempotencyKeysLeaveTheBudget(t *testing.T) {
 	assert.Equal(t, 2, restored.idemCount[whStoreA], "keys counted at a restart")
 	whCheckRefs(t, restored)
 
-	require.NoError(t, hk.tick(time.Now().Add(idempotencyTTL+time.Second), hk.cfg.DataDir))
+	require.NoError(t, hk.tick(time.Now().Add(idempotencyTTL+time.Second)))
 	hk.mu.Lock()
 	defer hk.mu.Unlock()
 	assert.Zero(t, hk.idemCount[whStoreA], "after the keys expired")
@@ -552,7 +558,7 @@ func TestIdempotencyKeyAgainAfterItExpired(t *testing.T) {
 	second, ok := hk.publish(whStoreA, eventOrderStatus, obj, "k1")
 	require.True(t, ok)
 	require.NotEqual(t, first, second, "an expired key publishes anew")
-	require.NoError(t, hk.tick(time.Now(), hk.cfg.DataDir)) // sweeps the first expiry
+	require.NoError(t, hk.tick(time.Now())) // sweeps the first expiry
 	again, _ := hk.publish(whStoreA, eventOrderStatus, obj, "k1")
 	assert.Equal(t, second, again, "the key's new entry survived the sweep of its old one")
 	hk.mu.Lock()
@@ -578,9 +584,8 @@ func TestRemovedStoreKeepsItsWebhooks(t *testing.T) {
 	assert.Empty(t, hkA.endpoints, "store B's endpoint is not served")
 	assert.Empty(t, hkA.sched, "nor its delivery sent")
 	whCheckRefs(t, hkA)
-	hkA.dirty = true
 	hkA.mu.Unlock()
-	require.NoError(t, hkA.save(conf.DataDir)) // a save without B configured keeps it
+	require.NoError(t, hkA.persist(t.Context())) // a write without B configured keeps it
 
 	back := whLoaded(t, conf)
 	back.mu.Lock()
@@ -602,12 +607,16 @@ func TestRemovedStoreKeepsItsWebhooks(t *testing.T) {
 func TestStoreIDSpellingInSavedState(t *testing.T) {
 	conf := whFast()
 	conf.DataDir = t.TempDir()
-	_, eA, _ := whSavedWithEvent(t, conf, whStoreA, "k1")
-	editSavedHooks(t, filepath.Join(conf.DataDir, hooksFileName), func(state []byte) []byte {
+	src := conf
+	src.DataDir = t.TempDir()
+	hk, eA, _ := whSavedWithEvent(t, src, whStoreA, "k1")
+	path := filepath.Join(conf.DataDir, hooksFileName)
+	writeEarlierHooksFile(t, hk, path)
+	editSavedHooks(t, path, func(state []byte) []byte {
 		return bytes.ReplaceAll(state, []byte(whStoreA), []byte(strings.ToUpper(whStoreA)))
 	})
 
-	back := whReloaded(t, whLoaded(t, conf)) // and saved again
+	back := whReloaded(t, whImported(t, conf)) // and written again
 	e := back.endpoints[eA.ID]
 	require.NotNil(t, e)
 	assert.Equal(t, whStoreA, e.StoreID, "the endpoint's store, in its one spelling")

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -27,6 +28,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"deeplink/internal/store"
 )
 
 // Tests of the webhook management, publish and delivery log API (API.md §5),
@@ -1150,15 +1153,14 @@ func TestWebhookChangesWhileStateCannotBeWritten(t *testing.T) {
 	}
 
 	t.Run("webhook state", func(t *testing.T) {
-		hooksFile := filepath.Join(w.cfg.DataDir, hooksFileName)
-		require.NoError(t, w.app.srv.hooks.save(w.cfg.DataDir))
-		require.NoError(t, os.Remove(hooksFile))
-		require.NoError(t, os.Mkdir(hooksFile, 0o700)) // the rename over it fails
-		w.app.srv.hooks.markDirty()
-		require.Error(t, w.app.srv.hooks.save(w.cfg.DataDir))
-		refused(t)
-		require.NoError(t, os.Remove(hooksFile))
-		require.NoError(t, w.app.srv.hooks.save(w.cfg.DataDir))
+		hk := w.app.srv.hooks
+		hk.st = failingPuts{hk.st}
+		for _, q := range changes[:len(changes)-1] { // made in memory, not written: 503 all the same (the DELETE kept for the next case)
+			q.key = whKeyA
+			r := w.do(t, q)
+			whRequireError(t, r, http.StatusServiceUnavailable, "unavailable")
+		}
+		hk.st = w.app.store
 		w.whEndpoint(t, "https://hooks.example.com/3")
 	})
 	t.Run("store", func(t *testing.T) {
@@ -1248,4 +1250,11 @@ func TestWebhookBudgets(t *testing.T) {
 		assert.Equal(t, first.data()["id"], again.data()["id"])
 		assert.Equal(t, http.StatusAccepted, publish("").status, "a publish without a key")
 	})
+}
+
+// failingPuts is a store that cannot write a Put.
+type failingPuts struct{ store.Store }
+
+func (failingPuts) Put(context.Context, string, []byte, time.Time) error {
+	return fmt.Errorf("%w: disk full", store.ErrUnavailable)
 }

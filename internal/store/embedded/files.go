@@ -217,6 +217,7 @@ func openJournal(db *DB, dir string, o Options) (*journal, error) {
 	// The journals must follow on from the snapshot, or from the first
 	// generation, without a gap: a missing file is missing changes.
 	next := uint64(1)
+	var replayed int64
 	for i, f := range read {
 		if f.snap {
 			next = f.gen
@@ -228,6 +229,9 @@ func openJournal(db *DB, dir string, o Options) (*journal, error) {
 		}
 		if !f.snap {
 			next = f.gen + 1
+			if fi, err := os.Stat(filepath.Join(dir, f.name)); err == nil {
+				replayed += fi.Size()
+			}
 		}
 	}
 	db.live.Store(0)
@@ -255,6 +259,7 @@ func openJournal(db *DB, dir string, o Options) (*journal, error) {
 		f:        f,
 		gen:      next,
 		size:     headerSize,
+		replayed: replayed,
 	}
 	if j.foldAt <= 0 {
 		j.foldAt = 64 << 20

@@ -31,6 +31,7 @@ type journal struct {
 	f        file         // the current journal file
 	gen      uint64       // its generation
 	size     int64        // its bytes
+	replayed int64        // bytes of the journals before it that the next start reads too
 	snapSize atomic.Int64 // bytes of the last snapshot
 	folding  atomic.Bool  // a snapshot is being written in the background
 	folds    sync.WaitGroup
@@ -202,7 +203,7 @@ func (j *journal) fold() {
 		return
 	}
 	j.f.Close()
-	j.f, j.gen, j.size = f, gen, headerSize
+	j.f, j.gen, j.size, j.replayed = f, gen, headerSize, 0 // the snapshot under way covers the old journal
 	j.folding.Store(true)
 	j.folds.Add(1)
 	go func() {
@@ -235,17 +236,17 @@ func (j *journal) recover() {
 		return
 	}
 	j.f.Close()
-	j.f, j.gen, j.size = f, gen, headerSize
+	j.f, j.gen, j.size, j.replayed = f, gen, headerSize, 0
 	j.snapSize.Store(n)
 	removeBefore(j.dir, gen, j.db.log)
 	j.failed.Store(nil)
 	j.db.log.Info("store: writing the journal works again")
 }
 
-// closeFoldAt is the journal size past which close folds it into a
-// snapshot, so that the next start reads less; below it, the start
-// replays the journal, which costs less than writing a snapshot now (the
-// edge build's stop runs under a call deadline).
+// closeFoldAt is the journal bytes a start would replay past which close
+// folds them into a snapshot, so that the next start reads less; below
+// it, the start replays them, which costs less than writing a snapshot
+// now (the edge build's stop runs under a call deadline).
 const closeFoldAt = 4 << 20
 
 // close writes what is pending, and a snapshot of memory when the journal
@@ -262,7 +263,7 @@ func (j *journal) close() error {
 		return nil
 	}
 	j.flush() // what was appended after the writer's last flush
-	if j.failing() == nil && j.size <= closeFoldAt {
+	if j.failing() == nil && j.replayed+j.size <= closeFoldAt {
 		j.final = true
 		return j.f.Close()
 	}

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"deeplink/internal/store"
+)
+
+// The webhook state is kept in the store one record per thing, as JSON:
+// each endpoint, event, delivery (with its attempts) and Idempotency-Key
+// under hooks:<kind>:<id>, and each kind's ids in the sorted set
+// hooks:index:<kind>, which a start reads them back by. The maps of hooks
+// stay the working copy; what a change touched is written through before
+// the change is answered (persist).
+const (
+	kindEndpoint = "ep"
+	kindEvent    = "evt"
+	kindDelivery = "dlv"
+	kindIdem     = "idem"
+)
+
+var hookKinds = []string{kindEndpoint, kindEvent, kindDelivery, kindIdem}
+
+func hookKey(kind, id string) string { return "hooks:" + kind + ":" + id }
+func hookIndex(kind string) string   { return "hooks:index:" + kind }
+
+// touchLocked notes that the thing of kind and id changed, was made or
+// was removed: the next persist writes it as it then is. hk.mu must be
+// held.
+func (hk *hooks) touchLocked(kind, id string) {
+	if hk.touched == nil {
+		hk.touched = map[string]bool{}
+	}
+	hk.touched[kind+":"+id] = true
+}
+
+// hookOp is one write of persist: val nil deletes.
+type hookOp struct {
+	kind, id string
+	val      []byte
+	exp      time.Time
+}
+
+// opLocked is the write that brings the store to what kind and id are in
+// memory now. hk.mu must be held.
+func (hk *hooks) opLocked(kind, id string) (hookOp, error) {
+	op := hookOp{kind: kind, id: id}
+	var v any
+	switch kind {
+	case kindEndpoint:
+		if e := hk.endpoints[id]; e != nil {
+			v = e
+		}
+	case kindEvent:
+		if ev := hk.events[id]; ev != nil {
+			v = ev
+		}
+	case kindDelivery:
+		if d := hk.deliv[id]; d != nil {
+			v = d
+		}
+	case kindIdem:
+		if m, ok := hk.idem[id]; ok {
+			v, op.exp = m, time.Unix(m.Expires, 0)
+		}
+	}
+	if v == nil {
+		v = hk.parkedLocked(kind, id)
+	}
+	if v == nil {
+		return op, nil
+	}
+	b, err := marshalRecord(v)
+	op.val = b
+	return op, err
+}
+
+// marshalRecord encodes v as JSON without escaping HTML: an event's body
+// is kept byte for byte as it is sent ("<" stays "<").
+func marshalRecord(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// parkedLocked returns the parked endpoint, event or delivery of id, or
+// nil. hk.mu must be held.
+func (hk *hooks) parkedLocked(kind, id string) any {
+	switch kind {
+	case kindEndpoint:
+		for _, e := range hk.parked.Endpoints {
+			if e.ID == id {
+				return e
+			}
+		}
+	case kindEvent:
+		for _, ev := range hk.parked.Events {
+			if ev.ID == id {
+				return ev
+			}
+		}
+	case kindDelivery:
+		for _, d := range hk.parked.Deliveries {
+			if d.ID == id {
+				return d
+			}
+		}
+	}
+	return nil
+}
+
+// persist writes what was touched since the last persist to the store,
+// and returns once it is as durable as the store makes an
+// acknowledgement. One persist runs at a time, so a record is never
+// overwritten by an older form of itself; a persist that waited for
+// another finds what that one wrote already done, so concurrent changes
+// share their writes. On failure what it took stays touched, for the
+// next persist.
+func (hk *hooks) persist(ctx context.Context) error {
+	if hk.st == nil {
+		return nil
+	}
+	hk.persistMu.Lock()
+	defer hk.persistMu.Unlock()
+	hk.mu.Lock()
+	ops := make([]hookOp, 0, len(hk.touched))
+	var err error
+	for k := range hk.touched {
+		kind, id, _ := strings.Cut(k, ":")
+		op, oerr := hk.opLocked(kind, id)
+		err = errors.Join(err, oerr)
+		ops = append(ops, op)
+	}
+	clear(hk.touched)
+	hk.mu.Unlock()
+	if err == nil {
+		err = hk.write(ctx, ops)
+	}
+	if err != nil {
+		hk.mu.Lock()
+		for _, op := range ops {
+			hk.touchLocked(op.kind, op.id)
+		}
+		hk.mu.Unlock()
+		return fmt.Errorf("webhooks: %w", err)
+	}
+	return nil
+}
+
+// write makes ops' writes and their index entries, all at once so that
+// they share the store's fsyncs. A crash between a record and its index
+// entry leaves an entry without a record, which a start skips, or a
+// record without an entry, which is one nothing acknowledged.
+func (hk *hooks) write(ctx context.Context, ops []hookOp) error {
+	var wg sync.WaitGroup
+	errs := make([]error, 2*len(ops))
+	for i, op := range ops {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if op.val == nil {
+				errs[2*i] = hk.st.Delete(ctx, hookKey(op.kind, op.id))
+			} else {
+				errs[2*i] = hk.st.Put(ctx, hookKey(op.kind, op.id), op.val, op.exp)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if op.val == nil {
+				errs[2*i+1] = hk.st.ZRem(ctx, hookIndex(op.kind), op.id)
+			} else {
+				errs[2*i+1] = hk.st.ZAdd(ctx, hookIndex(op.kind), op.id, 0)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// loadStore restores the webhook state kept in the store. Pending
+// deliveries are scheduled again at their saved time (at once when that
+// has passed).
+func (hk *hooks) loadStore(ctx context.Context) error {
+	var f hooksFile
+	for _, kind := range hookKinds {
+		ids, err := hk.st.ZRange(ctx, hookIndex(kind), math.MinInt64, math.MaxInt64, 0, false)
+		if err != nil {
+			return err
+		}
+		for _, m := range ids {
+			b, err := hk.st.Get(ctx, hookKey(kind, m.Member))
+			if errors.Is(err, store.ErrNotFound) {
+				continue // expired (an Idempotency-Key), or its write cut short
+			}
+			if err != nil {
+				return err
+			}
+			if err := f.add(kind, m.Member, b); err != nil {
+				return fmt.Errorf("webhook state: %s %s: %w", kind, m.Member, err)
+			}
+		}
+	}
+	hk.restore(f)
+	return nil
+}
+
+// add decodes b, the record of kind and id, into f.
+func (f *hooksFile) add(kind, id string, b []byte) error {
+	switch kind {
+	case kindEndpoint:
+		var e endpoint
+		if err := json.Unmarshal(b, &e); err != nil {
+			return err
+		}
+		f.Endpoints = append(f.Endpoints, &e)
+	case kindEvent:
+		var ev event
+		if err := json.Unmarshal(b, &ev); err != nil {
+			return err
+		}
+		f.Events = append(f.Events, &ev)
+	case kindDelivery:
+		var d delivery
+		if err := json.Unmarshal(b, &d); err != nil {
+			return err
+		}
+		f.Deliveries = append(f.Deliveries, &d)
+	case kindIdem:
+		var m idem
+		if err := json.Unmarshal(b, &m); err != nil {
+			return err
+		}
+		if f.Idempotency == nil {
+			f.Idempotency = map[string]idem{}
+		}
+		f.Idempotency[id] = m
+	}
+	return nil
+}
+
+// importHooksFile writes the webhook state an earlier build saved as
+// data_dir/webhooks.json into the store, and then moves the file into
+// data_dir/earlier-build/; loadStore reads it from there on.
+func (hk *hooks) importHooksFile(ctx context.Context, dir string) error {
+	path := filepath.Join(dir, hooksFileName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("importing %s: %w", path, err)
+	}
+	f, err := decodeHooksFile(b)
+	if err != nil {
+		return fmt.Errorf("importing %s: %w (restore data_dir from a backup, or move the file away to start without webhooks)", path, err)
+	}
+	var ops []hookOp
+	add := func(kind, id string, v any, exp time.Time) {
+		b, merr := marshalRecord(v)
+		err = errors.Join(err, merr)
+		ops = append(ops, hookOp{kind: kind, id: id, val: b, exp: exp})
+	}
+	for _, e := range f.Endpoints {
+		add(kindEndpoint, e.ID, e, time.Time{})
+	}
+	for _, ev := range f.Events {
+		add(kindEvent, ev.ID, ev, time.Time{})
+	}
+	for _, d := range f.Deliveries {
+		add(kindDelivery, d.ID, d, time.Time{})
+	}
+	for k, m := range f.Idempotency {
+		add(kindIdem, k, m, time.Unix(m.Expires, 0))
+	}
+	if err == nil {
+		err = hk.write(ctx, ops) // the same records again, should a start cut this short
+	}
+	if err != nil {
+		return fmt.Errorf("importing %s: %w", path, err)
+	}
+	moved := filepath.Join(dir, legacyMovedDir)
+	if err := os.MkdirAll(moved, 0o700); err != nil {
+		return err
+	}
+	return os.Rename(path, filepath.Join(moved, hooksFileName))
+}
