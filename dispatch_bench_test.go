@@ -14,6 +14,7 @@ package main
 // small shared host the ratio means far more than either rate alone.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,24 +153,34 @@ func newDeliveryBench(b *testing.B) *deliveryBench {
 }
 
 // run delivers at least n deliveries and returns how many. Events are
-// made and queued directly under the lock, as the publish handler does
-// after validating (so this measures the dispatcher, not the publish
-// handler): each event goes to every endpoint of its store, the stores
-// taking turns.
+// published as the publish handler does after validating (hooks.publish,
+// then hooks.persist: each accepted event on disk before it would be
+// answered), from benchConcurrency goroutines; each goes to every
+// endpoint of its store, the stores taking turns. So this measures
+// publish to delivered, without HTTP on the publishing side.
 func (s *deliveryBench) run(b *testing.B, n int) int {
 	events := (n + benchEndpoints - 1) / benchEndpoints
 	n = events * benchEndpoints
 	done := s.rc.expect(n)
 	hk := s.a.srv.hooks
-	hk.mu.Lock()
-	for i := range events {
-		st := hk.cfg.Stores[i%len(hk.cfg.Stores)]
-		ev := hk.newEventLocked(eventOrderStatus, json.RawMessage(benchOrder))
-		for _, e := range hk.byStore[st.ID] {
-			hk.enqueueLocked(e, ev)
-		}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range benchConcurrency {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(events); i = next.Add(1) - 1 {
+				st := hk.cfg.Stores[int(i)%len(hk.cfg.Stores)]
+				if _, ok := hk.publish(st.ID, eventOrderStatus, json.RawMessage(benchOrder), ""); !ok {
+					b.Error("publish refused: over budget")
+					return
+				}
+				if err := hk.persist(context.Background()); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
 	}
-	hk.mu.Unlock()
+	wg.Wait()
 	select {
 	case <-done:
 	case <-time.After(time.Minute):

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // The files of a directory: snapshot-G holds the whole state as it was at
@@ -306,36 +308,84 @@ func (db *DB) load(dir string, f stateFile, last bool) error {
 	if string(b[:headerSize]) != string(header(magic, f.gen)) {
 		return damage(path, 0, errors.New("header is not this file's"))
 	}
+	recs, err := db.readRecords(b, path, f, last)
+	if err != nil {
+		return err
+	}
+	db.applyAll(recs)
+	return nil
+}
+
+// readRecords checks and decodes the records of b, the file at path.
+func (db *DB) readRecords(b []byte, path string, f stateFile, last bool) ([]record, error) {
 	off := headerSize
-	var n int64
+	var recs []record
 	ended := false
 	for off < len(b) {
 		if ended {
-			return damage(path, int64(off), errors.New("data after the snapshot's end"))
+			return nil, damage(path, int64(off), errors.New("data after the snapshot's end"))
 		}
 		r, size, err := nextRecord(b[off:])
 		if err != nil {
 			if last && !f.snap && (errors.Is(err, errShort) || allZero(b[off:]) || tornAt(b[off:])) {
 				db.log.Warn("store: dropping the end of the journal, cut short by a crash", "file", path, "offset", off, "bytes", len(b)-off)
-				return truncate(path, int64(off))
+				return recs, truncate(path, int64(off))
 			}
-			return damage(path, int64(off), err)
+			return nil, damage(path, int64(off), err)
 		}
 		if r.op == opEnd {
-			if !f.snap || r.n != n {
-				return damage(path, int64(off), errors.New("end record out of place"))
+			if !f.snap || r.n != int64(len(recs)) {
+				return nil, damage(path, int64(off), errors.New("end record out of place"))
 			}
 			ended = true
 		} else {
-			db.apply(r)
-			n++
+			recs = append(recs, r)
 		}
 		off += size
 	}
 	if f.snap && !ended {
-		return damage(path, int64(off), errors.New("snapshot cut short"))
+		return nil, damage(path, int64(off), errors.New("snapshot cut short"))
 	}
-	return nil
+	return recs, nil
+}
+
+// applyAll applies recs in memory, at load: the shards' maps made at
+// their size first, then each half of the shards by a goroutine of its
+// own, each key's records in their order. Sets are applied after.
+func (db *DB) applyAll(recs []record) {
+	shardOf := make([]uint8, len(recs))
+	var counts [numShards]int
+	for i, r := range recs {
+		if r.op == opPut || r.op == opDel {
+			sh := uint8(maphash.String(db.seed, r.key) % numShards)
+			shardOf[i] = sh
+			counts[sh]++
+		}
+	}
+	for i := range db.shards {
+		if len(db.shards[i].m) == 0 && counts[i] > 0 {
+			db.shards[i].m = make(map[string]entry, counts[i])
+		}
+	}
+	const workers = 2
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, r := range recs {
+				if (r.op == opPut || r.op == opDel) && int(shardOf[i])%workers == w {
+					db.applyKV(&db.shards[shardOf[i]], r)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, r := range recs {
+		if r.op == opZAdd || r.op == opZRem {
+			db.applySet(r)
+		}
+	}
 }
 
 // tornAt reports whether the bad record at the start of b is the last
@@ -366,15 +416,19 @@ func truncate(path string, size int64) error {
 	return f.Sync()
 }
 
-// apply makes r's change in memory, at load; expired entries are dropped
-// once loading is done.
-func (db *DB) apply(r record) {
-	switch r.op {
-	case opPut:
-		sh := db.shard(r.key)
+// applyKV makes r's change to sh in memory, at load; expired entries are
+// dropped once loading is done.
+func (db *DB) applyKV(sh *shard, r record) {
+	if r.op == opPut {
 		sh.m[r.key] = entry{val: slices.Clone(r.val), exp: r.n}
-	case opDel:
-		delete(db.shard(r.key).m, r.key)
+	} else {
+		delete(sh.m, r.key)
+	}
+}
+
+// applySet makes r's change to a set in memory, at load.
+func (db *DB) applySet(r record) {
+	switch r.op {
 	case opZAdd:
 		db.setLocked(r.key, true).add(r.member, r.n)
 	case opZRem:

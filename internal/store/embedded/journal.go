@@ -20,9 +20,10 @@ type journal struct {
 	interval bool  // durability "interval": nobody waits for a batch
 	foldAt   int64 // see Options.FoldAt
 
-	mu   sync.Mutex // guards cur and shut
-	cur  *batch     // the open batch
-	shut bool       // closed: appends get a failed ticket
+	mu    sync.Mutex // guards cur, spare and shut
+	cur   *batch     // the open batch
+	spare []byte     // the buffer of the batch written last, for the next
+	shut  bool       // closed: appends get a failed ticket
 
 	kick chan struct{} // a batch has records (fsync mode); buffered, one
 	done chan struct{} // closed when the writer has ended
@@ -158,7 +159,8 @@ func (j *journal) flush() {
 		j.mu.Unlock()
 		return
 	}
-	j.cur = newBatch()
+	j.cur = &batch{buf: j.spare, done: make(chan struct{})}
+	j.spare = nil
 	j.mu.Unlock()
 
 	b.err = j.failing()
@@ -170,6 +172,9 @@ func (j *journal) flush() {
 		}
 	}
 	close(b.done)
+	j.mu.Lock()
+	j.spare = b.buf[:0] // the waiters of b read only done and err
+	j.mu.Unlock()
 }
 
 // maybeFold folds the journal once it has grown past foldAt and past
