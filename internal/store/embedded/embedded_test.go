@@ -219,16 +219,23 @@ func (f failingFile) Write(p []byte) (int, error) {
 	return f.file.Write(p)
 }
 
+// failWrites makes db's journal writes fail until the returned flag is
+// cleared. The writer is idle between the test's own calls.
+func failWrites(db *DB) *atomic.Bool {
+	var fail atomic.Bool
+	fail.Store(true)
+	db.j.mu.Lock()
+	db.j.f = failingFile{db.j.f, &fail}
+	db.j.mu.Unlock()
+	return &fail
+}
+
 func TestFailedWriteAcknowledgesNothingAndRecovers(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := openT(t, dir, Options{})
 	must(t, db.Put(ctx, "before", []byte("v"), time.Time{}))
-	var fail atomic.Bool
-	fail.Store(true)
-	db.j.mu.Lock() // the writer is idle: nothing is pending
-	db.j.f = failingFile{db.j.f, &fail}
-	db.j.mu.Unlock()
+	fail := failWrites(db)
 
 	if err := db.Put(ctx, "lost", []byte("v"), time.Time{}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Put while writes fail = %v; want ErrUnavailable", err)
@@ -292,11 +299,7 @@ func TestCloseRetries(t *testing.T) {
 	dir := t.TempDir()
 	db := openT(t, dir, Options{})
 	must(t, db.Put(ctx, "acknowledged", []byte("v"), time.Time{}))
-	var fail atomic.Bool
-	fail.Store(true)
-	db.j.mu.Lock()
-	db.j.f = failingFile{db.j.f, &fail}
-	db.j.mu.Unlock()
+	failWrites(db)
 	if err := db.Put(ctx, "refused", []byte("v"), time.Time{}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Put while writes fail = %v; want ErrUnavailable", err)
 	}
