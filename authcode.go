@@ -32,9 +32,10 @@ const minCodeLen, maxCodeLen = 16, 255
 // was present and whether it was a string at all, so that validation can
 // report every bad field rather than the first type error.
 type jsonString struct {
-	s   string
-	set bool   // present and not null
-	bad string // why the raw value is unacceptable, if it is
+	s     string
+	set   bool   // present and not null
+	bad   string // why the raw value is unacceptable, if it is
+	plain bool   // s is printable ASCII: no control characters, one byte a character
 }
 
 // registerRequest is the body of POST /stores/{store_id}/auth/auth-code.
@@ -230,7 +231,7 @@ func (s *server) validateRegister(st *StoreConfig, req *registerRequest) (fields
 			if required { // "" is as absent: every required field has a minimum of 1 character
 				msg = "is required"
 			}
-		case hasControl(f.s):
+		case !f.plain && hasControl(f.s):
 			msg = "must not contain control characters"
 		default:
 			msg = rule(f.s)
