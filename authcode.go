@@ -55,55 +55,11 @@ type registerRequest struct {
 	Timezone          jsonString `json:"timezone"`
 }
 
-// decode fills r from the JSON object b. Member names match exactly
-// (encoding/json would also fill auth_code from "Auth_Code", which API.md
-// §4.1 calls an unknown field to ignore); the last of duplicate members
-// wins; unknown members are ignored. It returns errInvalidJSON when b is
-// not one JSON object.
+// decode fills r from the JSON body b by decodeObject's rules: member
+// names match exactly, and unknown members are ignored.
 func (r *registerRequest) decode(b []byte) error {
 	*r = registerRequest{}
-	var body string // b as a string, made once: the fields are slices of it
-	return scanObject(b, func(name, value []byte, plain bool) {
-		if f := r.field(name); f != nil {
-			if body == "" {
-				body = string(b)
-			}
-			off := cap(b) - cap(value) // value is a slice of b
-			f.assign(value, body[off:off+len(value)], plain)
-		}
-	})
-}
-
-// field returns the field of the member named name, or nil.
-func (r *registerRequest) field(name []byte) *jsonString {
-	if bytes.IndexByte(name, '\\') >= 0 {
-		name = []byte(jsonName(name))
-	}
-	switch string(name) {
-	case "auth_code":
-		return &r.AuthCode
-	case "redirect_uri":
-		return &r.RedirectURI
-	case "client_reference_id":
-		return &r.ClientReferenceID
-	case "code_challenge":
-		return &r.CodeChallenge
-	case "state":
-		return &r.State
-	case "first_name":
-		return &r.FirstName
-	case "last_name":
-		return &r.LastName
-	case "language":
-		return &r.Language
-	case "currency":
-		return &r.Currency
-	case "country":
-		return &r.Country
-	case "timezone":
-		return &r.Timezone
-	}
-	return nil
+	return decodeObject(b, r)
 }
 
 // recordBufs holds buffers to encode registered codes into: the store
@@ -195,7 +151,7 @@ func (s *server) handleRegister(w http.ResponseWriter, r *http.Request, st *Stor
 	err = req.decode(body)
 	bodyPool.Put(buf)
 	if err != nil {
-		writeError(w, errInvalidJSON)
+		writeError(w, asAPIError(err))
 		return
 	}
 	if e := s.register(r.Context(), st, &req); e != nil {
@@ -206,15 +162,6 @@ func (s *server) handleRegister(w http.ResponseWriter, r *http.Request, st *Stor
 	h["Content-Type"] = jsonContentType
 	h["Content-Length"] = okBodyLength
 	w.Write(okBody)
-}
-
-// unmarshalObject decodes b, which must be one JSON object, into v.
-func unmarshalObject(b []byte, v any) error {
-	b = bytes.TrimLeft(b, " \t\r\n")
-	if len(b) == 0 || b[0] != '{' {
-		return errInvalidJSON
-	}
-	return json.Unmarshal(b, v)
 }
 
 func asAPIError(err error) *apiError {
@@ -568,7 +515,7 @@ type tokenParam struct {
 	dst  *string
 }
 
-// params are p's parameters, for the readers of either kind of body.
+// params are p's parameters, by name.
 func (p *tokenParams) params() [4]tokenParam {
 	return [...]tokenParam{{"grant_type", &p.GrantType}, {"code", &p.Code}, {"redirect_uri", &p.RedirectURI}, {"code_verifier", &p.CodeVerifier}}
 }
@@ -605,49 +552,45 @@ func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 	return p, nil
 }
 
-// readTokenJSON reads a JSON token request into p: an object whose values
-// are all strings, as OAuth's parameters are, with none of the parameters
-// given twice and no trailing data. As in a form, names are matched
-// exactly: "Code" is not code. A request refused here is no attempt and
-// uses no code up, where encoding/json would have let the last of two
-// codes, or a "CODE", redeem. The endpoint takes no key, so the body is
-// scanned as the register body is, without allocating for what it skips.
+// tokenJSON is a token request as a JSON body.
+type tokenJSON struct {
+	GrantType    jsonString `json:"grant_type"`
+	Code         jsonString `json:"code"`
+	RedirectURI  jsonString `json:"redirect_uri"`
+	CodeVerifier jsonString `json:"code_verifier"`
+	ClientID     jsonString `json:"client_id"` // must be a string when given, and is ignored
+}
+
+// readTokenJSON reads a JSON token request into p, by the rules every JSON
+// body is read by (decodeObject): names match exactly, as in a form
+// ("Code" is not code), and none is given twice. Each parameter is a
+// string of valid Unicode, or null or absent. A request refused here is
+// no attempt and uses no code up, where encoding/json alone would have let
+// the last of two codes, or a "CODE", redeem.
 func readTokenJSON(body []byte, p *tokenParams) *tokenError {
-	const notStrings = "the body is not a JSON object of strings"
-	params := p.params()
-	var seen [len(params)]bool
-	var terr *tokenError // the first reason to refuse the body
-	err := scanObject(body, func(name, value []byte, plain bool) {
-		if terr != nil {
-			return
-		}
-		if value[0] != '"' {
-			terr = invalidRequest(notStrings)
-			return
-		}
-		if bytes.IndexByte(name, '\\') >= 0 {
-			name = []byte(jsonName(name))
-		}
-		for i, f := range params {
-			if string(name) != f.name {
-				continue
-			}
-			if seen[i] {
-				terr = invalidRequest(f.name + " is repeated")
-				return
-			}
-			seen[i] = true
-			if v := value[1 : len(value)-1]; plain {
-				*f.dst = string(v)
-			} else {
-				*f.dst = jsonName(v) // escapes undone, invalid UTF-8 made U+FFFD, as encoding/json does
-			}
-		}
-	})
-	if err != nil {
-		return invalidRequest(notStrings)
+	var req tokenJSON
+	if err := decodeObject(body, &req); err != nil {
+		return invalidRequest(asAPIError(err).Message)
 	}
-	return terr
+	for _, f := range [...]struct {
+		name string
+		v    *jsonString
+		dst  *string
+	}{
+		{"grant_type", &req.GrantType, &p.GrantType},
+		{"code", &req.Code, &p.Code},
+		{"redirect_uri", &req.RedirectURI, &p.RedirectURI},
+		{"code_verifier", &req.CodeVerifier, &p.CodeVerifier},
+		{"client_id", &req.ClientID, nil},
+	} {
+		if f.v.bad != "" {
+			return invalidRequest(f.name + " " + f.v.bad)
+		}
+		if f.dst != nil {
+			*f.dst = f.v.s
+		}
+	}
+	return nil
 }
 
 // unknownCode is the token endpoint's one answer for a code it does not

@@ -22,7 +22,7 @@ var registerSeeds = []string{
 	// escapes, non-ASCII and nulls in accepted strings
 	`{"auth_code":"abcdefghijklmnop\u0071","redirect_uri":"https://shop.example.com/c\u00e9","client_reference_id":"J\u00fcrgen \"the\" \/ \ud83d\ude00","code_challenge":"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM","state":"s","first_name":null,"last_name":"","unknown":[1,{"x":2}]}`,
 	` 	{"state":"s","code_challenge":"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM","client_reference_id":"p","redirect_uri":"https://SHOP.example.com/cb","auth_code":"0123456789abcdef"} `,
-	// duplicate keys: the last one counts
+	// a member twice: refused
 	`{"auth_code":"first-code-0123456","auth_code":"second-code-012345","redirect_uri":"https://shop.example.com/cb","client_reference_id":"p","code_challenge":"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM","state":"s"}`,
 	// 422: every field wrong at once, wrong types, control characters
 	`{"auth_code":"short","redirect_uri":"http://shop.example.com/cb#frag","client_reference_id":"","code_challenge":"abc","state":"","first_name":1,"language":"english!","currency":"eur","country":"GBR","timezone":"Mars/Olympus"}`,
@@ -97,8 +97,8 @@ func FuzzRegisterBody(f *testing.F) {
 }
 
 // sentRegisterFields returns the string fields of a register body as JSON
-// defines them: exact key names, the last of duplicates winning, escapes
-// decoded. ok is false when body is not an object.
+// defines them: exact key names, escapes decoded (an accepted body has no
+// name twice). ok is false when body is not an object.
 func sentRegisterFields(body []byte) (fields map[string]string, ok bool) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
@@ -184,26 +184,41 @@ func checkRegisterAnswer(t *testing.T, req []byte, status int, body []byte) {
 }
 
 // FuzzTokenJSON checks readTokenJSON against encoding/json: whatever it
-// accepts is one JSON object whose values are all strings, and it read the
-// four parameters as encoding/json reads them, which, since none of them
-// may be given twice, is unambiguous. Seeds are in testdata/fuzz.
+// accepts is one JSON object with no name twice, whose parameters are
+// strings (or null, as absent), read as encoding/json reads them under
+// their exact names; and it accepts every such body in valid UTF-8.
+// Seeds are in testdata/fuzz.
 func FuzzTokenJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var p tokenParams
-		if readTokenJSON(body, &p) != nil {
-			return
-		}
-		var m map[string]any
-		if err := json.Unmarshal(body, &m); err != nil {
-			t.Fatalf("readTokenJSON(%q) accepted what encoding/json refuses: %v", body, err)
-		}
-		for name, v := range m {
-			if _, ok := v.(string); !ok {
-				t.Fatalf("readTokenJSON(%q) accepted %s = %v, not a string", body, name, v)
+		terr := readTokenJSON(body, &p)
+		m, object, distinct := refObject(body)
+		four := p.params()
+		params := append(four[:], tokenParam{"client_id", new(string)})
+		stringsOnly := true
+		for _, f := range params {
+			if raw, ok := m[f.name]; ok && string(raw) != "null" && json.Unmarshal(raw, new(string)) != nil {
+				stringsOnly = false
 			}
 		}
-		for _, f := range p.params() {
-			if want, _ := m[f.name].(string); *f.dst != want {
+		if terr != nil {
+			if object && distinct && stringsOnly && validUnicode(body) {
+				t.Fatalf("readTokenJSON(%q) = %q; want it accepted", body, terr.Description)
+			}
+			return
+		}
+		if !object || !distinct && validUnicode(body) || !stringsOnly {
+			t.Fatalf("readTokenJSON(%q) accepted it; want it refused", body)
+		}
+		for _, f := range params[:4] {
+			var want string
+			if raw, ok := m[f.name]; ok {
+				if !validUnicode(raw) {
+					t.Fatalf("readTokenJSON(%q) accepted %s = %s, not valid UTF-8", body, f.name, raw)
+				}
+				json.Unmarshal(raw, &want)
+			}
+			if *f.dst != want {
 				t.Errorf("readTokenJSON(%q): %s = %q; want %q", body, f.name, *f.dst, want)
 			}
 		}

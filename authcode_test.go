@@ -915,7 +915,7 @@ func TestToken(t *testing.T) {
 // TestTokenJSONNotAnAttempt sends JSON bodies that cannot be read as one
 // token request: each is 400 invalid_request and uses nothing up, so the
 // code then redeems. encoding/json alone would have let the last of two
-// codes, a "CODE" or a non-string client_id through.
+// codes, a "CODE", a non-string client_id or a code cut mid-emoji through.
 func TestTokenJSONNotAnAttempt(t *testing.T) {
 	_, ts := startService(t, cfgOpts{})
 	// %[1]s is the code, %[2]s the verifier, %[3]s the redirect_uri.
@@ -926,9 +926,13 @@ func TestTokenJSONNotAnAttempt(t *testing.T) {
 		{"grant_type repeated", `{"grant_type":"password","grant_type":"authorization_code","code":"%[1]s",` + rest + `}`},
 		{"CODE for code", `{"grant_type":"authorization_code","CODE":"%[1]s",` + rest + `}`},
 		{"a number", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `,"client_id":5}`},
-		{"null", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `,"client_id":null}`},
-		{"an object", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `,"extra":{"a":"b"}}`},
+		{"client_id repeated", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `,"client_id":"a","client_id":"a"}`},
+		{"an unknown member repeated", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `,"x":{},"x":{}}`},
 		{"an array", `{"grant_type":"authorization_code","code":["%[1]s"],` + rest + `}`},
+		{"code with a lone surrogate", `{"grant_type":"authorization_code","code":"%[1]s\ud83d",` + rest + `}`},
+		{"code with invalid UTF-8", "{\"grant_type\":\"authorization_code\",\"code\":\"%[1]s\xff\"," + rest + `}`},
+		{"invalid UTF-8 in an unknown member", "{\"grant_type\":\"authorization_code\",\"code\":\"%[1]s\"," + rest + ",\"x\":[\"\xff\"]}"},
+		{"invalid UTF-8 in a name", "{\"grant_type\":\"authorization_code\",\"code\":\"%[1]s\"," + rest + ",\"\xff\":\"\"}"},
 		{"trailing data", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `} x`},
 		{"two objects", `{"grant_type":"authorization_code","code":"%[1]s",` + rest + `}{}`},
 		{"not an object", `["grant_type","authorization_code","code","%[1]s"]`},

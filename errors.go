@@ -32,8 +32,7 @@ var (
 	errUnauthorized  = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "X-API-Key is missing or is not a key of this store"}
 	errMediaType     = &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", Message: "Content-Type must be application/json"}
 	errBodyTooLarge  = &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: "the body is larger than 64 KiB"}
-	errInvalidJSON   = &apiError{Status: http.StatusBadRequest, Code: "invalid_json", Message: "the body is not a JSON object"}
-	errNotUTF8       = &apiError{Status: http.StatusBadRequest, Code: "invalid_json", Message: "the body is not valid JSON: it must be UTF-8 (RFC 8259 §8.1)"}
+	errInvalidJSON   = &apiError{Status: http.StatusBadRequest, Code: "invalid_json", Message: "the body is not one JSON object"}
 	errCodeConflict  = &apiError{Status: http.StatusConflict, Code: "auth_code_conflict", Message: "that auth_code is already registered for this store"}
 	errRedirectHost  = &apiError{Status: http.StatusBadRequest, Code: "redirect_uri_not_allowed", Message: "redirect_uri is not on a domain of this store"}
 	errFull          = &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the service is over its memory budget; retry later", retryAfter: 5}

@@ -1,36 +1,45 @@
 package main
 
 import (
+	"bytes"
 	"deeplink/internal/config"
 	"encoding/binary"
 	"encoding/json"
-	"strconv"
-	"unicode/utf8"
+	"slices"
 )
 
-// A small JSON scanner for flat request bodies. encoding/json decodes the
-// register body through reflection and a map (it must, to match member
-// names exactly rather than case-insensitively), which cost about 40 % of
-// the handler; this scanner validates the body and hands each top-level
-// member over as raw bytes, without allocating. FuzzScanObject checks it
-// against encoding/json.
+// A small JSON scanner for request bodies, under decodeObject. It
+// validates a body as encoding/json does, refuses a member name given
+// twice in any object, and hands each top-level member over as raw bytes.
+// encoding/json sees names, and so a name given twice, only through its
+// Decoder's tokens, each of which allocates; reading the register body
+// that way takes far more than the 10 % of the register path's CPU that
+// keeps a speed device (bench/README.md). FuzzDecodeObject checks this
+// scanner, through decodeObject, against encoding/json.
 
-// maxJSONDepth is encoding/json's nesting limit.
+// maxJSONDepth is encoding/json's nesting limit: deeper is not valid JSON
+// to json.Valid, and not here either.
 const maxJSONDepth = 10000
 
-// scanObject calls member for each member of the JSON object b, in order,
-// with the member's name (raw bytes between the quotes, escapes included),
-// its raw value, and whether that value is a plain string: printable ASCII
-// without escapes, quotes included in value. It returns errInvalidJSON, possibly after some calls,
-// unless b is exactly one valid JSON object with optional white space
-// around it.
+// scanObject calls member for each member of the top-level JSON object b,
+// in order, with the member's name (raw bytes between the quotes, escapes
+// included), its raw value, and whether that value is a plain string:
+// printable ASCII without escapes, quotes included in value. It returns
+// an invalid_json *apiError saying why, possibly after some calls, unless
+// b is exactly one valid JSON object with optional white space around it,
+// no object in it has a member name twice (names compared unescaped), and
+// the top-level names are valid Unicode (validUnicode).
 func scanObject(b []byte, member func(name, value []byte, plain bool)) error {
-	s := scanner{b: b}
+	var names [16]objectName
+	s := scanner{b: b, names: names[:0]}
 	s.space()
 	if s.peek() != '{' {
 		return errInvalidJSON
 	}
 	if !s.object(1, member) {
+		if s.err != nil {
+			return s.err
+		}
 		return errInvalidJSON
 	}
 	s.space()
@@ -44,6 +53,37 @@ type scanner struct {
 	b     []byte
 	i     int
 	plain bool // the last string scanned is printable ASCII without escapes
+
+	names     []objectName // the names of the objects open, outermost first
+	unescaped []byte       // the names that had escapes, unescaped
+	top       objectName   // the name of the top-level member being scanned
+	err       *apiError    // why the body is refused, when not for its syntax
+}
+
+// objectName is a member name as objects compare them: unescaped, or raw
+// when it is not valid Unicode (two different ones unescape alike). It
+// holds no pointer, so that sorting thousands of them writes no barrier.
+type objectName struct {
+	off, end  int  // the name is s.b[off:end], or s.unescaped[off:end]
+	unescaped bool // in s.unescaped
+	raw       bool // not valid Unicode: as it is in the body
+}
+
+func (s *scanner) name(n objectName) []byte {
+	if n.unescaped {
+		return s.unescaped[n.off:n.end]
+	}
+	return s.b[n.off:n.end]
+}
+
+func (s *scanner) compareNames(a, b objectName) int {
+	if a.raw != b.raw {
+		if a.raw {
+			return 1
+		}
+		return -1
+	}
+	return bytes.Compare(s.name(a), s.name(b))
 }
 
 func (s *scanner) peek() byte {
@@ -76,9 +116,13 @@ func (s *scanner) object(depth int, member func(name, value []byte, plain bool))
 		s.i++
 		return true
 	}
+	first := len(s.names) // this object's names are s.names[first:]
 	for {
 		start := s.i
 		if !s.str() {
+			return false
+		}
+		if !s.addName(start+1, s.i-1, depth) {
 			return false
 		}
 		name := s.b[start+1 : s.i-1]
@@ -103,11 +147,56 @@ func (s *scanner) object(depth int, member func(name, value []byte, plain bool))
 			s.space()
 		case '}':
 			s.i++
-			return true
+			return s.distinct(first)
 		default:
 			return false
 		}
 	}
+}
+
+// addName records the name s.b[off:end], raw as str scanned it, of a
+// member of an object at depth; a top-level one that is not valid Unicode
+// ends the scan.
+func (s *scanner) addName(off, end, depth int) bool {
+	n := objectName{off: off, end: end}
+	raw := s.b[off:end]
+	switch {
+	case s.plain: // printable ASCII, no escapes: as it is
+	case !validUnicode(raw):
+		if depth == 1 {
+			s.err = jsonError("a member name is not valid UTF-8")
+			return false
+		}
+		n.raw = true
+	case bytes.IndexByte(raw, '\\') >= 0:
+		n.off = len(s.unescaped)
+		s.unescaped = append(s.unescaped, jsonName(raw)...)
+		n.end, n.unescaped = len(s.unescaped), true
+	}
+	if depth == 1 {
+		s.top = n
+	}
+	s.names = append(s.names, n)
+	return true
+}
+
+// distinct reports whether the names of the object just scanned,
+// s.names[first:], are all different, and drops them.
+func (s *scanner) distinct(first int) bool {
+	names := s.names[first:]
+	s.names = s.names[:first]
+	slices.SortFunc(names, s.compareNames)
+	for i := 1; i < len(names); i++ {
+		if s.compareNames(names[i-1], names[i]) == 0 {
+			where := "the body"
+			if first > 0 {
+				where = "an object in " + quoteName(string(s.name(s.top)))
+			}
+			s.err = jsonError(where + " has the member " + quoteName(string(s.name(names[i]))) + " twice")
+			return false
+		}
+	}
+	return true
 }
 
 func (s *scanner) array(depth int) bool {
@@ -278,81 +367,9 @@ func (s *scanner) number() bool {
 	return true
 }
 
-// hasLoneSurrogate reports whether the JSON string raw, quoted, as str
-// accepts it, has a \u escape of a UTF-16 surrogate that is not half of
-// a high-low pair. encoding/json decodes one to U+FFFD, as JavaScript's
-// JSON.parse keeps it; either way the string is not valid Unicode, and two
-// different ones (say a player id cut mid-emoji, "p\ud83d" and "p\ude00")
-// would be stored as the same.
-func hasLoneSurrogate(raw []byte) bool {
-	esc := func(i int) (rune, bool) { // the \uXXXX at raw[i:], if it is one
-		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
-			return 0, false
-		}
-		r, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
-		return rune(r), err == nil
-	}
-	for i := 1; i < len(raw)-1; i++ {
-		if raw[i] != '\\' {
-			continue
-		}
-		r, ok := esc(i)
-		if !ok {
-			i++ // the escaped character, which may be a backslash
-			continue
-		}
-		i += 5
-		switch {
-		case 0xD800 <= r && r < 0xDC00:
-			if lo, ok := esc(i + 1); ok && 0xDC00 <= lo && lo < 0xE000 {
-				i += 6
-				continue
-			}
-			return true
-		case 0xDC00 <= r && r < 0xE000:
-			return true
-		}
-	}
-	return false
-}
-
 // jsonName returns a member name as scanObject passes it, unescaped.
 func jsonName(raw []byte) string {
 	var s string
 	json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s)
 	return s
-}
-
-// assign sets j from a raw JSON value: a string, null (absent), or
-// anything else (present, but not a string). rawStr is raw as a string,
-// so an unescaped value is a slice of it rather than a copy. plain says
-// raw is a string of printable ASCII without escapes, as scanObject tells.
-func (j *jsonString) assign(raw []byte, rawStr string, plain bool) {
-	*j = jsonString{}
-	switch {
-	case plain:
-		j.set, j.plain = true, true
-		j.s = rawStr[1 : len(rawStr)-1]
-	case string(raw) == "null":
-	case raw[0] != '"':
-		j.set, j.bad = true, "must be a string"
-	case !utf8.Valid(raw):
-		j.set, j.bad = true, "must be valid UTF-8"
-	case hasLoneSurrogate(raw):
-		j.set, j.bad = true, "must be valid UTF-8 (an escaped surrogate must be half of a pair)"
-	default:
-		j.set = true
-		for _, c := range raw[1 : len(raw)-1] {
-			if c == '\\' {
-				// Into a local, not &j.s: a pointer into j handed to
-				// encoding/json would move every request's body struct
-				// to the heap.
-				var s string
-				json.Unmarshal(raw, &s)
-				j.s = s
-				return
-			}
-		}
-		j.s = rawStr[1 : len(rawStr)-1]
-	}
 }

@@ -376,8 +376,9 @@ func (s *server) withEndpoint(h func(http.ResponseWriter, *http.Request, *endpoi
 	})
 }
 
-// readJSONObject reads a JSON object body into v, answering 415, 413 or
-// 400 itself when it cannot.
+// readJSONObject reads a JSON object body into v by decodeObject's rules,
+// answering 415, 413 or 400 itself when it cannot. The fields of v are
+// json.RawMessage: copies, which the caller checks with validUnicode.
 func readJSONObject(w http.ResponseWriter, r *http.Request, v any) bool {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		writeError(w, errMediaType)
@@ -389,16 +390,8 @@ func readJSONObject(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	defer bodyPool.Put(buf)
-	if !utf8.Valid(body) {
-		// encoding/json would take it, making the bad bytes U+FFFD in
-		// what it decodes, while an event's data goes out byte for byte:
-		// a body its receivers cannot parse as JSON, signed over bytes
-		// that a verifier decoding it as text never sees.
-		writeError(w, errNotUTF8)
-		return false
-	}
-	if err := unmarshalObject(body, v); err != nil {
-		writeError(w, errInvalidJSON)
+	if err := decodeObject(body, v); err != nil {
+		writeError(w, asAPIError(err))
 		return false
 	}
 	return true
@@ -441,8 +434,8 @@ func (c *endpointChange) apply(e *endpoint, now int64) {
 // field that is null is as one left out, on create and PATCH alike.
 func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpointChange, fields []fieldError) {
 	bad := func(f, m string) { fields = append(fields, fieldError{f, m}) }
-	given := func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
-	if given(req.URL) {
+	given := func(name string, raw json.RawMessage) bool { return usable(name, raw, bad) }
+	if given("url", req.URL) {
 		var u string
 		if json.Unmarshal(req.URL, &u) != nil {
 			bad("url", "must be a string")
@@ -451,10 +444,10 @@ func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpoint
 		} else {
 			c.url = &u
 		}
-	} else if create {
+	} else if create && absent(req.URL) {
 		bad("url", "is required")
 	}
-	if given(req.Description) {
+	if given("description", req.Description) {
 		var d string
 		switch {
 		case json.Unmarshal(req.Description, &d) != nil:
@@ -465,7 +458,7 @@ func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpoint
 			c.description = &d
 		}
 	}
-	if given(req.Events) {
+	if given("events", req.Events) {
 		var evs []string
 		if json.Unmarshal(req.Events, &evs) != nil {
 			bad("events", "must be a list of event type strings")
@@ -481,10 +474,10 @@ func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpoint
 			slices.Sort(evs)
 			c.events = slices.Compact(evs)
 		}
-	} else if create {
+	} else if create && absent(req.Events) {
 		bad("events", "is required")
 	}
-	if given(req.Enabled) {
+	if given("enabled", req.Enabled) {
 		var b bool
 		if json.Unmarshal(req.Enabled, &b) != nil {
 			bad("enabled", "must be true or false")
@@ -493,6 +486,23 @@ func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpoint
 		}
 	}
 	return c, fields
+}
+
+// absent reports whether a field of a request was left out or null.
+func absent(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+
+// usable reports whether a field of a request is given and valid Unicode,
+// telling bad when it is given but not: JSON is UTF-8 (RFC 8259 §8.1),
+// and encoding/json would decode the bad bytes to U+FFFD without a word.
+func usable(name string, raw json.RawMessage, bad func(field, msg string)) bool {
+	if absent(raw) {
+		return false
+	}
+	if !validUnicode(raw) {
+		bad(name, "must be valid UTF-8 (an escaped surrogate must be half of a pair)")
+		return false
+	}
+	return true
 }
 
 // checkWebhookURL returns why u cannot be a webhook URL, or "".
@@ -716,21 +726,29 @@ func (hk *hooks) publish(storeID, typ string, object json.RawMessage, key string
 // order.status.updated, data.object with a string id and a known status.
 func validateEvent(req *publishRequest) (typ string, object json.RawMessage, fields []fieldError) {
 	bad := func(f, m string) { fields = append(fields, fieldError{f, m}) }
-	if len(req.Type) == 0 || string(req.Type) == "null" {
+	if usable("type", req.Type, bad) {
+		if json.Unmarshal(req.Type, &typ) != nil {
+			bad("type", "must be a string")
+		} else if typ != eventOrderStatus {
+			bad("type", "must be a known event type: "+eventOrderStatus+" ("+eventTest+" comes only from the test call)")
+		}
+	} else if absent(req.Type) {
 		bad("type", "is required")
-	} else if json.Unmarshal(req.Type, &typ) != nil {
-		bad("type", "must be a string")
-	} else if typ != eventOrderStatus {
-		bad("type", "must be a known event type: "+eventOrderStatus+" ("+eventTest+" comes only from the test call)")
+	}
+	if absent(req.Data) {
+		bad("data", "is required")
+		return typ, nil, fields
+	}
+	// The object goes to merchants as it was sent: invalid UTF-8 in it
+	// would be a body its receivers cannot parse as JSON, signed over
+	// bytes that a verifier decoding it as text never sees.
+	if !usable("data", req.Data, bad) {
+		return typ, nil, fields
 	}
 	var data struct {
 		Object json.RawMessage `json:"object"`
 	}
-	if len(req.Data) == 0 || string(req.Data) == "null" {
-		bad("data", "is required")
-		return typ, nil, fields
-	}
-	if req.Data[0] != '{' || json.Unmarshal(req.Data, &data) != nil {
+	if decodeObject(req.Data, &data) != nil {
 		bad("data", "must be an object")
 		return typ, nil, fields
 	}

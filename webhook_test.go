@@ -641,7 +641,7 @@ func TestEndpointCreateInvalid(t *testing.T) {
 		{"body over 64 KiB", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents, "description": strings.Repeat("d", 65<<10)}}, 413, "body_too_large", nil},
 		{"not JSON", whReq{body: "url=https://hooks.example.com/"}, 400, "invalid_json", nil},
 		{"JSON array", whReq{body: "[]"}, 400, "invalid_json", nil},
-		{"invalid UTF-8", whReq{body: "{\"url\":\"https://hooks.example.com/\",\"events\":[\"order.status.updated\"],\"description\":\"caf\xe9\"}"}, 400, "invalid_json", nil},
+		{"invalid UTF-8 in a field", whReq{body: "{\"url\":\"https://hooks.example.com/\",\"events\":[\"order.status.updated\"],\"description\":\"caf\xe9\"}"}, 422, "validation_failed", []string{"description"}},
 		{"wrong content type", whReq{body: `{"url":"https://hooks.example.com/","events":["order.status.updated"]}`, ctype: "text/plain"}, 415, "unsupported_media_type", nil},
 		{"missing key", whReq{key: "-", body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents}}, 401, "unauthorized", nil},
 		{"wrong key", whReq{key: "ak_wrong", body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents}}, 401, "unauthorized", nil},
@@ -697,7 +697,7 @@ func TestEndpointPatchInvalid(t *testing.T) {
 		{"events empty", map[string]any{"events": []string{}}, 422, "validation_failed", "events"},
 		{"events unknown", map[string]any{"events": []string{"nope"}}, 422, "validation_failed", "events"},
 		{"not JSON", "{", 400, "invalid_json", ""},
-		{"invalid UTF-8", "{\"description\":\"caf\xe9\"}", 400, "invalid_json", ""},
+		{"invalid UTF-8 in a field", "{\"description\":\"caf\xe9\"}", 422, "validation_failed", "description"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -774,8 +774,12 @@ func TestPublishValidation(t *testing.T) {
 		{"id empty", map[string]any{"type": eventOrderStatus, "data": obj("id", "", "status", "pending")}, "", "", 422, "validation_failed", "data.object.id"},
 		{"status missing", map[string]any{"type": eventOrderStatus, "data": obj("id", "o1")}, "", "", 422, "validation_failed", "data.object.status"},
 		{"status unknown", map[string]any{"type": eventOrderStatus, "data": obj("id", "o1", "status", "shipped")}, "", "", 422, "validation_failed", "data.object.status"},
+		{"data.object with a name twice", `{"type":"order.status.updated","data":{"object":{"id":"o1","status":"pending","status":"completed"}}}`, "", "", 400, "invalid_json", ""},
+		{"data with object twice", `{"type":"order.status.updated","data":{"object":{"id":"o1","status":"pending"},"object":{}}}`, "", "", 400, "invalid_json", ""},
+		{"Object for object", `{"type":"order.status.updated","data":{"Object":{"id":"o1","status":"pending"}}}`, "", "", 422, "validation_failed", "data.object"},
+		{"a lone surrogate in data", `{"type":"order.status.updated","data":{"object":{"id":"o1\ud83d","status":"pending"}}}`, "", "", 422, "validation_failed", "data"},
 		{"not JSON", "type=order.status.updated", "", "", 400, "invalid_json", ""},
-		{"invalid UTF-8", "{\"type\":\"order.status.updated\",\"data\":{\"object\":{\"id\":\"u\xff\xfe\",\"status\":\"pending\"}}}", "", "", 400, "invalid_json", ""},
+		{"invalid UTF-8 in data", "{\"type\":\"order.status.updated\",\"data\":{\"object\":{\"id\":\"u\xff\xfe\",\"status\":\"pending\"}}}", "", "", 422, "validation_failed", "data"},
 		{"wrong content type", `{"type":"order.status.updated","data":{"object":{"id":"o1","status":"pending"}}}`, "text/plain", "", 415, "unsupported_media_type", ""},
 		{"missing key", map[string]any{"type": eventOrderStatus, "data": obj("id", "o1", "status", "pending")}, "", "-", 401, "unauthorized", ""},
 	}
