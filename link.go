@@ -1,0 +1,232 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// linkState is what the link endpoint binds to the browser, in a signed
+// cookie, for the callback to check.
+type linkState struct {
+	Verifier string `json:"v"`
+	State    string `json:"s"`
+	ReturnTo string `json:"r"`
+	StoreID  string `json:"i"`
+	Expires  int64  `json:"e"`
+}
+
+const linkCookie = "dl_link"
+
+// handleLink is GET /stores/{store_id}/auth/link (API.md §4.4): it starts
+// the deep-link flow by sending the browser to the game app.
+func (s *server) handleLink(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		// The GET route takes HEAD too, but a HEAD here would set a new
+		// link cookie in place of the one of a sign-in under way.
+		methodNotAllowed(w, r, http.MethodGet)
+		return
+	}
+	st := s.storeFor(w, r)
+	if st == nil {
+		return
+	}
+	if st.GameAuthorizeURL == "" {
+		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "this store has no game_authorize_url configured"})
+		return
+	}
+	ls := linkState{
+		Verifier: newVerifier(),
+		State:    randomToken(),
+		ReturnTo: safeReturnTo(r.URL.Query().Get("return_to")),
+		StoreID:  st.ID,
+		Expires:  time.Now().Add(s.linkTTL()).Unix(),
+	}
+	value := s.sign(ls)
+	if len(linkCookie)+len(value) > maxCookieSize {
+		// A return path too long for the cookie, which browsers would
+		// drop, and the sign-in with it: back to the start page instead.
+		ls.ReturnTo = "/"
+		value = s.sign(ls)
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name:     linkCookie,
+		Value:    value,
+		Path:     s.linkCookiePath(st),
+		MaxAge:   int(s.linkTTL() / time.Second),
+		HttpOnly: true,
+		Secure:   true,
+		SameSite: http.SameSiteLaxMode,
+	})
+	target, _ := url.Parse(st.GameAuthorizeURL) // validated at start-up
+	q := target.Query()
+	q.Set("redirect_uri", s.callbackURL(st))
+	q.Set("state", ls.State)
+	q.Set("code_challenge", s256(ls.Verifier))
+	q.Set("code_challenge_method", "S256")
+	q.Set("store_id", st.ID)
+	target.RawQuery = q.Encode()
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, target.String(), http.StatusFound)
+}
+
+// maxCookieSize is the most a cookie's name and value may take together:
+// browsers drop a larger one (RFC 6265 §6.1 asks them to take at least
+// 4096 bytes, and Chrome and Firefox take no more).
+const maxCookieSize = 4096
+
+// linkTTL is how long a started link flow may take: the code's own life
+// plus time for the player to find the app.
+func (s *server) linkTTL() time.Duration { return s.cfg.AuthCodeTTL.D() + 5*time.Minute }
+
+func (s *server) callbackURL(st *StoreConfig) string {
+	return s.cfg.PublicBaseURL + "/stores/" + st.ID + "/auth/callback"
+}
+
+// linkCookiePath is the Path of the link cookie: the callback's directory
+// as the browser sees it, so under public_base_url's own path when it has
+// one (the service behind a proxy that strips it).
+func (s *server) linkCookiePath(st *StoreConfig) string {
+	u, _ := url.Parse(s.callbackURL(st)) // public_base_url is validated at start-up
+	return strings.TrimSuffix(u.EscapedPath(), "callback")
+}
+
+// safeReturnTo returns p when it is a path on this site, and "/" otherwise:
+// never another origin (//host, /\host, scheme:).
+func safeReturnTo(p string) string {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || strings.ContainsAny(p, "\\") || hasControl(p) {
+		return "/"
+	}
+	if u, err := url.Parse(p); err != nil || u.Scheme != "" || u.Host != "" {
+		return "/"
+	}
+	return p
+}
+
+// sign returns ls as a cookie value: base64url(JSON) "." base64url(HMAC).
+func (s *server) sign(ls linkState) string {
+	b, _ := json.Marshal(ls)
+	payload := base64.RawURLEncoding.EncodeToString(b)
+	return payload + "." + base64.RawURLEncoding.EncodeToString(s.mac(payload))
+}
+
+// Why verify refuses a link cookie, as the callback's page says it.
+const (
+	linkForged  = "This browser's sign-in attempt could not be read: its cookie was changed, or was not made by this service."
+	linkExpired = "This sign-in attempt has expired."
+)
+
+// verify returns the link state of a cookie value signed by sign, or why
+// it refuses the value: linkForged if the signature does not hold,
+// linkExpired if it does but the state has expired at now.
+func (s *server) verify(v string, now time.Time) (ls linkState, why string) {
+	payload, sig, found := strings.Cut(v, ".")
+	mac, err := base64.RawURLEncoding.DecodeString(sig)
+	if !found || err != nil || !hmac.Equal(mac, s.mac(payload)) {
+		return ls, linkForged
+	}
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil || json.Unmarshal(b, &ls) != nil {
+		return ls, linkForged // signed, but not by sign: cannot happen
+	}
+	if now.Unix() >= ls.Expires {
+		return ls, linkExpired
+	}
+	return ls, ""
+}
+
+func (s *server) mac(payload string) []byte {
+	m := hmac.New(sha256.New, s.cookieKey)
+	m.Write([]byte("link\x00" + payload))
+	return m.Sum(nil)
+}
+
+// handleCallback is GET /stores/{store_id}/auth/callback (API.md §4.4):
+// where the game app sends the browser back with code and state.
+func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		// The GET route takes HEAD too, but a HEAD here would redeem the
+		// code: a link checker's HEAD would spend the player's sign-in.
+		methodNotAllowed(w, r, http.MethodGet)
+		return
+	}
+	st := s.storeFor(w, r)
+	if st == nil {
+		return
+	}
+	q := r.URL.Query()
+	c, err := r.Cookie(linkCookie)
+	if err != nil {
+		callbackFailed(w, "This sign-in was not started in this browser, or it was already completed. Go back to the shop and choose “Link to game” again.")
+		return
+	}
+	// A cookie that can never complete a sign-in is cleared; one whose
+	// state a request does not carry is left for the request that does:
+	// any page can send the browser here, and must not end a sign-in
+	// under way.
+	clearLink := func() {
+		http.SetCookie(w, &http.Cookie{Name: linkCookie, Path: s.linkCookiePath(st), MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
+	}
+	ls, why := s.verify(c.Value, time.Now())
+	switch {
+	case why != "":
+		clearLink()
+		callbackFailed(w, why+" Go back to the shop and choose “Link to game” again.")
+		return
+	case ls.StoreID != st.ID:
+		clearLink()
+		callbackFailed(w, "This browser's sign-in attempt was started in another store. Go back to the shop and choose “Link to game” again.")
+		return
+	case subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(ls.State)) != 1:
+		callbackFailed(w, "The state returned by the game app does not match this browser's sign-in attempt.")
+		return
+	}
+	clearLink() // from here on, whatever happens, this link attempt is over
+	switch {
+	case q.Get("error") != "":
+		callbackFailed(w, "The game app did not complete the sign-in ("+q.Get("error")+").")
+		return
+	case q.Get("code") == "":
+		callbackFailed(w, "The game app returned no code.")
+		return
+	}
+	resp, terr := s.redeem(r.Context(), st, q.Get("code"), s.callbackURL(st), ls.Verifier)
+	if terr != nil {
+		callbackFailed(w, "The code from the game app could not be used: "+terr.Description+".")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name:     sessionCookie,
+		Value:    resp.AccessToken,
+		Path:     "/",
+		MaxAge:   int(resp.ExpiresIn),
+		HttpOnly: true,
+		Secure:   true,
+		SameSite: http.SameSiteLaxMode,
+	})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, ls.ReturnTo, http.StatusFound)
+}
+
+var callbackPage = template.Must(template.New("").Parse(`<!doctype html>
+<meta charset="utf-8"><title>Sign-in failed</title>
+<h1>Sign-in failed</h1>
+<p>{{.}}</p>
+`))
+
+// callbackFailed answers the browser's callback with a 400 page saying
+// why.
+func callbackFailed(w http.ResponseWriter, why string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusBadRequest)
+	callbackPage.Execute(w, why)
+}
