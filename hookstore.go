@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -297,4 +300,82 @@ func (hk *hooks) importHooksFile(ctx context.Context, dir string) error {
 		return err
 	}
 	return os.Rename(path, filepath.Join(moved, hooksFileName))
+}
+
+// hooksFileName is where builds before the store contract kept the whole
+// webhook state, one JSON file (its form: hooksfile.go); importHooksFile
+// reads it once.
+const hooksFileName = "webhooks.json"
+
+// hooksFile is the whole webhook state: the form of webhooks.json, and
+// what a start gathers from the store before restore.
+type hooksFile struct {
+	Endpoints   []*endpoint     `json:"endpoints"`
+	Events      []*event        `json:"events"`
+	Deliveries  []*delivery     `json:"deliveries"`
+	Idempotency map[string]idem `json:"idempotency"`
+}
+
+// restore takes f, the saved webhook state, as the working copy.
+// Pending deliveries are scheduled again at their saved time (at once
+// when that has passed).
+func (hk *hooks) restore(f hooksFile) {
+	hk.mu.Lock()
+	defer hk.mu.Unlock()
+	parked := map[string]bool{} // endpoint ids
+	for _, e := range f.Endpoints {
+		if st := hk.cfg.Store(e.StoreID); st != nil {
+			e.StoreID = st.ID // in its one spelling
+		} else {
+			slog.Warn("webhooks: keeping, inactive, the endpoint of a store no longer configured; it is served again if the store is", "endpoint", e.ID, "store", e.StoreID)
+			hk.parked.Endpoints = append(hk.parked.Endpoints, e)
+			parked[e.ID] = true
+			continue
+		}
+		hk.endpoints[e.ID] = e
+		hk.byStore[e.StoreID] = append(hk.byStore[e.StoreID], e)
+	}
+	events := make(map[string]*event, len(f.Events))
+	for _, ev := range f.Events {
+		events[ev.ID] = ev
+	}
+	parkedEvents := map[string]bool{}
+	for _, d := range f.Deliveries {
+		e := hk.endpoints[d.EndpointID]
+		d.ev = events[d.EventID]
+		if parked[d.EndpointID] && d.ev != nil {
+			hk.parked.Deliveries = append(hk.parked.Deliveries, d)
+			if !parkedEvents[d.EventID] {
+				parkedEvents[d.EventID] = true
+				hk.parked.Events = append(hk.parked.Events, d.ev)
+			}
+			continue
+		}
+		if e == nil || d.ev == nil {
+			continue
+		}
+		d.index = -1
+		hk.referLocked(d) // only events some delivery refers to are kept
+		e.log = append(e.log, d)
+		if d.Status == statusPending {
+			hk.pending[e.StoreID] += logCost(d)
+			hk.scheduleLocked(d)
+		} else {
+			e.finished++
+			e.logBytes += logCost(d)
+		}
+	}
+	if f.Idempotency != nil {
+		hk.idem = make(map[string]idem, len(f.Idempotency))
+		for k, v := range f.Idempotency {
+			store, key, _ := strings.Cut(k, "\x00")
+			if st := hk.cfg.Store(store); st != nil { // in its one spelling
+				store, k = st.ID, st.ID+"\x00"+key
+			}
+			hk.idem[k] = v
+			hk.idemCount[store]++
+			hk.idemQueue = append(hk.idemQueue, idemEntry{k, v.Expires})
+		}
+		slices.SortFunc(hk.idemQueue, func(a, b idemEntry) int { return cmp.Compare(a.expires, b.expires) })
+	}
 }
