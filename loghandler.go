@@ -23,6 +23,10 @@ type lineHandler struct {
 	fallback slog.Handler
 }
 
+// newLogger is the service's logger, writing JSON lines of level INFO and
+// above to w, both builds'.
+func newLogger(w io.Writer) *slog.Logger { return slog.New(newLineHandler(w, slog.LevelInfo)) }
+
 func newLineHandler(w io.Writer, level slog.Leveler) *lineHandler {
 	return &lineHandler{w: w, level: level, fallback: slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})}
 }
@@ -64,7 +68,7 @@ func (h *lineHandler) Handle(ctx context.Context, r slog.Record) error {
 // request writes the line of one served request, the same line Handle
 // writes for the record server.logRequest would otherwise build, without
 // the record: the hot path of every request.
-func (h *lineHandler) request(t time.Time, method, path, route string, status int, n int64, d time.Duration) error {
+func (h *lineHandler) request(t time.Time, method, path, route string, status int, n int64, d time.Duration, id string) error {
 	buf := lineBufs.Get().(*[]byte)
 	defer lineBufs.Put(buf)
 	b := append((*buf)[:0], `{"time":"`...)
@@ -81,6 +85,8 @@ func (h *lineHandler) request(t time.Time, method, path, route string, status in
 	b = strconv.AppendInt(b, n, 10)
 	b = append(b, `,"duration":`...)
 	b = strconv.AppendInt(b, int64(d), 10)
+	b = append(b, `,"request_id":`...)
+	b = appendJSONString(b, id)
 	b = append(b, "}\n"...)
 	*buf = b
 	_, err := h.w.Write(b)

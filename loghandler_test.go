@@ -81,12 +81,13 @@ func TestRequestLineMatchesRecord(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			var direct, viaRecord bytes.Buffer
-			if err := newLineHandler(&direct, slog.LevelInfo).request(at, tt.method, tt.path, tt.route, tt.status, tt.n, tt.d); err != nil {
+			if err := newLineHandler(&direct, slog.LevelInfo).request(at, tt.method, tt.path, tt.route, tt.status, tt.n, tt.d, "req-1"); err != nil {
 				t.Fatal(err)
 			}
 			r := slog.NewRecord(at, slog.LevelInfo, "request", 0)
 			r.AddAttrs(slog.String("method", tt.method), slog.String("path", tt.path), slog.String("route", tt.route),
-				slog.Int("status", tt.status), slog.Int64("bytes", tt.n), slog.Duration("duration", tt.d))
+				slog.Int("status", tt.status), slog.Int64("bytes", tt.n), slog.Duration("duration", tt.d),
+				slog.String("request_id", "req-1"))
 			if err := newLineHandler(&viaRecord, slog.LevelInfo).Handle(t.Context(), r); err != nil {
 				t.Fatal(err)
 			}

@@ -121,7 +121,7 @@ func run() error {
 	if err := checkDataDir(cfg.DataDir); err != nil {
 		return err
 	}
-	logger := slog.New(newLineHandler(logOut, slog.LevelInfo))
+	logger := newLogger(logOut)
 	slog.SetDefault(logger)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -224,11 +224,13 @@ func firstLine(err error) string {
 func unavailableHandler(logger *slog.Logger, m *metrics, route, why string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		id := serving.RequestID(r.Header.Get(serving.RequestIDHeader))
+		w.Header().Set(serving.RequestIDHeader, id)
 		rw := &statusWriter{ResponseWriter: w}
 		serving.Unavailable(rw, r, why)
 		d := time.Since(start)
 		m.observe(route, rw.code(), d)
-		logRequest(logger, r, route, rw.code(), rw.n, start.Add(d), d)
+		logRequest(logger, r, id, route, rw.code(), rw.n, start.Add(d), d)
 	})
 }
 

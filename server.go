@@ -126,18 +126,22 @@ func isCleanPath(p string) bool {
 	return c == p
 }
 
-// handler is the whole service: the routes behind logging and metrics.
+// handler is the whole service: the routes behind logging, metrics and
+// the request id (serving.RequestID), which the response carries in its
+// X-Request-Id header and the log line as request_id.
 func (s *server) handler() http.Handler {
 	mux := s.routes()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		id := serving.RequestID(r.Header.Get(serving.RequestIDHeader))
+		w.Header().Set(serving.RequestIDHeader, id)
 		rw := &statusWriter{ResponseWriter: w}
-		if id, ok := registerStore(r); ok {
+		if store, ok := registerStore(r); ok {
 			// The route's handler, given the id rather than through
 			// SetPathValue, whose map cost two allocations a request:
 			// handleRegister never reads r.PathValue.
 			r.Pattern = registerRoute // as the mux would set it
-			s.serveStore(rw, r, id, s.handleRegister)
+			s.serveStore(rw, r, store, s.handleRegister)
 		} else if !isCleanPath(r.URL.EscapedPath()) {
 			// The mux would redirect to the cleaned path, a 307 with an
 			// HTML body: to an API client a path not in its own form is
@@ -153,38 +157,21 @@ func (s *server) handler() http.Handler {
 		}
 		s.metrics.observe(route, rw.code(), d)
 		// The path alone: query strings carry codes and states.
-		s.logRequest(r, route, rw.code(), rw.n, start.Add(d), d)
+		logRequest(s.log, r, id, route, rw.code(), rw.n, start.Add(d), d)
 	})
 }
 
-// logRequest writes the request's log line: lineHandler formats it
-// directly; any other handler gets the same line as a slog record, built
-// here rather than by Logger.LogAttrs, which would look up the caller's PC
-// for a source nobody logs.
-func (s *server) logRequest(r *http.Request, route string, status int, n int64, end time.Time, d time.Duration) {
-	logRequest(s.log, r, route, status, n, end, d)
-}
-
-// logRequest writes the log line of one served request through log.
-func logRequest(log *slog.Logger, r *http.Request, route string, status int, n int64, end time.Time, d time.Duration) {
-	h := log.Handler()
-	if !h.Enabled(r.Context(), slog.LevelInfo) {
+// logRequest writes the log line of one served request through log:
+// lineHandler formats it directly; any other handler gets the same line
+// as a slog record (serving.LogRequest).
+func logRequest(log *slog.Logger, r *http.Request, id, route string, status int, n int64, end time.Time, d time.Duration) {
+	if lh, ok := log.Handler().(*lineHandler); ok {
+		if lh.Enabled(r.Context(), slog.LevelInfo) {
+			lh.request(end, r.Method, serving.CutPath(r.URL.Path), route, status, n, d, id)
+		}
 		return
 	}
-	if lh, ok := h.(*lineHandler); ok {
-		lh.request(end, r.Method, serving.CutPath(r.URL.Path), route, status, n, d)
-		return
-	}
-	rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
-	rec.AddAttrs(
-		slog.String("method", r.Method),
-		slog.String("path", serving.CutPath(r.URL.Path)),
-		slog.String("route", route),
-		slog.Int("status", status),
-		slog.Int64("bytes", n),
-		slog.Duration("duration", d),
-	)
-	h.Handle(r.Context(), rec)
+	serving.LogRequest(log, r, id, route, status, n, end, d)
 }
 
 // notFound answers requests no route matched: 405 with Allow when the path
