@@ -230,7 +230,7 @@ func unavailableHandler(logger *slog.Logger, m *metrics, route, why string) http
 		serving.Unavailable(rw, r, why)
 		d := time.Since(start)
 		m.observe(route, rw.code(), d)
-		logRequest(logger, r, id, route, rw.code(), rw.n, start.Add(d), d)
+		serving.LogRequest(logger, r, id, route, rw.code(), rw.n, start.Add(d), d)
 	})
 }
 

@@ -18,9 +18,7 @@ const posixFadvDontNeed = 4
 // a million live codes. Pages let go of are reused by the next
 // writes, where fresh pages cost this project's VMs 13 µs each to touch
 // (against 2 for reused ones). Dirty pages stay, but Linux starts writing
-// them back, so a file advised every second (the request log, logbuf.go)
-// keeps about two seconds of writes cached. The call is advice: ignoring
-// its error costs only memory.
+// them back. The call is advice: ignoring its error costs only memory.
 func dropPageCache(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {

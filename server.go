@@ -157,21 +157,8 @@ func (s *server) handler() http.Handler {
 		}
 		s.metrics.observe(route, rw.code(), d)
 		// The path alone: query strings carry codes and states.
-		logRequest(s.log, r, id, route, rw.code(), rw.n, start.Add(d), d)
+		serving.LogRequest(s.log, r, id, route, rw.code(), rw.n, start.Add(d), d)
 	})
-}
-
-// logRequest writes the log line of one served request through log:
-// lineHandler formats it directly; any other handler gets the same line
-// as a slog record (serving.LogRequest).
-func logRequest(log *slog.Logger, r *http.Request, id, route string, status int, n int64, end time.Time, d time.Duration) {
-	if lh, ok := log.Handler().(*lineHandler); ok {
-		if lh.Enabled(r.Context(), slog.LevelInfo) {
-			lh.request(end, r.Method, serving.CutPath(r.URL.Path), route, status, n, d, id)
-		}
-		return
-	}
-	serving.LogRequest(log, r, id, route, status, n, end, d)
 }
 
 // notFound answers requests no route matched: 405 with Allow when the path
