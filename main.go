@@ -138,16 +138,14 @@ func run() error {
 
 	// Until the state is restored, which takes a while for a large store,
 	// /healthz answers 200 and everything else 503: probes see "starting".
-	// The connection limits (serving.NewServer) hold to within a quarter
-	// of a second: the listener keeps the deadlines coarsely, which is
-	// cheaper (deadline.go).
+	// The connection limits are serving.NewServer's timeouts.
 	// Requests answered while starting or stopping are counted with the
 	// rest: the app's metrics are these.
 	m := newMetrics()
 	srv := serving.NewServer(unavailableHandler(logger, m, "starting", "the service is starting (restoring its state); retry shortly"))
 	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(newCoarseListener(ln, deadlineTick)) }()
+	go func() { serveErr <- srv.Serve(ln) }()
 
 	a, err := newApp(cfg, logger, demo)
 	if err != nil {
