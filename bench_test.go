@@ -7,7 +7,6 @@ package main
 //	go test -run='^$' -bench=StoreMillionCodes -benchtime=1x ./
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,8 +32,7 @@ const (
 func BenchmarkRegister(b *testing.B) { benchmarkRegister(b, 0) }
 
 // BenchmarkRegisterFullStore is BenchmarkRegister with a million codes
-// live, and the GC tuned as the service tunes it (gc.go; GOGC=100 in the
-// environment benchmarks without).
+// live.
 func BenchmarkRegisterFullStore(b *testing.B) { benchmarkRegister(b, 1_000_000) }
 
 // newBenchApp starts the service on the demo configuration, its data in
@@ -73,9 +71,6 @@ func benchmarkRegister(b *testing.B, live int) {
 		if err := a.store.Flush(); err != nil { // not the ticker's work during the benchmark
 			b.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go keepGCHeadroom(ctx, time.Second)
 	}
 	h := a.srv.handler()
 

@@ -152,7 +152,6 @@ func run() error {
 		srv.Close()
 		return err
 	}
-	go keepGCHeadroom(ctx, time.Second) // gc.go
 	for _, w := range a.srv.configWarnings() {
 		logger.Warn(w)
 	}
