@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -53,7 +52,7 @@ func newBenchApp(b *testing.B, d string) *app {
 	// The default cap (2 M) could be reached by a long -benchtime; a 503
 	// would then fail the benchmark for a reason that is not its subject.
 	cfg.MaxLiveEntries = 1 << 30
-	a, err := newApp(cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)), true)
+	a, err := newApp(cfg, newLogger(io.Discard), true)
 	if err != nil {
 		b.Fatal(err)
 	}

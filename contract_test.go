@@ -964,7 +964,7 @@ func TestContract(t *testing.T) {
 // ctRequestFields are the fields of every request's log line (API.md §7:
 // one JSON line per request), whoever answered it: a handler, the start-up
 // or shutdown answers, the edge host while its module starts.
-var ctRequestFields = []string{"bytes", "duration", "level", "method", "msg", "path", "route", "status", "time"}
+var ctRequestFields = []string{"bytes", "duration", "level", "method", "msg", "path", "request_id", "route", "status", "time"}
 
 // ctCheckRequestLines checks that every request line in the log at path
 // has exactly ctRequestFields.
@@ -1223,6 +1223,74 @@ func contractCases() []contractCase {
 			r := s.do(t, http.MethodGet, "/stores/"+ctStoreA+"/auth/auth-code", nil)
 			ctError(t, r, http.StatusMethodNotAllowed, "")
 			assert.Contains(t, r.header.Get("Allow"), "POST")
+		}},
+		// §7: every response carries X-Request-Id, the request's own when
+		// it is 1-128 visible ASCII characters, and the request's log
+		// line the same id as request_id.
+		{name: "ops/X-Request-Id on every response and in its log line", run: func(t *testing.T, s *ctService) {
+			own := "req-" + ctRandom()[:12] + "!~"
+			long := strings.Repeat("r", 129)
+			type sent struct {
+				what, id string
+				r        ctResp
+			}
+			var all []sent
+			for _, id := range []string{own, long, "two words", "", "none"} {
+				var hdr []string
+				if id != "none" {
+					hdr = []string{"X-Request-Id", id}
+				}
+				c := newCTCode(ctStoreA, ctKeyA)
+				for _, rq := range []struct {
+					method, path string
+					body         any
+				}{
+					{http.MethodPost, "/stores/" + ctStoreA + "/auth/auth-code", c.body()},
+					{http.MethodPost, "/stores/" + ctStoreA + "/auth/auth-code", "{"},
+					{http.MethodGet, "/stores/" + ctStoreA + "/auth/auth-code", nil},
+					{http.MethodGet, "/no/such/thing", nil},
+					{http.MethodGet, "/healthz", nil},
+					{http.MethodGet, "/readyz", nil},
+					{http.MethodGet, "/metrics", nil},
+				} {
+					r := s.do(t, rq.method, rq.path, rq.body, append([]string{"X-API-Key", ctKeyA}, hdr...)...)
+					all = append(all, sent{fmt.Sprintf("%s %s with X-Request-Id %q", rq.method, rq.path, id), id, r})
+				}
+			}
+			made := map[string]bool{}
+			for _, x := range all {
+				got := x.r.header.Get("X-Request-Id")
+				if x.id == own {
+					assert.Equal(t, own, got, "%s: the request's own id", x.what)
+					continue
+				}
+				assert.True(t, validID(got), "%s: a new id of 1-128 visible ASCII characters, got %q", x.what, got)
+				assert.NotEqual(t, x.id, got, "%s: a new id", x.what)
+				assert.False(t, made[got], "%s: new id %q given twice", x.what, got)
+				made[got] = true
+			}
+			s.stop() // the log is written out
+			b, err := os.ReadFile(s.log)
+			require.NoError(t, err)
+			lines := map[string][]map[string]any{} // request lines by request_id
+			for _, line := range bytes.Split(b, []byte("\n")) {
+				var m map[string]any
+				if json.Unmarshal(line, &m) == nil && m["msg"] == "request" {
+					id, _ := m["request_id"].(string)
+					lines[id] = append(lines[id], m)
+				}
+			}
+			for _, x := range all {
+				id := x.r.header.Get("X-Request-Id")
+				ls := lines[id]
+				if x.id == own {
+					require.Len(t, ls, len(all)/5, "the request lines with the client's own id")
+					continue
+				}
+				if assert.Len(t, ls, 1, "%s: the request lines with request_id %q", x.what, id) {
+					assert.Equal(t, float64(x.r.status), ls[0]["status"], "%s: the logged status", x.what)
+				}
+			}
 		}},
 
 		// §5 webhooks.
@@ -1669,9 +1737,10 @@ func contractCases() []contractCase {
 				r.Body.Close()
 				return r.StatusCode == http.StatusOK
 			}, "/healthz answered 200")
-			r := s.do(t, http.MethodGet, "/readyz", nil)
+			r := s.do(t, http.MethodGet, "/readyz", nil, "X-Request-Id", "while-compiling")
 			ctError(t, r, http.StatusServiceUnavailable, "unavailable")
 			assert.NotEmpty(t, r.header.Get("Retry-After"), "Retry-After")
+			assert.Equal(t, "while-compiling", r.header.Get("X-Request-Id"), "the request's own id, from the host")
 			// API.md §3: the token endpoint answers in OAuth's form.
 			r = s.redeem(t, ctStoreA, c)
 			assert.Equal(t, http.StatusServiceUnavailable, r.status)

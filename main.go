@@ -120,7 +120,7 @@ func run() error {
 	if err := checkDataDir(cfg.DataDir); err != nil {
 		return err
 	}
-	logger := slog.New(newLineHandler(logOut, slog.LevelInfo))
+	logger := newLogger(logOut)
 	slog.SetDefault(logger)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -137,23 +137,20 @@ func run() error {
 
 	// Until the state is restored, which takes a while for a large store,
 	// /healthz answers 200 and everything else 503: probes see "starting".
-	// The connection limits (serving.NewServer) hold to within a quarter
-	// of a second: the listener keeps the deadlines coarsely, which is
-	// cheaper (deadline.go).
+	// The connection limits are serving.NewServer's timeouts.
 	// Requests answered while starting or stopping are counted with the
 	// rest: the app's metrics are these.
 	m := newMetrics()
 	srv := serving.NewServer(unavailableHandler(logger, m, "starting", "the service is starting (restoring its state); retry shortly"))
 	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(newCoarseListener(ln, deadlineTick)) }()
+	go func() { serveErr <- srv.Serve(ln) }()
 
 	a, err := newApp(cfg, logger, demo)
 	if err != nil {
 		srv.Close()
 		return err
 	}
-	go keepGCHeadroom(ctx, time.Second) // gc.go
 	for _, w := range a.srv.configWarnings() {
 		logger.Warn(w)
 	}
@@ -223,11 +220,13 @@ func firstLine(err error) string {
 func unavailableHandler(logger *slog.Logger, m *metrics, route, why string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		id := serving.RequestID(r.Header.Get(serving.RequestIDHeader))
+		w.Header().Set(serving.RequestIDHeader, id)
 		rw := &statusWriter{ResponseWriter: w}
 		serving.Unavailable(rw, r, why)
 		d := time.Since(start)
 		m.observe(route, rw.code(), d)
-		logRequest(logger, r, route, rw.code(), rw.n, start.Add(d), d)
+		serving.LogRequest(logger, r, id, route, rw.code(), rw.n, start.Add(d), d)
 	})
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -14,11 +13,12 @@ import (
 
 // TestStartingHandler: while the state is restored, /healthz is 200 and
 // everything else 503 with Retry-After, in the form each endpoint answers
-// errors in, and every request has its log line and is counted.
+// errors in, and every request has its log line, with the id its
+// response's X-Request-Id carries, and is counted.
 func TestStartingHandler(t *testing.T) {
 	var logged bytes.Buffer
 	m := newMetrics()
-	h := unavailableHandler(slog.New(newLineHandler(&logged, slog.LevelInfo)), m, "starting", "the service is starting (restoring its state); retry shortly")
+	h := unavailableHandler(newLogger(&logged), m, "starting", "the service is starting (restoring its state); retry shortly")
 	const store = "/stores/7c9e6679-7425-40de-944b-e07fc1f90ae7"
 	tests := []struct {
 		method, path string
@@ -31,9 +31,14 @@ func TestStartingHandler(t *testing.T) {
 		{"POST", store + "/auth/token", 503, "application/json", `{"error":"temporarily_unavailable","error_description":`},
 		{"GET", store + "/auth/callback?code=c&state=s", 503, "text/html; charset=utf-8", "<h1>Sign-in failed</h1>"},
 	}
+	var ids []string
 	for _, tt := range tests {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
+		ids = append(ids, rec.Header().Get("X-Request-Id"))
+		if !validID(ids[len(ids)-1]) {
+			t.Errorf("%s %s: X-Request-Id %q; want a new id", tt.method, tt.path, ids[len(ids)-1])
+		}
 		if rec.Code != tt.status || rec.Header().Get("Content-Type") != tt.ctype || !strings.Contains(rec.Body.String(), tt.body) {
 			t.Errorf("%s %s = %d %q %s; want %d %q containing %s", tt.method, tt.path, rec.Code, rec.Header().Get("Content-Type"), rec.Body, tt.status, tt.ctype, tt.body)
 		}
@@ -47,10 +52,12 @@ func TestStartingHandler(t *testing.T) {
 		var l struct {
 			Route, Path string
 			Status      int
+			RequestID   string `json:"request_id"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(line), &l), line)
 		assert.Equal(t, "starting", l.Route)
 		assert.Equal(t, tests[i].status, l.Status)
+		assert.Equal(t, ids[i], l.RequestID, "the log line's request_id is the response's X-Request-Id")
 		assert.NotContains(t, line, "code=c", "no query in the log")
 	}
 	rec := httptest.NewRecorder()

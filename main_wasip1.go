@@ -89,7 +89,7 @@ func wasmStart(n uint32) (res uint64) {
 		cfg.PublicBaseURL = args.BaseURL
 		cfg.Stores[0].GameAuthorizeURL = args.BaseURL + "/demo/game/authorize"
 	}
-	logger := slog.New(newLineHandler(logOut, slog.LevelInfo))
+	logger := newLogger(logOut)
 	slog.SetDefault(logger)
 	a, err := openApp(cfg, logger, demo)
 	if err != nil {
@@ -145,7 +145,8 @@ func serveEdge(rec *recorder, req *wire.Request) {
 	defer func() {
 		if p := recover(); p != nil {
 			path, _, _ := strings.Cut(req.URI, "?") // the query may carry codes and states
-			edge.app.srv.log.Error("handler panicked", "panic", fmt.Sprint(p), "path", serving.CutPath(path))
+			edge.app.srv.log.Error("handler panicked", "panic", fmt.Sprint(p), "path", serving.CutPath(path),
+				"request_id", req.Header.Get(serving.RequestIDHeader)) // the host's: always a valid one
 			*rec = recorder{header: http.Header{}}
 			writeError(rec, &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"})
 		}

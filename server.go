@@ -59,7 +59,7 @@ var extraRoutes []func(*http.ServeMux)
 // routes are the service's endpoints in the Go 1.22 pattern syntax.
 func (s *server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc(registerRoute, s.withStore(s.handleRegister))
+	mux.HandleFunc("POST /stores/{store_id}/auth/auth-code", s.withStore(s.handleRegister))
 	mux.HandleFunc("POST /stores/{store_id}/auth/token", s.handleToken)
 	mux.HandleFunc("OPTIONS /stores/{store_id}/auth/token", s.handleTokenPreflight)
 	mux.HandleFunc("GET /stores/{store_id}/auth/me", s.handleMe)
@@ -89,30 +89,6 @@ func (s *server) routes() *http.ServeMux {
 	return mux
 }
 
-// registerRoute is the pattern of the busiest route, which handler serves
-// without asking the mux when registerStore can tell.
-const registerRoute = "POST /stores/{store_id}/auth/auth-code"
-
-// registerStore returns the store_id of a request that the mux would route
-// to registerRoute, if the path is one the mux would neither clean nor
-// unescape; otherwise false, and the mux decides. Walking the mux's
-// pattern tree cost about 0.7 µs a registration under load, a twentieth
-// of the service's CPU.
-func registerStore(r *http.Request) (string, bool) {
-	if r.Method != http.MethodPost || r.URL.RawPath != "" {
-		return "", false
-	}
-	rest, ok := strings.CutPrefix(r.URL.Path, "/stores/")
-	if !ok {
-		return "", false
-	}
-	id, ok := strings.CutSuffix(rest, "/auth/auth-code")
-	if !ok || id == "" || id == "." || id == ".." || strings.IndexByte(id, '/') >= 0 {
-		return "", false
-	}
-	return id, true
-}
-
 // isCleanPath reports whether p, a request's escaped path, is in the form
 // the mux serves rather than one it would redirect from: no empty, "." or
 // ".." segments. (The mux too looks at the escaped path: %2E%2E is a
@@ -125,19 +101,17 @@ func isCleanPath(p string) bool {
 	return c == p
 }
 
-// handler is the whole service: the routes behind logging and metrics.
+// handler is the whole service: the routes behind logging, metrics and
+// the request id (serving.RequestID), which the response carries in its
+// X-Request-Id header and the log line as request_id.
 func (s *server) handler() http.Handler {
 	mux := s.routes()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		id := serving.RequestID(r.Header.Get(serving.RequestIDHeader))
+		w.Header().Set(serving.RequestIDHeader, id)
 		rw := &statusWriter{ResponseWriter: w}
-		if id, ok := registerStore(r); ok {
-			// The route's handler, given the id rather than through
-			// SetPathValue, whose map cost two allocations a request:
-			// handleRegister never reads r.PathValue.
-			r.Pattern = registerRoute // as the mux would set it
-			s.serveStore(rw, r, id, s.handleRegister)
-		} else if !isCleanPath(r.URL.EscapedPath()) {
+		if !isCleanPath(r.URL.EscapedPath()) {
 			// The mux would redirect to the cleaned path, a 307 with an
 			// HTML body: to an API client a path not in its own form is
 			// one it does not serve.
@@ -152,38 +126,8 @@ func (s *server) handler() http.Handler {
 		}
 		s.metrics.observe(route, rw.code(), d)
 		// The path alone: query strings carry codes and states.
-		s.logRequest(r, route, rw.code(), rw.n, start.Add(d), d)
+		serving.LogRequest(s.log, r, id, route, rw.code(), rw.n, start.Add(d), d)
 	})
-}
-
-// logRequest writes the request's log line: lineHandler formats it
-// directly; any other handler gets the same line as a slog record, built
-// here rather than by Logger.LogAttrs, which would look up the caller's PC
-// for a source nobody logs.
-func (s *server) logRequest(r *http.Request, route string, status int, n int64, end time.Time, d time.Duration) {
-	logRequest(s.log, r, route, status, n, end, d)
-}
-
-// logRequest writes the log line of one served request through log.
-func logRequest(log *slog.Logger, r *http.Request, route string, status int, n int64, end time.Time, d time.Duration) {
-	h := log.Handler()
-	if !h.Enabled(r.Context(), slog.LevelInfo) {
-		return
-	}
-	if lh, ok := h.(*lineHandler); ok {
-		lh.request(end, r.Method, serving.CutPath(r.URL.Path), route, status, n, d)
-		return
-	}
-	rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
-	rec.AddAttrs(
-		slog.String("method", r.Method),
-		slog.String("path", serving.CutPath(r.URL.Path)),
-		slog.String("route", route),
-		slog.Int("status", status),
-		slog.Int64("bytes", n),
-		slog.Duration("duration", d),
-	)
-	h.Handle(r.Context(), rec)
 }
 
 // notFound answers requests no route matched: 405 with Allow when the path

@@ -3,94 +3,16 @@ package main
 import (
 	"deeplink/internal/serving"
 	"encoding/json"
-	"log/slog"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
-
-// registerMux routes only registerRoute, recording the store_id it sees.
-func registerMux(id *string) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc(registerRoute, func(_ http.ResponseWriter, r *http.Request) { *id = r.PathValue("store_id") })
-	return mux
-}
-
-// serviceMux is the service's own mux, every route included.
-var serviceMux = sync.OnceValue(func() *http.ServeMux {
-	cfg, err := ParseConfig(demoConfig)
-	if err != nil {
-		panic(err)
-	}
-	s := newServer(cfg, nil, nil, slog.New(slog.DiscardHandler))
-	s.demo = true
-	return s.routes()
-})
-
-// checkRegisterStore fails when registerStore takes a request the
-// service's mux would route elsewhere, or read another store_id from.
-func checkRegisterStore(t *testing.T, method, target string) (string, bool) {
-	t.Helper()
-	u, err := url.ParseRequestURI(target)
-	if err != nil {
-		return "", false
-	}
-	r := &http.Request{Method: method, URL: u, RequestURI: target, Host: "example.com", Header: http.Header{}}
-	id, ok := registerStore(r)
-	if !ok {
-		return "", false
-	}
-	var muxID string
-	registerMux(&muxID).ServeHTTP(httptest.NewRecorder(), r)
-	if _, pattern := serviceMux().Handler(r); pattern != registerRoute || muxID != id {
-		t.Fatalf("registerStore(%s %q) = %q, true; the mux routes it to %q with store_id %q", method, target, id, pattern, muxID)
-	}
-	return id, ok
-}
-
-func TestRegisterStore(t *testing.T) {
-	tests := []struct {
-		method, target string
-		id             string // "" when the mux must decide
-	}{
-		{"POST", "/stores/7c9e6679-7425-40de-944b-e07fc1f90ae7/auth/auth-code", "7c9e6679-7425-40de-944b-e07fc1f90ae7"},
-		{"POST", "/stores/s/auth/auth-code?x=1", "s"},
-		{"POST", "/stores/a%25b/auth/auth-code", "a%b"},
-		{"GET", "/stores/s/auth/auth-code", ""},
-		{"post", "/stores/s/auth/auth-code", ""},
-		{"POST", "/stores//auth/auth-code", ""},
-		{"POST", "/stores/./auth/auth-code", ""},
-		{"POST", "/stores/../auth/auth-code", ""},
-		{"POST", "/stores/a/b/auth/auth-code", ""},
-		{"POST", "/stores/a%2Fb/auth/auth-code", ""},
-		{"POST", "/stores/%73/auth/auth-code", ""},
-		{"POST", "/stores/s/auth/auth-code/", ""},
-		{"POST", "/stores/s/x/../auth/auth-code", ""},
-		{"POST", "//stores/s/auth/auth-code", ""},
-		{"POST", "/stores/s/auth/token", ""},
-	}
-	for _, tt := range tests {
-		id, ok := checkRegisterStore(t, tt.method, tt.target)
-		if id != tt.id || ok != (tt.id != "") {
-			t.Errorf("registerStore(%s %q) = %q, %v; want %q", tt.method, tt.target, id, ok, tt.id)
-		}
-	}
-}
-
-// FuzzRegisterStore checks, over any method and request target, that the
-// fast path never takes a request the mux would route elsewhere or read
-// another store_id from. Seeds: testdata/fuzz/FuzzRegisterStore.
-func FuzzRegisterStore(f *testing.F) {
-	f.Add("POST", "/stores/s/auth/auth-code")
-	f.Fuzz(func(t *testing.T, method, target string) {
-		checkRegisterStore(t, method, target)
-	})
-}
 
 // lockedBuffer is a log destination safe for the server's goroutines.
 type lockedBuffer struct {
@@ -116,7 +38,7 @@ func (b *lockedBuffer) String() string {
 func TestLoggedPathIsCut(t *testing.T) {
 	a, ts := startService(t, cfgOpts{})
 	var logs lockedBuffer
-	a.srv.log = slog.New(newLineHandler(&logs, slog.LevelInfo))
+	a.srv.log = newLogger(&logs)
 	for _, tt := range []struct {
 		path, want string
 	}{
@@ -135,4 +57,122 @@ func TestLoggedPathIsCut(t *testing.T) {
 			t.Errorf("logged path of a %d-byte path = %.40q… (%d bytes); want %.40q… (%d bytes)", len(tt.path), line.Path, len(line.Path), tt.want, len(tt.want))
 		}
 	}
+}
+
+// TestRequestID: every response carries X-Request-Id, the request's own
+// when it is 1 to 128 visible ASCII characters and a new random one
+// otherwise, on every route and answer (errors, 404, 405, /healthz,
+// /metrics); the request's log line carries the same id as request_id.
+func TestRequestID(t *testing.T) {
+	a := newTestApp(t, testConfig(cfgOpts{}))
+	var logs lockedBuffer
+	a.srv.log = newLogger(&logs)
+	h := a.srv.handler()
+
+	visible := make([]byte, 0, 0x7f-0x21)
+	for c := byte(0x21); c <= 0x7e; c++ {
+		visible = append(visible, c)
+	}
+	ids := []struct {
+		name, sent string
+		keep       bool
+	}{
+		{"one character", "x", true},
+		{"a uuid", "3f2504e0-4f89-41d3-9a0c-0305e82c3301", true},
+		{"every visible character", string(visible), true},
+		{"128 characters", strings.Repeat("a", 128), true},
+		{"129 characters", strings.Repeat("a", 129), false},
+		{"none", "", false},
+		{"a space", "two words", false},
+		{"a tab", "a\tb", false},
+		{"DEL", "a\x7fb", false},
+		{"a control character", "a\x01b", false},
+		{"not ASCII", "café", false},
+	}
+	reg := func() string {
+		return string(mustJSON(t, registration(newAuthCode(t), rfc7636Challenge)))
+	}
+	routes := []struct {
+		method, path string
+		body         func() string // nil: none
+		status       int
+	}{
+		{http.MethodPost, "/stores/" + storeA + "/auth/auth-code", reg, http.StatusOK},
+		{http.MethodPost, "/stores/" + storeA + "/auth/auth-code", func() string { return "{" }, http.StatusBadRequest},
+		{http.MethodPost, "/stores/" + storeA + "/auth/token", func() string { return "grant_type=nonsense" }, http.StatusBadRequest},
+		{http.MethodGet, "/stores/" + storeA + "/auth/auth-code", nil, http.StatusMethodNotAllowed},
+		{http.MethodGet, "/no/such/thing", nil, http.StatusNotFound},
+		{http.MethodPost, "/stores//auth/auth-code", nil, http.StatusNotFound},
+		{http.MethodGet, "/healthz", nil, http.StatusOK},
+		{http.MethodGet, "/metrics", nil, http.StatusOK},
+	}
+	made := map[string]string{} // new ids, to the request that got each
+	for _, id := range ids {
+		for _, rt := range routes {
+			what := fmt.Sprintf("%s %s with %s", rt.method, rt.path, id.name)
+			var body io.Reader
+			if rt.body != nil {
+				body = strings.NewReader(rt.body())
+			}
+			r := httptest.NewRequest(rt.method, rt.path, body)
+			r.Header.Set("X-API-Key", keyA)
+			if rt.method == http.MethodPost && strings.HasSuffix(rt.path, "/token") {
+				r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			} else if rt.method == http.MethodPost {
+				r.Header.Set("Content-Type", "application/json")
+			}
+			if id.sent != "" {
+				r.Header["X-Request-Id"] = []string{id.sent} // as sent, not as a client would clean it
+			}
+			before := len(logs.String())
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != rt.status {
+				t.Fatalf("%s: status %d; want %d (body %s)", what, w.Code, rt.status, w.Body)
+			}
+			got := w.Header().Get("X-Request-Id")
+			switch {
+			case id.keep && got != id.sent:
+				t.Errorf("%s: X-Request-Id = %q; want the request's own", what, got)
+			case !id.keep && got == id.sent:
+				t.Errorf("%s: X-Request-Id = %q; want a new one", what, got)
+			case !id.keep:
+				if !validID(got) {
+					t.Errorf("%s: new X-Request-Id %q; want 1-128 visible ASCII characters", what, got)
+				}
+				if other, ok := made[got]; ok {
+					t.Errorf("%s: new X-Request-Id %q, the same as %s's", what, got, other)
+				}
+				made[got] = what
+			}
+			lines := strings.Split(strings.TrimSpace(logs.String()[before:]), "\n")
+			if len(lines) != 1 {
+				t.Fatalf("%s: %d log lines; want 1: %q", what, len(lines), lines)
+			}
+			var line struct {
+				Msg       string `json:"msg"`
+				Status    int    `json:"status"`
+				RequestID string `json:"request_id"`
+			}
+			if err := json.Unmarshal([]byte(lines[0]), &line); err != nil {
+				t.Fatalf("%s: log line %s: %v", what, lines[0], err)
+			}
+			if line.Msg != "request" || line.Status != rt.status || line.RequestID != got {
+				t.Errorf("%s: log line %s; want msg request, status %d, request_id %q", what, lines[0], rt.status, got)
+			}
+		}
+	}
+}
+
+// validID reports whether id is 1 to 128 visible ASCII characters.
+func validID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }

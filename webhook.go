@@ -312,8 +312,7 @@ func (s *server) withStore(h func(http.ResponseWriter, *http.Request, *StoreConf
 	}
 }
 
-// serveStore is withStore's handler for the store named id, which handler's
-// fast path for registrations calls with the id it read from the path.
+// serveStore is withStore's handler for the store named id.
 func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h func(http.ResponseWriter, *http.Request, *StoreConfig)) {
 	st := s.storeNamed(w, id)
 	if st == nil {

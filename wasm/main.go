@@ -391,13 +391,19 @@ func (h *host) callIn(name string, in []byte, args ...uint64) (out []byte, insta
 }
 
 func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	// The id is decided here, so that an answer of the host's own (below)
+	// carries it too; the module keeps it, a valid one, as its own.
+	id := serving.RequestID(r.Header.Get(serving.RequestIDHeader))
+	w.Header().Set(serving.RequestIDHeader, id)
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err != nil {
-		http.Error(w, `{"error":{"code":"invalid_request","message":"could not read the body"}}`, http.StatusBadRequest)
+		h.answer(w, r, id, start, http.StatusBadRequest, `{"error":{"code":"invalid_request","message":"could not read the body"}}`)
 		return
 	}
 	hdr := r.Header.Clone()
 	hdr.Set("Host", r.Host)
+	hdr.Set(serving.RequestIDHeader, id)
 	in := wire.AppendRequest(nil, &wire.Request{Method: r.Method, URI: r.RequestURI, RemoteAddr: r.RemoteAddr, Header: hdr, Body: body})
 	out, err := h.call("handle", in)
 	var resp *wire.Response
@@ -405,18 +411,15 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp, err = wire.ParseResponse(out)
 	}
 	if err != nil {
-		w.Header().Set("Content-Type", "application/json")
 		var exit *sys.ExitError
 		if errors.As(err, &exit) && exit.ExitCode() == exitCannotPersist {
 			// The module could not write what it was about to acknowledge,
 			// and exited so its replacement starts from what is on disk.
 			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, `{"error":{"code":"unavailable","message":"the service cannot persist its state; retry later"}}`+"\n")
+			h.answer(w, r, id, start, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"the service cannot persist its state; retry later"}}`)
 			return
 		}
-		w.WriteHeader(http.StatusInternalServerError)
-		io.WriteString(w, `{"error":{"code":"internal","message":"internal error"}}`+"\n")
+		h.answer(w, r, id, start, http.StatusInternalServerError, `{"error":{"code":"internal","message":"internal error"}}`)
 		return
 	}
 	for k, vs := range resp.Header {
@@ -427,6 +430,17 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		h.pokeIfDue()
 	}
+}
+
+// answer sends an error of the host's own, body a JSON error, when the
+// module did not answer r, and logs r's line with the route "host": the
+// module logged none, or one for an answer it could not give.
+func (h *host) answer(w http.ResponseWriter, r *http.Request, id string, start time.Time, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	n, _ := io.WriteString(w, body+"\n")
+	d := time.Since(start)
+	serving.LogRequest(slog.Default(), r, id, "host", status, int64(n), start.Add(d), d)
 }
 
 // pokeIfDue asks the loop to tick now when the module has a webhook
@@ -456,8 +470,11 @@ func (h *host) pokeIfDue() {
 func serveUnavailable(route, why string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		id := serving.RequestID(r.Header.Get(serving.RequestIDHeader))
+		w.Header().Set(serving.RequestIDHeader, id)
 		status, n := serving.Unavailable(w, r, why)
-		slog.Info("request", "method", r.Method, "path", serving.CutPath(r.URL.Path), "route", route, "status", status, "bytes", n, "duration", time.Since(start))
+		d := time.Since(start)
+		serving.LogRequest(slog.Default(), r, id, route, status, int64(n), start.Add(d), d)
 	})
 }
 

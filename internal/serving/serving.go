@@ -29,22 +29,34 @@ type Server struct {
 	conns   conns
 }
 
-// NewServer returns a server for h with the service's connection limits.
-// A slow client may hold a connection only so long: headers within 5 s, a
-// whole (at most 64 KiB) request within 15 s. Handlers answer from memory,
-// so 30 s to write is generous. Idle keep-alives go after 2 min. Headers
-// are limited to 64 KiB, as bodies are.
+// NewServer returns a server for h with the service's connection limits:
+// net/http's own timeouts, which bound how long a slow or silent client
+// holds a connection and its goroutine.
 func NewServer(h http.Handler) *Server {
 	s := new(Server)
 	s.handler.set(h)
 	s.Server = &http.Server{
-		Handler:           &s.handler,
+		Handler: &s.handler,
+		// Every client sends its few headers at once; one that trickles
+		// them (slowloris) holds a connection for nothing. 5 s is
+		// generous for a slow mobile link and short enough that such
+		// clients cannot pile up.
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ConnState:         s.conns.track,
+		// The whole request, body included: at most 64 KiB of body
+		// (every handler's limit), which even a poor link sends in a
+		// few seconds.
+		ReadTimeout: 15 * time.Second,
+		// From the end of the request's headers to the end of the
+		// response: handlers answer from memory (a redemption waits for
+		// one fsync), so this only cuts off a client that stops reading.
+		WriteTimeout: 30 * time.Second,
+		// Keep-alive connections of the game backends and webshops are
+		// reused within seconds; one idle for 2 min is given up, as a
+		// load balancer in front usually does sooner.
+		IdleTimeout: 2 * time.Minute,
+		// As large as a body may be; net/http's default is 1 MiB.
+		MaxHeaderBytes: 64 << 10,
+		ConnState:      s.conns.track,
 	}
 	return s
 }
