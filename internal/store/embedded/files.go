@@ -44,7 +44,7 @@ func header(magic string, gen uint64) []byte {
 // createFile creates name in dir with its header, fsynced with the
 // directory: once it returns, the file is there after a crash.
 func createFile(dir, name, magic string, gen uint64) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -261,6 +261,7 @@ func openJournal(db *DB, dir string, o Options) (*journal, error) {
 		f:        f,
 		gen:      next,
 		size:     headerSize,
+		alloc:    headerSize,
 		replayed: replayed,
 	}
 	if j.foldAt <= 0 {
@@ -325,9 +326,12 @@ func (db *DB) readRecords(b []byte, path string, f stateFile, last bool) ([]reco
 		if ended {
 			return nil, damage(path, int64(off), errors.New("data after the snapshot's end"))
 		}
+		if !f.snap && allZero(b[off:]) {
+			break // the zeros a journal is filled with ahead of its records
+		}
 		r, size, err := nextRecord(b[off:])
 		if err != nil {
-			if last && !f.snap && (errors.Is(err, errShort) || allZero(b[off:]) || tornAt(b[off:])) {
+			if last && !f.snap && (errors.Is(err, errShort) || tornAt(b[off:])) {
 				db.log.Warn("store: dropping the end of the journal, cut short by a crash", "file", path, "offset", off, "bytes", len(b)-off)
 				return recs, truncate(path, int64(off))
 			}

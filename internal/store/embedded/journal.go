@@ -32,6 +32,7 @@ type journal struct {
 	f        file         // the current journal file
 	gen      uint64       // its generation
 	size     int64        // its bytes
+	alloc    int64        // its size on disk: size, then zeros
 	replayed int64        // bytes of the journals before it that the next start reads too
 	snapSize atomic.Int64 // bytes of the last snapshot
 	folding  atomic.Bool  // a snapshot is being written in the background
@@ -45,6 +46,7 @@ type journal struct {
 // one whose writes fail.
 type file interface {
 	Write([]byte) (int, error)
+	WriteAt([]byte, int64) (int, error)
 	Sync() error
 	Close() error
 }
@@ -186,12 +188,27 @@ func (j *journal) maybeFold() {
 	}
 }
 
+// preallocStep is how far ahead of the records the journal file is
+// filled with zeros, so that a write's fsync need not also write the
+// file's new size (fdatasync): about half the time of an fsync here.
+const preallocStep = 1 << 20
+
 func (j *journal) write(p []byte) error {
-	if _, err := j.f.Write(p); err != nil {
+	if end := j.size + int64(len(p)); end > j.alloc {
+		n := (end - j.alloc + preallocStep - 1) / preallocStep * preallocStep
+		if _, err := j.f.WriteAt(make([]byte, n), j.alloc); err != nil {
+			return err
+		}
+		j.alloc += n
+		if err := j.f.Sync(); err != nil { // the size, once
+			return err
+		}
+	}
+	if _, err := j.f.WriteAt(p, j.size); err != nil {
 		return err
 	}
 	j.size += int64(len(p))
-	return j.f.Sync()
+	return syncData(j.f)
 }
 
 // fold starts a new journal file and writes a snapshot of memory in the
@@ -208,7 +225,7 @@ func (j *journal) fold() {
 		return
 	}
 	j.f.Close()
-	j.f, j.gen, j.size, j.replayed = f, gen, headerSize, 0 // the snapshot under way covers the old journal
+	j.f, j.gen, j.size, j.alloc, j.replayed = f, gen, headerSize, headerSize, 0 // the snapshot under way covers the old journal
 	j.folding.Store(true)
 	j.folds.Add(1)
 	go func() {
@@ -241,7 +258,7 @@ func (j *journal) recover() {
 		return
 	}
 	j.f.Close()
-	j.f, j.gen, j.size, j.replayed = f, gen, headerSize, 0
+	j.f, j.gen, j.size, j.alloc, j.replayed = f, gen, headerSize, headerSize, 0
 	j.snapSize.Store(n)
 	removeBefore(j.dir, gen, j.db.log)
 	j.failed.Store(nil)
