@@ -172,26 +172,45 @@ func (hk *hooks) write(ctx context.Context, ops []hookOp) error {
 	var wg sync.WaitGroup
 	errs := make([]error, 2*len(ops))
 	for i, op := range ops {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
+		k := op.kind + ":" + op.id
+		wg.Go(func() {
 			if op.val == nil {
 				errs[2*i] = hk.st.Delete(ctx, hookKey(op.kind, op.id))
 			} else {
 				errs[2*i] = hk.st.Put(ctx, hookKey(op.kind, op.id), op.val, op.exp)
 			}
-		}()
-		go func() {
-			defer wg.Done()
+		})
+		if hk.indexed[k] == (op.val != nil) {
+			continue // the index says so already
+		}
+		wg.Go(func() {
 			if op.val == nil {
 				errs[2*i+1] = hk.st.ZRem(ctx, hookIndex(op.kind), op.id)
 			} else {
 				errs[2*i+1] = hk.st.ZAdd(ctx, hookIndex(op.kind), op.id, 0)
 			}
-		}()
+		})
 	}
 	wg.Wait()
+	for i, op := range ops {
+		if errs[2*i+1] == nil {
+			hk.index(op.kind, op.id, op.val != nil)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// index notes whether the index of kind lists id. Only persist and
+// loadStore call it, one at a time.
+func (hk *hooks) index(kind, id string, listed bool) {
+	if hk.indexed == nil {
+		hk.indexed = map[string]bool{}
+	}
+	if listed {
+		hk.indexed[kind+":"+id] = true
+	} else {
+		delete(hk.indexed, kind+":"+id)
+	}
 }
 
 // loadStore restores the webhook state kept in the store. Pending
@@ -205,6 +224,7 @@ func (hk *hooks) loadStore(ctx context.Context) error {
 			return err
 		}
 		for _, m := range ids {
+			hk.index(kind, m.Member, true)
 			b, err := hk.st.Get(ctx, hookKey(kind, m.Member))
 			if errors.Is(err, store.ErrNotFound) {
 				continue // expired (an Idempotency-Key), or its write cut short

@@ -179,8 +179,9 @@ type hooks struct {
 	outcomes struct{ succeeded, failed, retried atomic.Int64 } // attempts by outcome, for /metrics
 	ended    struct{ succeeded, failed atomic.Int64 }          // deliveries by how they ended, attempted or not, for /metrics
 
-	st        store.Store // where the state is kept (hookstore.go); nil keeps nothing
-	persistMu sync.Mutex  // one persist at a time, so an older form never overwrites a newer
+	st        store.Store     // where the state is kept (hookstore.go); nil keeps nothing
+	persistMu sync.Mutex      // one persist at a time, so an older form never overwrites a newer
+	indexed   map[string]bool // kind:id of the records the store's indexes list; persistMu guards
 
 	mu        sync.Mutex // guards the fields below
 	endpoints map[string]*endpoint

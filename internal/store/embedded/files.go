@@ -106,7 +106,7 @@ func writeSnapshot(db *DB, dir string, gen uint64) (int64, error) {
 	}
 	db.setsMu.Lock()
 	for name, z := range db.sets {
-		for _, x := range z.sorted {
+		for _, x := range z.order() {
 			put(record{op: opZAdd, key: name, member: x.Member, n: x.Score})
 		}
 	}

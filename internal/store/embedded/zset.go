@@ -8,13 +8,13 @@ import (
 	"deeplink/internal/store"
 )
 
-// zset is a sorted set: its members by name, and the same in score order.
-// The ordered slice costs a copy of the set's tail on each change, which
-// stays small for the sets the service keeps (a delivery log is trimmed; a
-// queue holds what is pending).
+// zset is a sorted set: its members by name, and the same in score order,
+// made when a read needs it after changes. A change costs a map write; a
+// read after changes sorts the set. Sets the service changes often
+// (indexes) are read rarely, at a start.
 type zset struct {
 	score  map[string]int64
-	sorted []store.Scored // by score, then member
+	sorted []store.Scored // by score, then member; nil once changed
 }
 
 func compareScored(a, b store.Scored) int {
@@ -24,31 +24,36 @@ func compareScored(a, b store.Scored) int {
 	return cmp.Compare(a.Member, b.Member)
 }
 
-// add puts m at score s; the caller holds db.setsMu.
-func (z *zset) add(m string, s int64) {
-	if old, ok := z.score[m]; ok {
-		if old == s {
-			return
-		}
-		z.remove(m)
+// add puts m at score s and reports whether that changed the set; the
+// caller holds db.setsMu.
+func (z *zset) add(m string, s int64) bool {
+	if old, ok := z.score[m]; ok && old == s {
+		return false
 	}
 	z.score[m] = s
-	x := store.Scored{Member: m, Score: s}
-	i, _ := slices.BinarySearchFunc(z.sorted, x, compareScored)
-	z.sorted = slices.Insert(z.sorted, i, x)
+	z.sorted = nil
+	return true
 }
 
 func (z *zset) remove(m string) bool {
-	s, ok := z.score[m]
-	if !ok {
+	if _, ok := z.score[m]; !ok {
 		return false
 	}
 	delete(z.score, m)
-	i, found := slices.BinarySearchFunc(z.sorted, store.Scored{Member: m, Score: s}, compareScored)
-	if found {
-		z.sorted = slices.Delete(z.sorted, i, i+1)
-	}
+	z.sorted = nil
 	return true
+}
+
+// order returns the members in score order; the caller holds db.setsMu.
+func (z *zset) order() []store.Scored {
+	if z.sorted == nil {
+		z.sorted = make([]store.Scored, 0, len(z.score))
+		for m, sc := range z.score {
+			z.sorted = append(z.sorted, store.Scored{Member: m, Score: sc})
+		}
+		slices.SortFunc(z.sorted, compareScored)
+	}
+	return z.sorted
 }
 
 // setLocked returns the set named name, made when make is set; db.setsMu
@@ -67,8 +72,10 @@ func (db *DB) ZAdd(ctx context.Context, set, member string, score int64) error {
 		return err
 	}
 	db.setsMu.Lock()
-	db.setLocked(set, true).add(member, score)
-	t := db.logLocked(record{op: opZAdd, key: set, member: member, n: score})
+	var t ticket
+	if db.setLocked(set, true).add(member, score) {
+		t = db.logLocked(record{op: opZAdd, key: set, member: member, n: score})
+	}
 	db.setsMu.Unlock()
 	return db.commit(ctx, t)
 }
@@ -99,14 +106,15 @@ func (db *DB) ZRange(ctx context.Context, set string, from, to int64, limit int,
 	if z == nil || from > to {
 		return nil, nil
 	}
-	lo, _ := slices.BinarySearchFunc(z.sorted, from, func(x store.Scored, s int64) int { return cmp.Compare(x.Score, s) })
-	hi, _ := slices.BinarySearchFunc(z.sorted, to, func(x store.Scored, s int64) int {
+	sorted := z.order()
+	lo, _ := slices.BinarySearchFunc(sorted, from, func(x store.Scored, s int64) int { return cmp.Compare(x.Score, s) })
+	hi, _ := slices.BinarySearchFunc(sorted, to, func(x store.Scored, s int64) int {
 		if x.Score <= s {
 			return -1
 		}
 		return 1
 	})
-	in := z.sorted[lo:hi]
+	in := sorted[lo:hi]
 	n := len(in)
 	if limit > 0 {
 		n = min(n, limit)
@@ -131,7 +139,7 @@ func (db *DB) ZClaim(ctx context.Context, set string, due, until int64, limit in
 	var got []store.Scored
 	var t ticket
 	if z != nil {
-		for _, x := range z.sorted {
+		for _, x := range z.order() {
 			if x.Score > due || limit > 0 && len(got) == limit {
 				break
 			}
