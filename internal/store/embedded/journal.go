@@ -175,7 +175,9 @@ func (j *journal) flush() {
 	}
 	close(b.done)
 	j.mu.Lock()
-	j.spare = b.buf[:0] // the waiters of b read only done and err
+	if cap(b.buf) <= maxSpare {
+		j.spare = b.buf[:0] // the waiters of b read only done and err
+	}
 	j.mu.Unlock()
 }
 
@@ -187,6 +189,10 @@ func (j *journal) maybeFold() {
 		j.fold()
 	}
 }
+
+// maxSpare is the largest batch buffer kept for the next batch: a burst
+// does not keep its memory.
+const maxSpare = 1 << 20
 
 // preallocStep is how far ahead of the records the journal file is
 // filled with zeros, so that a write's fsync need not also write the
