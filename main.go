@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -25,7 +23,6 @@ import (
 	_ "time/tzdata" // timezone checks must work in a static binary without /usr/share/zoneinfo
 
 	"deeplink/internal/serving"
-	"deeplink/internal/store/embedded"
 )
 
 var (
@@ -228,219 +225,6 @@ func unavailableHandler(logger *slog.Logger, m *metrics, route, why string) http
 		m.observe(route, rw.code(), d)
 		serving.LogRequest(logger, r, id, route, rw.code(), rw.n, start.Add(d), d)
 	})
-}
-
-// app is the service without its listener: what run serves and what tests
-// start, stop and start again on one data_dir.
-type app struct {
-	srv   *server
-	store *embedded.DB
-	done  chan struct{} // closed by Close to stop the ticker; nil when not started
-	idle  chan struct{} // closed when the ticker has stopped
-
-	lastTick time.Time // of the last timed work, for callers that tick often
-}
-
-// newApp restores the state in cfg.DataDir and starts the timed work and
-// the webhook dispatcher.
-func newApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
-	return newAppAt(cfg, logger, demo, time.Now)
-}
-
-// newAppAt is newApp with now as the clock of expiries (tests move it).
-func newAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time) (*app, error) {
-	a, err := openAppAt(cfg, logger, demo, now)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.srv.hooks.start(); err != nil {
-		a.store.Close()
-		return nil, err
-	}
-	a.done, a.idle = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(a.idle)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-a.done:
-				return
-			case now := <-t.C:
-				a.tick(now)
-			}
-		}
-	}()
-	return a, nil
-}
-
-// checkDataDir makes dir if it is missing and checks that files can be
-// made in it, as the state's are.
-func checkDataDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("data_dir: %w", err)
-	}
-	f, err := os.CreateTemp(dir, ".probe-*")
-	if err != nil {
-		return fmt.Errorf("data_dir: %w", err)
-	}
-	f.Close()
-	if err := os.Remove(f.Name()); err != nil {
-		return fmt.Errorf("data_dir: %w", err)
-	}
-	return nil
-}
-
-// removeTempFiles removes from dir the temporary files of writeFileAtomic
-// that a crash left behind (NAME.tmpRANDOM, for the webhook state and the
-// cookie key). It runs before anything writes: only a dead process left
-// these.
-func removeTempFiles(dir string, logger *slog.Logger) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return // restoring reports what is wrong with dir
-	}
-	for _, e := range entries {
-		base, _, ok := strings.Cut(e.Name(), ".tmp")
-		if !ok || !e.Type().IsRegular() || base != hooksFileName && base != cookieKeyFile {
-			continue
-		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-			logger.Warn("data_dir: cannot remove a temporary file a crash left", "file", e.Name(), "err", err)
-		}
-	}
-}
-
-// openApp restores the state in cfg.DataDir and starts nothing: the wasm
-// build, whose goroutines run only while its host calls in, drives the
-// timed work from outside.
-func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
-	return openAppAt(cfg, logger, demo, time.Now)
-}
-
-// openAppAt is openApp with now as the clock of expiries.
-func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time) (*app, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data_dir: %w", err)
-	}
-	if entries, _ := os.ReadDir(cfg.DataDir); !demo && len(entries) == 0 {
-		// Made just now, or empty: a typo in the path or a volume not
-		// mounted would start afresh without a word otherwise.
-		logger.Warn("data_dir holds no saved state: starting empty (if a state was expected, check the path, and that its volume is mounted)", "data_dir", cfg.DataDir)
-	}
-	removeTempFiles(cfg.DataDir, logger)
-	if err := importEarlierBuild(cfg.DataDir, logger); err != nil {
-		return nil, err
-	}
-	st, err := embedded.Open(cfg.DataDir, embedded.Options{
-		Durability: embedded.Durability(cfg.Storage.Durability),
-		MaxLive:    cfg.MaxLiveEntries,
-		Logger:     logger,
-		Now:        now,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("data_dir: %w", err)
-	}
-	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, cookieKeyFile))
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("data_dir: %w", err)
-	}
-	srv := newServer(cfg, st, key, logger)
-	srv.now = now
-	srv.live = st.Len
-	srv.storeFailing = st.Failing
-	srv.liveCodes = &costlyGauge{
-		compute: func() int { return st.Count(keyPrefix, func(v []byte) bool { return len(v) > 0 && v[0] == kindCode }) },
-		size:    st.Len,
-	}
-	srv.demo = demo
-	srv.hooks.st = st
-	ctx := context.Background()
-	if err := errors.Join(srv.hooks.importHooksFile(ctx, cfg.DataDir), srv.hooks.loadStore(ctx)); err != nil {
-		st.Close()
-		return nil, err
-	}
-	return &app{srv: srv, store: st}, nil
-}
-
-// importEarlierBuild reads an earlier build's files in dir, if there are
-// any, into the store once (importLegacy), with every entry on disk
-// before those files are moved away.
-func importEarlierBuild(dir string, logger *slog.Logger) error {
-	if !exists(filepath.Join(dir, legacyPrefix+"00.snap")) && !exists(filepath.Join(dir, legacyPrefix+"00.log")) {
-		return nil
-	}
-	st, err := embedded.Open(dir, embedded.Options{Durability: embedded.Fsync, Logger: logger})
-	if err != nil {
-		return fmt.Errorf("data_dir: %w", err)
-	}
-	err = importLegacy(dir, st, time.Now(), logger)
-	return errors.Join(err, st.Close())
-}
-
-// tick does the timed work: the API-key guard's sweep, webhook
-// housekeeping. One caller at a time.
-func (a *app) tick(now time.Time) {
-	a.lastTick = now
-	defer logOut.Flush()
-	a.srv.keys.sweep(now)
-	if err := a.srv.hooks.tick(now); err != nil {
-		a.srv.log.Error("webhooks: writing the state failed; trying again at the next tick", "err", err)
-	}
-}
-
-// Close stops the timed work and the webhook dispatcher and writes the
-// state. Requests must have finished.
-func (a *app) Close() error {
-	if a.done != nil {
-		close(a.done)
-		<-a.idle
-	}
-	a.srv.hooks.stop()
-	return a.writeState()
-}
-
-// writeState writes what the webhook dispatcher changed last and closes
-// the store. After a failure it can be called again.
-func (a *app) writeState() error {
-	if err := a.srv.hooks.persist(context.Background()); err != nil {
-		return err
-	}
-	return a.store.Close()
-}
-
-// closeRetrying is Close, but while writing the state fails (a full disk,
-// a data_dir made read-only) it calls again with the error, and writes
-// again when again reports true; it returns the last write's error, nil
-// once one worked. It gives up only when again says so.
-func (a *app) closeRetrying(again func(error) bool) error {
-	err := a.Close()
-	for err != nil && again(err) {
-		err = a.writeState()
-	}
-	return err
-}
-
-// cookieKeyFile is the file in data_dir holding the key that signs the
-// link cookie.
-const cookieKeyFile = "cookie.key"
-
-// loadOrCreateKey returns the 32-byte key in path, creating it on first use.
-func loadOrCreateKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err == nil {
-		if len(b) != 32 {
-			return nil, fmt.Errorf("%s: want 32 bytes, found %d", path, len(b))
-		}
-		return b, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	b = make([]byte, 32)
-	rand.Read(b)
-	return b, writeFileAtomic(path, b)
 }
 
 // printDemoBanner prints the demo store's id and key, and curl lines
