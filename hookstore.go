@@ -45,6 +45,7 @@ func (hk *hooks) touchLocked(kind, id string) {
 		hk.touched = map[string]bool{}
 	}
 	hk.touched[kind+":"+id] = true
+	hk.touchGen++
 }
 
 // hookOp is one write of persist: val nil deletes.
@@ -126,20 +127,27 @@ func (hk *hooks) parkedLocked(kind, id string) any {
 	return nil
 }
 
-// persist writes what was touched since the last persist to the store,
-// and returns once it is as durable as the store makes an
-// acknowledgement. One persist runs at a time, so a record is never
-// overwritten by an older form of itself; a persist that waited for
-// another finds what that one wrote already done, so concurrent changes
+// persist writes what was touched before it was called to the store, and
+// returns once it is as durable as the store makes an acknowledgement.
+// One persist runs at a time, so a record is never overwritten by an
+// older form of itself; one that finds its caller's changes written by a
+// persist that ran while it waited returns at once, so concurrent changes
 // share their writes. On failure what it took stays touched, for the
 // next persist.
 func (hk *hooks) persist(ctx context.Context) error {
 	if hk.st == nil {
 		return nil
 	}
+	hk.mu.Lock()
+	want := hk.touchGen // what the caller changed is touched by now
+	hk.mu.Unlock()
 	hk.persistMu.Lock()
 	defer hk.persistMu.Unlock()
+	if hk.persistedGen >= want {
+		return nil // a persist that ran meanwhile wrote it (and perhaps more)
+	}
 	hk.mu.Lock()
+	cover := hk.touchGen
 	ops := make([]hookOp, 0, len(hk.touched))
 	var err error
 	for k := range hk.touched {
@@ -161,6 +169,7 @@ func (hk *hooks) persist(ctx context.Context) error {
 		hk.mu.Unlock()
 		return fmt.Errorf("webhooks: %w", err)
 	}
+	hk.persistedGen = cover
 	return nil
 }
 

@@ -179,9 +179,10 @@ type hooks struct {
 	outcomes struct{ succeeded, failed, retried atomic.Int64 } // attempts by outcome, for /metrics
 	ended    struct{ succeeded, failed atomic.Int64 }          // deliveries by how they ended, attempted or not, for /metrics
 
-	st        store.Store     // where the state is kept (hookstore.go); nil keeps nothing
-	persistMu sync.Mutex      // one persist at a time, so an older form never overwrites a newer
-	indexed   map[string]bool // kind:id of the records the store's indexes list; persistMu guards
+	st           store.Store     // where the state is kept (hookstore.go); nil keeps nothing
+	persistMu    sync.Mutex      // one persist at a time, so an older form never overwrites a newer
+	indexed      map[string]bool // kind:id of the records the store's indexes list; persistMu guards
+	persistedGen uint64          // touchGen written by the last persist; persistMu guards
 
 	mu        sync.Mutex // guards the fields below
 	endpoints map[string]*endpoint
@@ -193,6 +194,7 @@ type hooks struct {
 	sched     timerHeap       // pending deliveries by NextAt
 	ready     []*delivery     // due, endpoint under its in-flight limit
 	touched   map[string]bool // kind:id of what changed since the last persist
+	touchGen  uint64          // touches made so far
 	closed    bool
 	pending   map[string]int64 // store id → what its pending deliveries hold (logCost), against budget.pending
 	idemCount map[string]int   // store id → its keys in idem, against budget.idem
