@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"deeplink/internal/store"
@@ -173,40 +172,25 @@ func (hk *hooks) persist(ctx context.Context) error {
 	return nil
 }
 
-// write makes ops' writes and their index entries, all at once so that
-// they share the store's fsyncs. A crash between a record and its index
-// entry leaves an entry without a record, which a start skips, or a
-// record without an entry, which is one nothing acknowledged.
+// write makes ops' writes and their index entries in one Apply, so that
+// they share the store's write. A crash in between may leave an entry
+// without a record, which a start skips, or a record without an entry,
+// one nothing acknowledged.
 func (hk *hooks) write(ctx context.Context, ops []hookOp) error {
-	var wg sync.WaitGroup
-	errs := make([]error, 2*len(ops))
-	for i, op := range ops {
-		k := op.kind + ":" + op.id
-		wg.Go(func() {
-			if op.val == nil {
-				errs[2*i] = hk.st.Delete(ctx, hookKey(op.kind, op.id))
-			} else {
-				errs[2*i] = hk.st.Put(ctx, hookKey(op.kind, op.id), op.val, op.exp)
-			}
-		})
-		if hk.indexed[k] == (op.val != nil) {
-			continue // the index says so already
-		}
-		wg.Go(func() {
-			if op.val == nil {
-				errs[2*i+1] = hk.st.ZRem(ctx, hookIndex(op.kind), op.id)
-			} else {
-				errs[2*i+1] = hk.st.ZAdd(ctx, hookIndex(op.kind), op.id, 0)
-			}
-		})
-	}
-	wg.Wait()
-	for i, op := range ops {
-		if errs[2*i+1] == nil {
-			hk.index(op.kind, op.id, op.val != nil)
+	ws := make([]store.Write, 0, 2*len(ops))
+	for _, op := range ops {
+		ws = append(ws, store.Write{Key: hookKey(op.kind, op.id), Val: op.val, Exp: op.exp})
+		if hk.indexed[op.kind+":"+op.id] != (op.val != nil) {
+			ws = append(ws, store.Write{Key: hookIndex(op.kind), Member: op.id, Val: op.val})
 		}
 	}
-	return errors.Join(errs...)
+	if err := hk.st.Apply(ctx, ws); err != nil {
+		return err
+	}
+	for _, op := range ops {
+		hk.index(op.kind, op.id, op.val != nil)
+	}
+	return nil
 }
 
 // index notes whether the index of kind lists id. Only persist and

@@ -1256,9 +1256,13 @@ func TestWebhookBudgets(t *testing.T) {
 	})
 }
 
-// failingPuts is a store that cannot write a Put.
+// failingPuts is a store that cannot write a Put, alone or in an Apply.
 type failingPuts struct{ store.Store }
 
 func (failingPuts) Put(context.Context, string, []byte, time.Time) error {
+	return fmt.Errorf("%w: disk full", store.ErrUnavailable)
+}
+
+func (failingPuts) Apply(context.Context, []store.Write) error {
 	return fmt.Errorf("%w: disk full", store.ErrUnavailable)
 }

@@ -111,10 +111,29 @@ type Store interface {
 	// worker died comes due again when its lease runs out.
 	ZClaim(ctx context.Context, set string, due, until int64, limit int) ([]Scored, error)
 
+	// Apply makes the writes, in order, and returns once all of them are
+	// durable: for a caller that changes several keys at once, so that
+	// they share one write. It is not atomic: other callers may see some
+	// of the writes before the others, and a failure or a crash may keep
+	// some and not the rest.
+	Apply(ctx context.Context, ws []Write) error
+
 	// Close makes every change durable, stops the backend's background
 	// work and releases its resources. Methods called after Close fail
 	// with ErrUnavailable.
 	Close() error
+}
+
+// Write is one change of Apply: with Member empty, key Key set to Val
+// until Exp (Put), or deleted when Val is nil (Delete); with Member set,
+// Member added to the sorted set Key with Score (ZAdd), or removed from it
+// when Val is nil (ZRem).
+type Write struct {
+	Key    string
+	Val    []byte
+	Exp    time.Time
+	Member string
+	Score  int64
 }
 
 // Scored is a member of a sorted set with its score.

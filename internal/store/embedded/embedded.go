@@ -194,8 +194,21 @@ func (db *DB) Get(ctx context.Context, key string) ([]byte, error) {
 // there when it was live. It is the one way every change is made: under
 // the shard's lock, journaled under it, committed after it.
 func (db *DB) change(ctx context.Context, key string, f func(old entry, found bool) (next entry, del bool, err error)) ([]byte, error) {
-	if err := db.writable(); err != nil {
+	old, t, err := db.changeLocked(key, f)
+	if err != nil {
 		return nil, err
+	}
+	if err := db.commit(ctx, t); err != nil {
+		return nil, err
+	}
+	return old, nil
+}
+
+// changeLocked is change without the wait for the change to be durable:
+// it returns the ticket to wait on.
+func (db *DB) changeLocked(key string, f func(old entry, found bool) (next entry, del bool, err error)) ([]byte, ticket, error) {
+	if err := db.writable(); err != nil {
+		return nil, ticket{}, err
 	}
 	now := db.nowNano()
 	sh := db.shard(key)
@@ -208,7 +221,7 @@ func (db *DB) change(ctx context.Context, key string, f func(old entry, found bo
 	}
 	if err != nil {
 		sh.mu.Unlock()
-		return nil, err
+		return nil, ticket{}, err
 	}
 	var t ticket
 	switch {
@@ -224,13 +237,36 @@ func (db *DB) change(ctx context.Context, key string, f func(old entry, found bo
 		t = db.logLocked(record{op: opPut, key: key, val: next.val, n: next.exp})
 	}
 	sh.mu.Unlock()
-	if err := db.commit(ctx, t); err != nil {
-		return nil, err
-	}
 	if !found {
-		return nil, nil
+		return nil, t, nil
 	}
-	return old.val, nil // values are never changed in place: old stays the caller's
+	return old.val, t, nil // values are never changed in place: old stays the caller's
+}
+
+func (db *DB) Apply(ctx context.Context, ws []store.Write) error {
+	var last ticket
+	for _, w := range ws {
+		var t ticket
+		var err error
+		switch {
+		case w.Member != "":
+			t, err = db.setChange(w.Key, w.Member, w.Val != nil, w.Score)
+		case w.Val == nil:
+			_, t, err = db.changeLocked(w.Key, func(entry, bool) (entry, bool, error) { return entry{}, true, nil })
+		default:
+			e := entry{val: slices.Clone(w.Val), exp: unixNano(w.Exp)}
+			_, t, err = db.changeLocked(w.Key, func(entry, bool) (entry, bool, error) { return e, false, nil })
+		}
+		if err != nil {
+			return err
+		}
+		if t.b != nil {
+			last = t
+		}
+	}
+	// Batches are written in order, and a batch after a failed one fails
+	// too: the last one's outcome is all of theirs.
+	return db.commit(ctx, last)
 }
 
 // reserve counts one more entry unless the DB holds its maximum. Check and

@@ -68,32 +68,42 @@ func (db *DB) setLocked(name string, make bool) *zset {
 }
 
 func (db *DB) ZAdd(ctx context.Context, set, member string, score int64) error {
-	if err := db.writable(); err != nil {
+	t, err := db.setChange(set, member, true, score)
+	if err != nil {
 		return err
 	}
-	db.setsMu.Lock()
-	var t ticket
-	if db.setLocked(set, true).add(member, score) {
-		t = db.logLocked(record{op: opZAdd, key: set, member: member, n: score})
-	}
-	db.setsMu.Unlock()
 	return db.commit(ctx, t)
 }
 
 func (db *DB) ZRem(ctx context.Context, set, member string) error {
-	if err := db.writable(); err != nil {
+	t, err := db.setChange(set, member, false, 0)
+	if err != nil {
 		return err
 	}
+	return db.commit(ctx, t)
+}
+
+// setChange adds member to set with score, or removes it, and returns the
+// ticket of the change to wait on.
+func (db *DB) setChange(set, member string, add bool, score int64) (ticket, error) {
+	if err := db.writable(); err != nil {
+		return ticket{}, err
+	}
 	db.setsMu.Lock()
-	var t ticket
+	defer db.setsMu.Unlock()
+	if add {
+		if db.setLocked(set, true).add(member, score) {
+			return db.logLocked(record{op: opZAdd, key: set, member: member, n: score}), nil
+		}
+		return ticket{}, nil
+	}
 	if z := db.setLocked(set, false); z != nil && z.remove(member) {
 		if len(z.score) == 0 {
 			delete(db.sets, set)
 		}
-		t = db.logLocked(record{op: opZRem, key: set, member: member})
+		return db.logLocked(record{op: opZRem, key: set, member: member}), nil
 	}
-	db.setsMu.Unlock()
-	return db.commit(ctx, t)
+	return ticket{}, nil
 }
 
 func (db *DB) ZRange(ctx context.Context, set string, from, to int64, limit int, rev bool) ([]store.Scored, error) {

@@ -407,6 +407,27 @@ var tests = []test{
 			}
 		}
 	}},
+	{"Apply", func(t *testing.T, b Backend) {
+		s, c := open(t, b)
+		must(t, s.Put(ctx, "gone", []byte("v"), time.Time{}))
+		must(t, s.ZAdd(ctx, "z", "old", 1))
+		must(t, s.Apply(ctx, []store.Write{
+			{Key: "a", Val: []byte("1"), Exp: c.Now().Add(time.Minute)},
+			{Key: "a", Val: []byte("2"), Exp: c.Now().Add(time.Minute)}, // in order: the last wins
+			{Key: "gone"},
+			{Key: "z", Member: "new", Val: []byte{}, Score: 5},
+			{Key: "z", Member: "old"},
+		}))
+		wantValue(t, s, "a", "2")
+		wantGone(t, s, "gone")
+		got, err := s.ZRange(ctx, "z", 0, 10, 0, false)
+		if err != nil || scoredString(got) != "new5" {
+			t.Errorf("ZRange after Apply = %q, %v; want \"new5\"", scoredString(got), err)
+		}
+		c.Advance(time.Minute)
+		wantGone(t, s, "a")
+		must(t, s.Apply(ctx, nil))
+	}},
 	{"Restart", func(t *testing.T, b Backend) { restart(t, b, false) }},
 	{"Crash", func(t *testing.T, b Backend) { restart(t, b, true) }},
 	{"Closed", func(t *testing.T, b Backend) {
