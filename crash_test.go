@@ -51,10 +51,10 @@ const (
 	// crashReceiverHold is how long the merchant's endpoint takes to
 	// answer a delivery it has recorded: deliveries are under way at the
 	// kill, and others wait behind them.
-	crashReceiverHold = 20 * time.Millisecond
-	// crashDeliveryWait bounds the wait at the end for the events still
-	// on their way.
-	crashDeliveryWait = 10 * time.Second
+	crashReceiverHold = 5 * time.Millisecond
+	// crashDeliveryWait is how long the wait at the end for the events
+	// still on their way goes on without a delivery arriving.
+	crashDeliveryWait = 5 * time.Second
 )
 
 // crashCode is a registration and what the answers received say of it.
@@ -775,24 +775,35 @@ func (cr *crashRun) verifyDelivered(endpoint, secret string) {
 		require.NoError(t, json.Unmarshal(r.body, &v), "body %s", r.body)
 		return len(v.Data) > 0
 	}
-	deadline := time.Now().Add(crashDeliveryWait)
+	// The backlog a run leaves takes a while to drain through the
+	// receiver: the wait goes on while deliveries arrive, and ends when
+	// none has for crashDeliveryWait.
+	stalled := time.Now().Add(crashDeliveryWait)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	got := seen()
-	for missing(got) > 0 && time.Now().Before(deadline) {
+	more := true
+	for left := missing(got); left > 0 && time.Now().Before(stalled); {
 		// Asked before the receiver is read: a delivery not pending then
 		// has ended, and its request reached the receiver before.
-		more := pending()
+		more = pending()
 		got = seen()
 		if !more {
 			break
 		}
+		if n := missing(got); n < left {
+			left, stalled = n, time.Now().Add(crashDeliveryWait)
+		}
 		<-tick.C
 	}
 
+	why := "no delivery pending"
+	if more && missing(got) > 0 {
+		why = fmt.Sprintf("deliveries still pending, none delivered for %v", crashDeliveryWait)
+	}
 	for id, round := range cr.events {
 		if got[id] == 0 {
-			cr.fail("lost event", "event %s accepted at round %d: never delivered; want at least once", id, round)
+			cr.fail("lost event", "event %s accepted at round %d: never delivered (%s); want at least once", id, round, why)
 		}
 	}
 	var dups, extra, unacked int
