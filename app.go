@@ -13,6 +13,7 @@ import (
 
 	_ "time/tzdata" // timezone checks must work in a static binary without /usr/share/zoneinfo
 
+	"deeplink/internal/store"
 	"deeplink/internal/store/embedded"
 )
 
@@ -127,7 +128,7 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	if err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	key, err := loadOrCreateKey(filepath.Join(cfg.DataDir, cookieKeyFile))
+	key, err := cookieKey(context.Background(), st, cfg.DataDir)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("data_dir: %w", err)
@@ -208,23 +209,53 @@ func (a *app) closeRetrying(again func(error) bool) error {
 	return err
 }
 
-// cookieKeyFile is the file in data_dir holding the key that signs the
-// link cookie.
+// cookieKeyFile is where builds before the store contract kept the key
+// that signs the link cookie; cookieKey takes it into the store once.
 const cookieKeyFile = "cookie.key"
 
-// loadOrCreateKey returns the 32-byte key in path, creating it on first use.
-func loadOrCreateKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+// cookieKeyName is the store key of the link cookie's signing key.
+const cookieKeyName = "config:cookie-key"
+
+// cookieKey returns the 32-byte key that signs the link cookie, kept in
+// st, so that every replica on one store shares it: made on first use,
+// or taken from an earlier build's data_dir/cookie.key (then moved to
+// data_dir/earlier-build/).
+func cookieKey(ctx context.Context, st store.Store, dir string) ([]byte, error) {
+	b, err := st.Get(ctx, cookieKeyName)
 	if err == nil {
 		if len(b) != 32 {
-			return nil, fmt.Errorf("%s: want 32 bytes, found %d", path, len(b))
+			return nil, fmt.Errorf("the link cookie's key: want 32 bytes, found %d", len(b))
 		}
 		return b, nil
 	}
-	if !errors.Is(err, os.ErrNotExist) {
+	if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	b = make([]byte, 32)
-	rand.Read(b)
-	return b, writeFileAtomic(path, b)
+	path := filepath.Join(dir, cookieKeyFile)
+	b, err = os.ReadFile(path)
+	switch {
+	case err == nil && len(b) != 32:
+		return nil, fmt.Errorf("%s: want 32 bytes, found %d", path, len(b))
+	case errors.Is(err, os.ErrNotExist):
+		b = make([]byte, 32)
+		rand.Read(b)
+	case err != nil:
+		return nil, err
+	}
+	switch err := st.Insert(ctx, cookieKeyName, b, time.Time{}); {
+	case errors.Is(err, store.ErrExists): // another replica made it meanwhile
+		return cookieKey(ctx, st, dir)
+	case err != nil:
+		return nil, err
+	}
+	if exists(path) {
+		moved := filepath.Join(dir, legacyMovedDir)
+		if err := os.MkdirAll(moved, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(path, filepath.Join(moved, cookieKeyFile)); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }

@@ -299,7 +299,7 @@ func TestRedemptionSurvivesCrash(t *testing.T) {
 // crash, and with room again, the code does not sign anyone in.
 func TestRefusedRedemptionSurvivesCrash(t *testing.T) {
 	cfg := storeTestConfig(t, t.TempDir())
-	cfg.MaxLiveEntries = 1 // the code fills it: no room for the replay key
+	cfg.MaxLiveEntries = 2 // the cookie key and the code fill it: no room for the replay key
 	a1 := openTestApp(t, cfg)
 	const code = "code-refused-before-a-crash-004"
 	require.Equal(t, http.StatusOK, a1.registerCode(t, code))
@@ -339,7 +339,7 @@ func TestRedemptionCannotStore(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "body %s", b)
 	assert.Contains(t, string(b), `"temporarily_unavailable"`)
 	assert.NotEmpty(t, resp.Header.Get("Retry-After"), "Retry-After")
-	assert.Equal(t, 1, a.store.Len(), "entries: the code's alone")
+	assert.Equal(t, 2, a.store.Len(), "entries: the cookie key and the code alone")
 }
 
 // newestStateFile returns the newest of dir's files named stem-GEN, and GEN.
@@ -436,7 +436,7 @@ func TestSIGTERMWhileStarting(t *testing.T) {
 	r, err := embedded.Open(data, embedded.Options{})
 	require.NoError(t, err)
 	defer r.Close()
-	assert.Equal(t, n, r.Len(), "entries after the interrupted start-up")
+	assert.Equal(t, n+1, r.Len(), "entries after the interrupted start-up: the state's and the cookie key")
 	log, err := os.ReadFile(p.logPath)
 	require.NoError(t, err)
 	assert.Contains(t, string(log), "state written", "log")
@@ -635,7 +635,11 @@ func TestEarlierBuildImported(t *testing.T) {
 		return resp.StatusCode, body
 	}
 
+	key, err := os.ReadFile(filepath.Join(dir, cookieKeyFile))
+	require.NoError(t, err)
 	a := startApp(t, cfg)
+	assert.Equal(t, key, a.srv.cookieKey, "the link cookie's key, taken into the store")
+	assert.FileExists(t, filepath.Join(dir, legacyMovedDir, cookieKeyFile))
 	assert.NoFileExists(t, filepath.Join(dir, "store-00.snap"), "the earlier files, moved aside")
 	assert.FileExists(t, filepath.Join(dir, "earlier-build", "store-00.snap"))
 	status, body := a.me(t, issued.AccessToken)
