@@ -991,7 +991,7 @@ func ctCheckRequestLines(t *testing.T, path string) {
 // TestContractTables checks the tables themselves: unique names, every
 // case in some table, the fault cases in the wasm table only, and every
 // case in the wasm table but the native/ ones, where the builds differ on
-// purpose (README).
+// purpose (docs/api.md).
 func TestContractTables(t *testing.T) {
 	names := map[string]bool{}
 	for _, c := range contractCases() {
@@ -1536,7 +1536,7 @@ func contractCases() []contractCase {
 		// disk; here the snapshot the stop writes of a large journal is
 		// blocked by a directory of its name), the service keeps trying,
 		// says so, and exits 0 once the write works; a second signal gives
-		// up, exit 1. The edge host exits 1 at once (README): its module
+		// up, exit 1. The edge host exits 1 at once (docs/api.md). its module
 		// wrote each change before answering.
 		{name: "native/a shutdown whose write fails retries until it works, or a second signal", targets: nativeOnly, run: func(t *testing.T, s *ctService) {
 			dir := s.argv[slices.Index(s.argv, "-data")+1]

@@ -464,7 +464,7 @@ func TestEventBodySurvivesSave(t *testing.T) {
 // TestDeliveryLogTrimmedAsDeliveriesEnd: deliveries pending beyond
 // delivery_log_size stay in the log, and once they end it is back to its
 // size at once, whichever way they end, not only when the next delivery
-// is added (README: the log keeps the newest delivery_log_size).
+// is added (docs/configuration.md: the log keeps the newest delivery_log_size).
 func TestDeliveryLogTrimmedAsDeliveriesEnd(t *testing.T) {
 	for _, tt := range []struct {
 		name string
