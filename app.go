@@ -78,10 +78,10 @@ func checkDataDir(dir string) error {
 	return nil
 }
 
-// removeTempFiles removes from dir the temporary files of writeFileAtomic
-// that a crash left behind (NAME.tmpRANDOM, for the webhook state and the
-// cookie key). It runs before anything writes: only a dead process left
-// these.
+// removeTempFiles removes from dir the temporary files (NAME.tmpRANDOM,
+// of the webhook state and the cookie key) that an earlier build's
+// atomic writes left when a crash cut them short. It runs before
+// anything writes: only a dead process left these.
 func removeTempFiles(dir string, logger *slog.Logger) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {

@@ -31,30 +31,6 @@ var hooksStateKeys = []string{"endpoints", "events", "deliveries", "idempotency"
 
 var errHooksChecksum = errors.New("checksum does not match: the file was changed or damaged since it was written")
 
-// encodeHooksFile returns f as the content of hooksFileName. Events'
-// bodies are kept byte for byte as delivered (API.md §5.1, "body
-// exactly"): json.Marshal would escape <, > and & inside them, and a
-// restart would then send and show other bytes.
-func encodeHooksFile(f *hooksFile) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteString(hooksFilePrefix)
-	sumAt := buf.Len()
-	buf.Write(make([]byte, 2*sha256.Size)) // the checksum, once the state is there
-	buf.WriteString(`","state":`)
-	stateAt := buf.Len()
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(f); err != nil {
-		return nil, err
-	}
-	buf.Truncate(buf.Len() - 1) // Encode's newline
-	b := buf.Bytes()
-	sum := sha256.Sum256(b[stateAt:])
-	hex.Encode(b[sumAt:], sum[:])
-	buf.WriteString("}\n")
-	return buf.Bytes(), nil
-}
-
 // decodeHooksFile reads the content of hooksFileName, in either form. Its
 // errors do not name the file: the caller does.
 func decodeHooksFile(b []byte) (hooksFile, error) {

@@ -73,15 +73,24 @@ func importLegacy(dir string, st store.Store, now time.Time, log *slog.Logger) e
 	if len(found) == 0 {
 		return nil
 	}
+	// In batches: one durable write for many entries, not one each.
+	var ws []store.Write
 	n := 0
 	for k, e := range entries {
 		if e.exp <= now.UnixNano() {
 			continue
 		}
-		if err := st.Put(context.Background(), k.name(), e.val, time.Unix(0, e.exp)); err != nil {
-			return fmt.Errorf("importing an earlier build's state: %w", err)
-		}
+		ws = append(ws, store.Write{Key: k.name(), Val: e.val, Exp: time.Unix(0, e.exp)})
 		n++
+		if len(ws) == importBatch {
+			if err := st.Apply(context.Background(), ws); err != nil {
+				return fmt.Errorf("importing an earlier build's state: %w", err)
+			}
+			ws = ws[:0]
+		}
+	}
+	if err := st.Apply(context.Background(), ws); err != nil {
+		return fmt.Errorf("importing an earlier build's state: %w", err)
 	}
 	moved := filepath.Join(dir, legacyMovedDir)
 	if err := os.MkdirAll(moved, 0o700); err != nil {
@@ -98,6 +107,9 @@ func importLegacy(dir string, st store.Store, now time.Time, log *slog.Logger) e
 	log.Info("store: imported the state of an earlier build; its files are in "+moved+" (remove them once this build runs well)", "entries", n)
 	return nil
 }
+
+// importBatch is how many entries one Apply of importLegacy writes.
+const importBatch = 4096
 
 type legacyEntry struct {
 	exp int64
@@ -187,12 +199,6 @@ const (
 
 const logHeaderSize = int64(len(logMagic) + 8 + 4)
 
-func appendLogHeader(b []byte, epoch uint64) []byte {
-	start := len(b)
-	b = binary.BigEndian.AppendUint64(append(b, logMagic...), epoch)
-	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b[start:]))
-}
-
 // readLogHeader returns the epoch of log b and the size of its header, or
 // errBadLog when b does not start with a whole, undamaged header.
 func readLogHeader(b []byte) (epoch uint64, size int, err error) {
@@ -275,7 +281,3 @@ func replayLog(b []byte, fn func(put bool, k Key, exp int64, val []byte), want u
 	}
 	return epoch, false, nil
 }
-
-// writeFileAtomic writes data to path through a temporary file in the same
-// directory: written, synced, renamed over path, mode 0600. A reader sees
-// the old file or the new one, never a mix.

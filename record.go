@@ -158,15 +158,6 @@ func decodeSession(b []byte) (s sessionRecord, ok bool) {
 	return s, r.ok()
 }
 
-func uvarintLen(x uint64) int {
-	n := 1
-	for x >= 0x80 {
-		x >>= 7
-		n++
-	}
-	return n
-}
-
 func appendStr(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }

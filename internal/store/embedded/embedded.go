@@ -12,7 +12,6 @@ package embedded
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -479,5 +478,3 @@ func (db *DB) Failing() error {
 	}
 	return db.j.failing()
 }
-
-var errClosed = errors.New("closed")
