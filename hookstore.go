@@ -166,9 +166,11 @@ func (hk *hooks) persist(ctx context.Context) error {
 			hk.touchLocked(op.kind, op.id)
 		}
 		hk.mu.Unlock()
+		hk.persistBad.Store(true)
 		return fmt.Errorf("webhooks: %w", err)
 	}
 	hk.persistedGen = cover
+	hk.persistBad.Store(false)
 	return nil
 }
 

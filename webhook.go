@@ -183,6 +183,7 @@ type hooks struct {
 	persistMu    sync.Mutex      // one persist at a time, so an older form never overwrites a newer
 	indexed      map[string]bool // kind:id of the records the store's indexes list; persistMu guards
 	persistedGen uint64          // touchGen written by the last persist; persistMu guards
+	persistBad   atomic.Bool     // the last persist failed: changes try to write what it left first
 
 	mu        sync.Mutex // guards the fields below
 	endpoints map[string]*endpoint
@@ -272,38 +273,54 @@ func (hk *hooks) queueDepth() int {
 // webhookRoutes adds the routes of API.md §5.
 func (s *server) webhookRoutes(mux *http.ServeMux) {
 	const ep = "/stores/{store_id}/webhooks/{endpoint_id}"
-	mux.HandleFunc("POST /stores/{store_id}/webhooks", s.persisting(s.withStore(s.handleCreateEndpoint)))
+	mux.HandleFunc("POST /stores/{store_id}/webhooks", s.persisting(s.withStore(refusing(s, s.handleCreateEndpoint))))
 	mux.HandleFunc("GET /stores/{store_id}/webhooks", s.withStore(s.handleListEndpoints))
 	mux.HandleFunc("GET "+ep, s.withEndpoint(s.handleGetEndpoint))
 	mux.HandleFunc("GET "+ep+"/secret", s.withEndpoint(s.handleGetSecret))
-	mux.HandleFunc("PATCH "+ep, s.persisting(s.withEndpoint(s.handlePatchEndpoint)))
-	mux.HandleFunc("DELETE "+ep, s.persisting(s.withEndpoint(s.handleDeleteEndpoint)))
-	mux.HandleFunc("POST "+ep+"/rotate-secret", s.persisting(s.withEndpoint(s.handleRotateSecret)))
-	mux.HandleFunc("POST "+ep+"/test", s.persisting(s.withEndpoint(s.handleTestEndpoint)))
+	mux.HandleFunc("PATCH "+ep, s.persisting(s.withEndpoint(refusing(s, s.handlePatchEndpoint))))
+	mux.HandleFunc("DELETE "+ep, s.persisting(s.withEndpoint(refusing(s, s.handleDeleteEndpoint))))
+	mux.HandleFunc("POST "+ep+"/rotate-secret", s.persisting(s.withEndpoint(refusing(s, s.handleRotateSecret))))
+	mux.HandleFunc("POST "+ep+"/test", s.persisting(s.withEndpoint(refusing(s, s.handleTestEndpoint))))
 	mux.HandleFunc("GET "+ep+"/deliveries", s.withEndpoint(s.handleListDeliveries))
 	mux.HandleFunc("GET "+ep+"/deliveries/{delivery_id}", s.withEndpoint(s.handleGetDelivery))
-	mux.HandleFunc("POST "+ep+"/deliveries/{delivery_id}/retry", s.persisting(s.withEndpoint(s.handleRetryDelivery)))
-	mux.HandleFunc("POST /stores/{store_id}/events", s.persisting(s.withStore(s.handlePublish)))
+	mux.HandleFunc("POST "+ep+"/deliveries/{delivery_id}/retry", s.persisting(s.withEndpoint(refusing(s, s.handleRetryDelivery))))
+	mux.HandleFunc("POST /stores/{store_id}/events", s.persisting(s.withStore(refusing(s, s.handlePublish))))
 }
 
-// persisting runs h, a change to the webhook state, and answers only once
-// what it changed is written (hooks.persist); when that fails, the answer
-// is 503 (API.md §3: "unable to persist"), the change not acknowledged.
-// While the store already refuses changes, h does not run at all.
+// persisting runs h, a change to the webhook state, and answers a 2xx
+// only once what it changed is written (hooks.persist); when that fails,
+// the answer is 503 (API.md §3: "unable to persist"), the change not
+// acknowledged. Any other answer changed nothing and goes as it is.
 func (s *server) persisting(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.storeFailing() != nil {
-			writeError(w, errPersist)
-			return
+		if s.hooks.persistBad.Load() {
+			s.hooks.persist(r.Context()) // what the last one left: refusing tells how it went
 		}
 		rec := &recorder{header: http.Header{}}
 		h(rec, r)
-		if err := s.hooks.persist(r.Context()); err != nil {
-			s.log.Error("webhooks: writing a change failed; answering 503", "err", err)
+		if rec.code() < 300 {
+			if err := s.hooks.persist(r.Context()); err != nil {
+				s.log.Error("webhooks: writing a change failed; answering 503", "err", err)
+				writeError(w, errPersist)
+				return
+			}
+		}
+		rec.copyTo(w)
+	}
+}
+
+// refusing answers 503 instead of running h while changes cannot be
+// written: the store refuses them, or the last write of the webhook
+// state failed (persisting has just tried it again). It goes after the
+// store, key and endpoint checks, so that those answer as they always
+// do, and may run under hooks.mu (withEndpoint).
+func refusing[T any](s *server, h func(http.ResponseWriter, *http.Request, T)) func(http.ResponseWriter, *http.Request, T) {
+	return func(w http.ResponseWriter, r *http.Request, v T) {
+		if s.storeFailing() != nil || s.hooks.persistBad.Load() {
 			writeError(w, errPersist)
 			return
 		}
-		rec.copyTo(w)
+		h(w, r, v)
 	}
 }
 

@@ -1266,3 +1266,28 @@ func (failingPuts) Put(context.Context, string, []byte, time.Time) error {
 func (failingPuts) Apply(context.Context, []store.Write) error {
 	return fmt.Errorf("%w: disk full", store.ErrUnavailable)
 }
+
+// TestChecksBeforeTheRefusal: while changes cannot be written, a request
+// that the store, key or endpoint checks refuse gets their answer, not
+// the 503: an unknown store stays 404, a wrong key 401, an unknown
+// endpoint 404.
+func TestChecksBeforeTheRefusal(t *testing.T) {
+	w := whStart(t, whFast())
+	w.app.srv.storeFailing = func() error { return errors.New("disk full") }
+	body := map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}
+	for _, tt := range []struct {
+		name string
+		q    whReq
+		want int
+		code string
+	}{
+		{"unknown store", whReq{method: "POST", path: "/stores/6ba7b810-9dad-11d1-80b4-00c04fd430c8/events", key: whKeyA, body: body}, http.StatusNotFound, "store_not_found"},
+		{"wrong key", whReq{method: "POST", path: "/stores/" + whStoreA + "/events", key: "ak_wrong", body: body}, http.StatusUnauthorized, "unauthorized"},
+		{"unknown endpoint", whReq{method: "PATCH", path: whEndpointPath(whStoreA, "we_unknown"), key: whKeyA, body: map[string]any{"description": "d"}}, http.StatusNotFound, "not_found"},
+		{"a change", whReq{method: "POST", path: "/stores/" + whStoreA + "/events", key: whKeyA, body: body}, http.StatusServiceUnavailable, "unavailable"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			whRequireError(t, w.do(t, tt.q), tt.want, tt.code)
+		})
+	}
+}

@@ -468,7 +468,7 @@ func (db *DB) Sync() error {
 }
 
 // Failing reports the journal's failure, if any: nil while changes are
-// kept. The service's readiness and its 503s follow it.
+// kept. The service's changes answer 503 while it is not nil.
 func (db *DB) Failing() error {
 	if db.closed.Load() {
 		return fmt.Errorf("%w: closed", store.ErrUnavailable)
