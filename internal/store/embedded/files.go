@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -220,15 +221,18 @@ func openJournal(db *DB, dir string, o Options) (*journal, error) {
 	// generation, without a gap: a missing file is missing changes.
 	next := uint64(1)
 	var replayed int64
+	var recs [][]record // each file's
 	for i, f := range read {
 		if f.snap {
 			next = f.gen
 		} else if f.gen != next {
 			return nil, fmt.Errorf("%s: %s is missing; restore the directory from a backup", filepath.Join(dir, f.name), journalName(next))
 		}
-		if err := db.load(dir, f, i == len(read)-1); err != nil {
+		r, err := db.load(dir, f, i == len(read)-1)
+		if err != nil {
 			return nil, err
 		}
+		recs = append(recs, r)
 		if !f.snap {
 			next = f.gen + 1
 			if fi, err := os.Stat(filepath.Join(dir, f.name)); err == nil {
@@ -236,6 +240,7 @@ func openJournal(db *DB, dir string, o Options) (*journal, error) {
 			}
 		}
 	}
+	db.applyAll(recs)
 	db.live.Store(0)
 	now := db.nowNano()
 	for i := range db.shards {
@@ -285,15 +290,15 @@ func damage(path string, off int64, why error) error {
 	return fmt.Errorf("%s is damaged at offset %d: %v; restore the directory from a backup (its files are read in order: none can be left out)", path, off, why)
 }
 
-// load applies the records of f. In the last journal (last), a record cut
-// short at the end, or followed by nothing but zeros, is a write a crash
-// interrupted: it is dropped with a warning and the file cut there.
-// Anywhere else, a bad record is damage.
-func (db *DB) load(dir string, f stateFile, last bool) error {
+// load checks and decodes the records of f. In the last journal (last), a
+// record cut short at the end, or followed by nothing but zeros, is a
+// write a crash interrupted: it is dropped with a warning and the file cut
+// there. Anywhere else, a bad record is damage.
+func (db *DB) load(dir string, f stateFile, last bool) ([]record, error) {
 	path := filepath.Join(dir, f.name)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	magic := journalMagic
 	if f.snap {
@@ -302,68 +307,99 @@ func (db *DB) load(dir string, f stateFile, last bool) error {
 	if len(b) < headerSize {
 		if last && !f.snap && allZero(b) {
 			db.log.Warn("store: dropping a journal a crash cut off as it was created", "file", path)
-			return os.Remove(path)
+			return nil, os.Remove(path)
 		}
-		return damage(path, 0, errors.New("header cut short"))
+		return nil, damage(path, 0, errors.New("header cut short"))
 	}
 	if string(b[:headerSize]) != string(header(magic, f.gen)) {
-		return damage(path, 0, errors.New("header is not this file's"))
+		return nil, damage(path, 0, errors.New("header is not this file's"))
 	}
-	recs, err := db.readRecords(b, path, f, last)
-	if err != nil {
-		return err
-	}
-	db.applyAll(recs)
-	return nil
+	return db.readRecords(b, path, f, last)
 }
 
-// readRecords checks and decodes the records of b, the file at path.
+// readRecords checks and decodes the records of b, the file at path: a
+// first pass finds where each record starts from the lengths alone, then
+// two goroutines check and decode half of them each, into a slice made at
+// its size. The first bad record, in file order, decides.
 func (db *DB) readRecords(b []byte, path string, f stateFile, last bool) ([]record, error) {
-	off := headerSize
-	var recs []record
-	ended := false
-	for off < len(b) {
-		if ended {
-			return nil, damage(path, int64(off), errors.New("data after the snapshot's end"))
-		}
-		if !f.snap && allZero(b[off:]) {
+	var offs []int
+	bad := -1 // where the framing stops making sense, if it does
+	for off := headerSize; off < len(b); {
+		if !f.snap && b[off] == 0 && allZero(b[off:]) {
 			break // the zeros a journal is filled with ahead of its records
 		}
-		r, size, err := nextRecord(b[off:])
-		if err != nil {
-			if last && !f.snap && (errors.Is(err, errShort) || tornAt(b[off:])) {
-				db.log.Warn("store: dropping the end of the journal, cut short by a crash", "file", path, "offset", off, "bytes", len(b)-off)
-				return recs, truncate(path, int64(off))
-			}
-			return nil, damage(path, int64(off), err)
+		size, ok := framedSize(b[off:])
+		if !ok {
+			bad = off
+			break
 		}
-		if r.op == opEnd {
-			if !f.snap || r.n != int64(len(recs)) {
-				return nil, damage(path, int64(off), errors.New("end record out of place"))
-			}
-			ended = true
-		} else {
-			recs = append(recs, r)
-		}
+		offs = append(offs, off)
 		off += size
 	}
-	if f.snap && !ended {
-		return nil, damage(path, int64(off), errors.New("snapshot cut short"))
+	recs := make([]record, len(offs))
+	const workers = 2
+	var firstBad [workers]int // in each worker's part, the first bad record's index
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			firstBad[w] = -1
+			for i := w * len(offs) / workers; i < (w+1)*len(offs)/workers; i++ {
+				r, _, err := nextRecord(b[offs[i]:])
+				if err != nil {
+					firstBad[w] = i
+					return
+				}
+				r.shard = uint8(maphash.String(db.seed, r.key) % numShards)
+				recs[i] = r
+			}
+		}()
+	}
+	wg.Wait()
+	for _, i := range firstBad {
+		if i >= 0 {
+			bad, recs = offs[i], recs[:i]
+			break
+		}
+	}
+	if bad >= 0 {
+		_, _, err := nextRecord(b[bad:])
+		if last && !f.snap && (errors.Is(err, errShort) || tornAt(b[bad:])) {
+			db.log.Warn("store: dropping the end of the journal, cut short by a crash", "file", path, "offset", bad, "bytes", len(b)-bad)
+			return recs, truncate(path, int64(bad))
+		}
+		return nil, damage(path, int64(bad), err)
+	}
+	for i, r := range recs {
+		if r.op != opEnd {
+			continue
+		}
+		if !f.snap || r.n != int64(i) {
+			return nil, damage(path, int64(offs[i]), errors.New("end record out of place"))
+		}
+		if i != len(recs)-1 {
+			return nil, damage(path, int64(offs[i+1]), errors.New("data after the snapshot's end"))
+		}
+		return recs[:i], nil
+	}
+	if f.snap {
+		return nil, damage(path, int64(len(b)), errors.New("snapshot cut short"))
 	}
 	return recs, nil
 }
 
-// applyAll applies recs in memory, at load: the shards' maps made at
-// their size first, then each half of the shards by a goroutine of its
-// own, each key's records in their order. Sets are applied after.
-func (db *DB) applyAll(recs []record) {
-	shardOf := make([]uint8, len(recs))
+// applyAll applies the records of the files read, in order, in memory at
+// load: the shards' maps made at their size first, then each half of the
+// shards by a goroutine of its own, each key's records in their order.
+// Sets are applied after.
+func (db *DB) applyAll(files [][]record) {
 	var counts [numShards]int
-	for i, r := range recs {
-		if r.op == opPut || r.op == opDel {
-			sh := uint8(maphash.String(db.seed, r.key) % numShards)
-			shardOf[i] = sh
-			counts[sh]++
+	for _, recs := range files {
+		for _, r := range recs {
+			if r.op == opPut || r.op == opDel {
+				counts[r.shard]++
+			}
 		}
 	}
 	for i := range db.shards {
@@ -377,17 +413,21 @@ func (db *DB) applyAll(recs []record) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i, r := range recs {
-				if (r.op == opPut || r.op == opDel) && int(shardOf[i])%workers == w {
-					db.applyKV(&db.shards[shardOf[i]], r)
+			for _, recs := range files {
+				for _, r := range recs {
+					if (r.op == opPut || r.op == opDel) && int(r.shard)%workers == w {
+						db.applyKV(&db.shards[r.shard], r)
+					}
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	for _, r := range recs {
-		if r.op == opZAdd || r.op == opZRem {
-			db.applySet(r)
+	for _, recs := range files {
+		for _, r := range recs {
+			if r.op == opZAdd || r.op == opZRem {
+				db.applySet(r)
+			}
 		}
 	}
 }
@@ -400,10 +440,13 @@ func tornAt(b []byte) bool {
 }
 
 func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
+	var zeros [4096]byte
+	for len(b) > 0 {
+		n := min(len(b), len(zeros))
+		if !bytes.Equal(b[:n], zeros[:n]) {
 			return false
 		}
+		b = b[n:]
 	}
 	return true
 }

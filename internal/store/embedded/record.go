@@ -37,6 +37,7 @@ type record struct {
 	key, member string // key: the entry's key or the set's name
 	val         []byte
 	n           int64 // exp for opPut, score for opZAdd
+	shard       uint8 // at load: the shard of key, for opPut and opDel
 }
 
 // appendRecord appends r, framed, to b.
@@ -75,6 +76,20 @@ var (
 	errBadOp    = errors.New("record of unknown kind")
 	errBadField = errors.New("record fields do not add up")
 )
+
+// framedSize returns the framed size of the record at the start of b, from
+// its length alone, and false when that length is out of bounds or runs
+// past the end of b.
+func framedSize(b []byte) (int, bool) {
+	if len(b) < frameSize {
+		return 0, false
+	}
+	n := binary.LittleEndian.Uint32(b)
+	if n == 0 || n > maxRecord || uint64(len(b)-frameSize) < uint64(n) {
+		return 0, false
+	}
+	return frameSize + int(n), true
+}
 
 // nextRecord decodes the record at the start of b and returns it with its
 // framed size. errShort means b ends inside the record.
