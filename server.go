@@ -79,6 +79,9 @@ func (s *server) routes() *http.ServeMux {
 	})
 	mux.HandleFunc("GET /metrics", s.metrics.serve(s))
 	s.webhookRoutes(mux)
+	if s.cfg.Dashboard.Enabled {
+		s.dashRoutes(mux)
+	}
 	if s.demo {
 		s.demoRoutes(mux)
 	}

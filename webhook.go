@@ -361,12 +361,19 @@ func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h
 	h(w, r, st)
 }
 
-// withEndpoint also finds the endpoint, which must belong to the store.
-// h runs with s.hooks.mu held, so the body is read before the lock is
-// taken and h's answer is kept in memory and sent after it is released:
-// a slow client never holds up deliveries or other stores.
+// withEndpoint also finds the endpoint, which must belong to the store
+// (inEndpoint).
 func (s *server) withEndpoint(h func(http.ResponseWriter, *http.Request, *endpoint)) http.HandlerFunc {
-	return s.withStore(func(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	return s.withStore(s.inEndpoint(h))
+}
+
+// inEndpoint finds the endpoint of the path's endpoint_id in the store st
+// and runs h on it, or answers 404. h runs with s.hooks.mu held, so the
+// body is read before the lock is taken and h's answer is kept in memory
+// and sent after it is released: a slow client never holds up deliveries
+// or other stores.
+func (s *server) inEndpoint(h func(http.ResponseWriter, *http.Request, *endpoint)) func(http.ResponseWriter, *http.Request, *StoreConfig) {
+	return func(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
 		if r.Body != nil && r.Body != http.NoBody {
 			b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1)) // one byte over tells 413
 			if err != nil {
@@ -385,7 +392,7 @@ func (s *server) withEndpoint(h func(http.ResponseWriter, *http.Request, *endpoi
 		}
 		hk.mu.Unlock()
 		rec.copyTo(w)
-	})
+	}
 }
 
 // readJSONObject reads a JSON object body into v by decodeObject's rules,

@@ -24,15 +24,16 @@ import (
 // Config is the configuration file of API.md §2. Durations are Go duration
 // strings in the file; Parse fills in every default.
 type Config struct {
-	Listen        string         `json:"listen"`
-	DataDir       string         `json:"data_dir"`
-	PublicBaseURL string         `json:"public_base_url"`
-	AuthCodeTTL   Duration       `json:"auth_code_ttl"`
-	SessionTTL    Duration       `json:"session_ttl"`
-	Webhooks      WebhookConfig  `json:"webhooks"`
-	Storage       StorageConfig  `json:"storage"`
-	Stores        []*StoreConfig `json:"stores"`
-	Apps          AppsConfig     `json:"apps"`
+	Listen        string          `json:"listen"`
+	DataDir       string          `json:"data_dir"`
+	PublicBaseURL string          `json:"public_base_url"`
+	AuthCodeTTL   Duration        `json:"auth_code_ttl"`
+	SessionTTL    Duration        `json:"session_ttl"`
+	Webhooks      WebhookConfig   `json:"webhooks"`
+	Storage       StorageConfig   `json:"storage"`
+	Dashboard     DashboardConfig `json:"dashboard"`
+	Stores        []*StoreConfig  `json:"stores"`
+	Apps          AppsConfig      `json:"apps"`
 
 	// MaxLiveEntries caps the auth codes and sessions held in memory; writes
 	// beyond it answer 503. Not in API.md: a safety valve with a generous
@@ -74,6 +75,14 @@ type StorageConfig struct {
 	Durability  string `json:"durability"`
 	RedisURL    string `json:"redis_url"`
 	RedisPrefix string `json:"redis_prefix"`
+}
+
+// DashboardConfig is the "dashboard" object of the configuration file:
+// the merchants' web interface at /dashboard.
+type DashboardConfig struct {
+	Enabled bool `json:"enabled"`
+	// SessionTTL is how long a dashboard sign-in lasts.
+	SessionTTL Duration `json:"session_ttl"`
 }
 
 // StoreConfig is one entry of "stores".
@@ -153,6 +162,7 @@ func defaultConfig() *Config {
 			RedisURL:    "redis://127.0.0.1:6379/0",
 			RedisPrefix: "deeplink:",
 		},
+		Dashboard:      DashboardConfig{Enabled: true, SessionTTL: Duration(8 * time.Hour)},
 		MaxLiveEntries: 2_000_000,
 	}
 }
@@ -347,6 +357,9 @@ func (c *Config) validate() error {
 	}
 	if c.SessionTTL <= 0 || c.SessionTTL.D() > maxTTL {
 		return errors.New("session_ttl: must be positive and at most 10 years")
+	}
+	if c.Dashboard.SessionTTL <= 0 || c.Dashboard.SessionTTL.D() > maxTTL {
+		return errors.New("dashboard.session_ttl: must be positive and at most 10 years")
 	}
 	if c.MaxLiveEntries <= 0 {
 		return errors.New("max_live_entries: must be positive")

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"deeplink/internal/store"
+)
+
+// The merchant dashboard: server-rendered pages over the same handlers as
+// the JSON API, for a store's staff signed in with one of its API keys.
+// Pages and static files are embedded; nothing is loaded from elsewhere.
+
+//go:embed web
+var webFiles embed.FS
+
+var dashPages = template.Must(template.New("").Funcs(template.FuncMap{
+	"ago":     ago,
+	"until":   until,
+	"clock":   clock,
+	"percent": func(f float64) int { return int(f*100 + 0.5) },
+	"inc":     func(i int) int { return i + 1 },
+	"has":     func(list []string, v string) bool { return slices.Contains(list, v) },
+}).ParseFS(webFiles, "web/*.html"))
+
+const (
+	dashCookie    = "deeplink_dashboard"
+	dashKeyPrefix = "dash:" // + hex SHA-256 of the session's cookie value
+)
+
+// dashSession is a signed-in dashboard session: bound to one store, with
+// the token every change must carry.
+type dashSession struct {
+	Store *StoreConfig
+	CSRF  string
+}
+
+// dashRoutes adds the dashboard of the merchant area.
+func (s *server) dashRoutes(mux *http.ServeMux) {
+	static, _ := fs.Sub(webFiles, "web/static")
+	files := http.StripPrefix("/dashboard/static/", http.FileServerFS(static))
+	mux.Handle("GET /dashboard/static/", s.dashHeaders(files.ServeHTTP))
+	mux.HandleFunc("GET /dashboard", s.dashHeaders(s.dashHome))
+	mux.HandleFunc("GET /dashboard/sign-in", s.dashHeaders(s.dashSignInPage))
+	mux.HandleFunc("POST /dashboard/sign-in", s.dashHeaders(s.dashChange(s.dashSignIn)))
+	mux.HandleFunc("POST /dashboard/sign-out", s.dashHeaders(s.dashChange(s.signedIn(s.dashSignOut))))
+	mux.HandleFunc("GET /dashboard/settings", s.dashHeaders(s.signedIn(s.dashSettings)))
+	s.dashWebhookRoutes(mux)
+}
+
+// dashHeaders sets what every dashboard response carries: no framing, no
+// inline script or style, nothing from another origin, no caching of a
+// page that may show a secret.
+func (s *server) dashHeaders(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "same-origin")
+		if !strings.HasPrefix(r.URL.Path, "/dashboard/static/") {
+			hd.Set("Cache-Control", "no-store")
+		}
+		h(w, r)
+	}
+}
+
+var crossOrigin = http.NewCrossOriginProtection()
+
+// dashChange refuses, with 403 and before anything is changed, a change
+// sent from another site: by the browser's Sec-Fetch-Site or Origin
+// (http.CrossOriginProtection), and, once signed in, without the page's
+// token (signedIn checks it).
+func (s *server) dashChange(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := crossOrigin.Check(r); err != nil {
+			s.dashRefuse(w, "This change came from another site and was refused.")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		h(w, r)
+	}
+}
+
+func (s *server) dashRefuse(w http.ResponseWriter, msg string) {
+	s.render(w, http.StatusForbidden, "error.html", map[string]any{"Title": "Refused", "Message": msg})
+}
+
+// signedIn runs h with the request's session, or sends the browser to
+// sign in. A POST must carry the session's token in its csrf field.
+func (s *server) signedIn(h func(http.ResponseWriter, *http.Request, *dashSession)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sess, err := s.dashSessionOf(r)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.render(w, http.StatusServiceUnavailable, "error.html", map[string]any{"Title": "Unavailable", "Message": "The service cannot read its state just now; try again in a moment."})
+			return
+		}
+		if sess == nil {
+			if r.Method != http.MethodGet {
+				s.dashRefuse(w, "Your session has ended. Sign in again, then repeat the change.")
+				return
+			}
+			http.Redirect(w, r, "/dashboard/sign-in", http.StatusSeeOther)
+			return
+		}
+		if r.Method != http.MethodGet && subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(sess.CSRF)) != 1 {
+			s.dashRefuse(w, "This change did not come from a page of this dashboard and was refused.")
+			return
+		}
+		h(w, r, sess)
+	}
+}
+
+// dashSessionOf returns the session the request's cookie names, or nil.
+func (s *server) dashSessionOf(r *http.Request) (*dashSession, error) {
+	c, err := r.Cookie(dashCookie)
+	if err != nil || c.Value == "" || len(c.Value) > 64 {
+		return nil, nil
+	}
+	v, err := s.store.Get(r.Context(), dashKey(c.Value))
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	id, csrf, _ := strings.Cut(string(v), "\x00")
+	st := s.cfg.Store(id)
+	if st == nil { // the store is no longer configured
+		return nil, nil
+	}
+	return &dashSession{Store: st, CSRF: csrf}, nil
+}
+
+// dashKey is where the session of the cookie value v is kept: a hash, so
+// that the state on disk holds no usable session.
+func dashKey(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return dashKeyPrefix + hex.EncodeToString(sum[:])
+}
+
+func (s *server) dashHome(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, "/dashboard/webhooks", http.StatusSeeOther)
+}
+
+func (s *server) dashSignInPage(w http.ResponseWriter, r *http.Request) {
+	if sess, _ := s.dashSessionOf(r); sess != nil {
+		http.Redirect(w, r, "/dashboard/webhooks", http.StatusSeeOther)
+		return
+	}
+	s.render(w, http.StatusOK, "signin.html", map[string]any{"Title": "Sign in"})
+}
+
+// dashSignIn checks a store id and API key; a wrong one counts toward the
+// API's failed-key limit of the client's address (keyGuard).
+func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
+	id, key := strings.TrimSpace(r.PostFormValue("store_id")), r.PostFormValue("api_key")
+	page := map[string]any{"Title": "Sign in", "StoreID": id}
+	client := clientAddr(r, s.cfg.Proxies())
+	if blocked, wait := s.keys.blocked(client, time.Now); blocked {
+		page["Error"] = "Too many wrong keys from this address. Try again in " + wait.Round(time.Second).String() + "."
+		s.render(w, http.StatusTooManyRequests, "signin.html", page)
+		return
+	}
+	st := s.cfg.Store(id)
+	if st == nil || !keyOf(st, key) {
+		s.keys.failed(client, time.Now())
+		page["Error"] = "That store ID and API key do not match a store of this service."
+		s.render(w, http.StatusUnauthorized, "signin.html", page)
+		return
+	}
+	token, csrf := randomToken(), randomToken()
+	exp := s.now().Add(s.cfg.Dashboard.SessionTTL.D())
+	if err := s.store.Put(r.Context(), dashKey(token), []byte(st.ID+"\x00"+csrf), exp); err != nil {
+		s.render(w, http.StatusServiceUnavailable, "error.html", map[string]any{"Title": "Unavailable", "Message": "The service cannot write its state just now; try again in a moment."})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: dashCookie, Value: token, Path: "/dashboard", Expires: exp,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: !plainLoopback(r),
+	})
+	http.Redirect(w, r, "/dashboard/webhooks", http.StatusSeeOther)
+}
+
+func (s *server) dashSignOut(w http.ResponseWriter, r *http.Request, _ *dashSession) {
+	if c, err := r.Cookie(dashCookie); err == nil {
+		s.store.Delete(r.Context(), dashKey(c.Value))
+	}
+	http.SetCookie(w, &http.Cookie{Name: dashCookie, Path: "/dashboard", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: !plainLoopback(r)})
+	http.Redirect(w, r, "/dashboard/sign-in", http.StatusSeeOther)
+}
+
+func (s *server) dashSettings(w http.ResponseWriter, r *http.Request, sess *dashSession) {
+	s.render(w, http.StatusOK, "settings.html", map[string]any{"Title": "Settings", "Session": sess, "Store": sess.Store, "Nav": "settings"})
+}
+
+// keyOf reports whether key is one of st's API keys.
+func keyOf(st *StoreConfig, key string) bool {
+	r := &http.Request{Header: http.Header{"X-Api-Key": {key}}}
+	return key != "" && authorized(st, r)
+}
+
+// plainLoopback reports whether r came over plain HTTP to a loopback
+// address, where a Secure cookie would not be sent back.
+func plainLoopback(r *http.Request) bool {
+	if r.TLS != nil {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// render executes the page name with data, buffered so that a template
+// error answers 500 instead of half a page.
+func (s *server) render(w http.ResponseWriter, status int, name string, data map[string]any) {
+	var b bytes.Buffer
+	if err := dashPages.ExecuteTemplate(&b, name, data); err != nil {
+		s.log.Error("dashboard: rendering a page failed", "page", name, "err", err)
+		http.Error(w, "the page could not be made", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+// apiCall is a request to the JSON API that a dashboard page makes in
+// process, for the store it is signed in to: the API's own validation,
+// limits and persistence, without its key check.
+type apiCall struct {
+	method string
+	path   map[string]string // path values, such as endpoint_id
+	query  url.Values
+	body   any  // sent as JSON; nil sends none
+	change bool // a change: refused while the state cannot be written, answered once written
+}
+
+// apiAnswer is what the API answered an apiCall.
+type apiAnswer struct {
+	status int
+	Data   json.RawMessage `json:"data"`
+	Next   string          `json:"next_cursor"`
+	Error  *apiError       `json:"error"`
+}
+
+// call runs h, an API handler of the store st, for c.
+func (s *server) call(ctx context.Context, st *StoreConfig, c apiCall, h func(http.ResponseWriter, *http.Request, *StoreConfig)) apiAnswer {
+	var body []byte
+	if c.body != nil {
+		body, _ = json.Marshal(c.body)
+	}
+	r, _ := http.NewRequestWithContext(ctx, c.method, "/", bytes.NewReader(body))
+	if c.body == nil {
+		r.Body = http.NoBody
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.URL.RawQuery = c.query.Encode()
+	for k, v := range c.path {
+		r.SetPathValue(k, v)
+	}
+	hf := func(w http.ResponseWriter, r *http.Request) { h(w, r, st) }
+	if c.change {
+		hf = s.persisting(func(w http.ResponseWriter, r *http.Request) { refusing(s, h)(w, r, st) })
+	}
+	rec := &recorder{header: http.Header{}}
+	hf(rec, r)
+	a := apiAnswer{status: rec.code()}
+	json.Unmarshal(rec.body.Bytes(), &a)
+	return a
+}
+
+// ago is how long before now t (unix seconds) was, in words.
+func ago(t int64) string {
+	if t == 0 {
+		return "never"
+	}
+	d := time.Since(time.Unix(t, 0))
+	if d < 0 {
+		d = 0
+	}
+	return roughly(d) + " ago"
+}
+
+// until is how long from now until t (unix seconds), in words.
+func until(t int64) string {
+	d := time.Until(time.Unix(t, 0))
+	if d <= time.Second {
+		return "now"
+	}
+	return "in " + roughly(d)
+}
+
+// roughly is d in one unit, rounded: "42 s", "5 min", "3 h", "2 days".
+func roughly(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Round(time.Second).Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Round(time.Minute).Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h", int(d.Round(time.Hour).Hours()))
+	default:
+		return fmt.Sprintf("%d days", int(d.Round(24*time.Hour).Hours()/24))
+	}
+}
+
+// clock is the time t (unix seconds) as UTC in the RFC 3339 form.
+func clock(t int64) string { return time.Unix(t, 0).UTC().Format("2006-01-02 15:04:05 UTC") }

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Tests of the merchant dashboard through the real mux, as a browser
+// without script would use it: forms posted, redirects followed, cookies
+// kept. The browser test (dashboard_browser_test.go) clicks the same
+// pages in Chromium.
+
+// dashClient is a signed-out browser of the dashboard of w.
+type dashClient struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+	csrf string // the token of the last page that carried one
+}
+
+func newDashClient(t *testing.T, base string) *dashClient {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &dashClient{t: t, base: base, c: &http.Client{Jar: jar}}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// page is a dashboard answer: its status and body.
+type page struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (d *dashClient) keep(resp *http.Response, err error) page {
+	d.t.Helper()
+	require.NoError(d.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(d.t, err)
+	if m := csrfField.FindStringSubmatch(string(b)); m != nil {
+		d.csrf = m[1]
+	}
+	return page{resp.StatusCode, resp.Header, string(b)}
+}
+
+func (d *dashClient) get(path string) page {
+	d.t.Helper()
+	return d.keep(d.c.Get(d.base + path))
+}
+
+// post sends a form as the dashboard's pages do, with the page's token
+// unless form sets csrf itself.
+func (d *dashClient) post(path string, form url.Values, header ...string) page {
+	d.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	if _, ok := form["csrf"]; !ok && d.csrf != "" {
+		form.Set("csrf", d.csrf)
+	}
+	req, err := http.NewRequest(http.MethodPost, d.base+path, strings.NewReader(form.Encode()))
+	require.NoError(d.t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return d.keep(d.c.Do(req))
+}
+
+func (d *dashClient) signIn(store, key string) page {
+	d.t.Helper()
+	return d.post("/dashboard/sign-in", url.Values{"store_id": {store}, "api_key": {key}})
+}
+
+var secretShown = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`)
+
+func TestDashboardSignIn(t *testing.T) {
+	w := whStart(t, whFast())
+	tests := []struct {
+		name, store, key string
+		status           int
+		want             string
+	}{
+		{"wrong key", whStoreA, "ak_wrong", http.StatusUnauthorized, "do not match a store"},
+		{"key of another store", whStoreA, whKeyB, http.StatusUnauthorized, "do not match a store"},
+		{"unknown store", "nope", whKeyA, http.StatusUnauthorized, "do not match a store"},
+		{"right key", whStoreA, whKeyA, http.StatusOK, "Add endpoint"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDashClient(t, w.srv.URL)
+			p := d.signIn(tc.store, tc.key)
+			assert.Equal(t, tc.status, p.status, "sign-in of %q with %q", tc.store, tc.key)
+			assert.Contains(t, p.body, tc.want)
+			assert.NotContains(t, p.body, tc.key, "the key is never echoed")
+		})
+	}
+
+	t.Run("cookie", func(t *testing.T) {
+		form := url.Values{"store_id": {whStoreA}, "api_key": {whKeyA}}
+		req, _ := http.NewRequest(http.MethodPost, w.srv.URL+"/dashboard/sign-in", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := (&http.Transport{}).RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		c := resp.Header.Get("Set-Cookie")
+		for _, want := range []string{dashCookie + "=", "Path=/dashboard", "HttpOnly", "SameSite=Strict"} {
+			assert.Contains(t, c, want)
+		}
+		assert.NotContains(t, c, "Secure", "plain http to a loopback address: a Secure cookie would not come back")
+	})
+
+	t.Run("signed out", func(t *testing.T) {
+		d := newDashClient(t, w.srv.URL)
+		for _, path := range []string{"/dashboard/webhooks", "/dashboard/settings"} {
+			p := d.get(path)
+			assert.Contains(t, p.body, `action="/dashboard/sign-in"`, "GET %s signed out", path)
+		}
+	})
+}
+
+func TestDashboardFailedSignInsAreLimited(t *testing.T) {
+	w := whStart(t, whFast())
+	d := newDashClient(t, w.srv.URL)
+	var p page
+	for range keyFailBurst + 1 {
+		p = d.signIn(whStoreA, "ak_wrong")
+	}
+	assert.Equal(t, http.StatusTooManyRequests, p.status, "after %d wrong keys", keyFailBurst+1)
+	// The API's check counts the same failures.
+	r := w.do(t, whReq{method: "GET", path: whHooksPath(whStoreA), key: "ak_wrong"})
+	assert.Equal(t, http.StatusTooManyRequests, r.status, "the API after the dashboard's failures")
+}
+
+func TestDashboardHeaders(t *testing.T) {
+	w := whStart(t, whFast())
+	d := newDashClient(t, w.srv.URL)
+	for _, path := range []string{"/dashboard/sign-in", "/dashboard/static/dashboard.css"} {
+		p := d.get(path)
+		require.Equal(t, http.StatusOK, p.status, path)
+		csp := p.header.Get("Content-Security-Policy")
+		assert.Contains(t, csp, "frame-ancestors 'none'", path)
+		assert.NotContains(t, csp, "unsafe-inline", path)
+		assert.Equal(t, "DENY", p.header.Get("X-Frame-Options"), path)
+	}
+}
+
+// TestDashboardWebhooks walks an endpoint's life through the pages: add,
+// secret shown once, test event delivered and listed, filters, attempt
+// details, retry, reveal, rotate, disable, enable, delete.
+func TestDashboardWebhooks(t *testing.T) {
+	w := whStart(t, whFast())
+	rc := whNewReceiver(t, false, nil)
+	d := newDashClient(t, w.srv.URL)
+	require.Equal(t, http.StatusOK, d.signIn(whStoreA, whKeyA).status)
+
+	p := d.post("/dashboard/webhooks/new", url.Values{"url": {"ftp://nope"}, "events": {eventOrderStatus}, "enabled": {"on"}})
+	assert.Equal(t, http.StatusUnprocessableEntity, p.status, "a bad URL")
+	assert.Contains(t, p.body, `aria-invalid="true"`)
+
+	p = d.post("/dashboard/webhooks/new", url.Values{"url": {rc.URL + "/hooks"}, "description": {"orders"}, "events": {eventOrderStatus}, "enabled": {"on"}})
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	secret := secretShown.FindString(p.body)
+	require.NotEmpty(t, secret, "the secret right after saving")
+	assert.Contains(t, p.body, ">Copy<")
+
+	eps := w.do(t, whReq{method: "GET", path: whHooksPath(whStoreA), key: whKeyA}).list()
+	require.Len(t, eps, 1)
+	id := eps[0]["id"].(string)
+	assert.Equal(t, rc.URL+"/hooks", eps[0]["url"])
+	assert.Equal(t, "orders", eps[0]["description"])
+
+	p = d.get("/dashboard/webhooks")
+	assert.Contains(t, p.body, rc.URL+"/hooks")
+	assert.NotContains(t, p.body, secret, "the list never shows the secret")
+
+	p = d.post("/dashboard/webhooks/"+id+"/test", nil)
+	require.Equal(t, http.StatusOK, p.status)
+	assert.Contains(t, p.body, "Test event sent")
+	rc.next(t, whWait)
+	deadline := time.Now().Add(whWait)
+	for !strings.Contains(p.body, `data-status="succeeded"`) {
+		require.True(t, time.Now().Before(deadline), "the test delivery never showed as succeeded:\n%s", p.body)
+		time.Sleep(10 * time.Millisecond) // polling as the page's script does
+		p = d.get("/dashboard/webhooks/" + id + "/deliveries?partial=rows")
+	}
+	p = d.get("/dashboard/webhooks/" + id + "/deliveries?partial=rows")
+	assert.NotContains(t, p.body, "<html", "partial=rows is the rows alone")
+	assert.Contains(t, p.body, `data-status="succeeded"`)
+
+	for _, tc := range []struct {
+		query string
+		rows  int
+	}{
+		{"", 1}, {"?status=succeeded", 1}, {"?status=failed", 0}, {"?event_type=webhook.test", 1}, {"?event_type=order.status.updated", 0},
+	} {
+		p := d.get("/dashboard/webhooks/" + id + "/deliveries" + tc.query)
+		assert.Equal(t, tc.rows, strings.Count(p.body, "<tr data-status="), "rows of deliveries%s", tc.query)
+	}
+	dl := w.whDeliveries(t, id, "")
+	require.Len(t, dl, 1)
+	did := dl[0]["id"].(string)
+	p = d.get("/dashboard/webhooks/" + id + "/deliveries/" + did)
+	assert.Contains(t, p.body, "Attempt 1")
+	assert.Contains(t, p.body, "X-Webhook-Signature")
+	assert.Contains(t, p.body, dl[0]["event_id"].(string))
+
+	p = d.post("/dashboard/webhooks/"+id+"/deliveries/"+did+"/retry", nil)
+	assert.Contains(t, p.body, "Delivery queued again")
+	rc.next(t, whWait)
+
+	p = d.post("/dashboard/webhooks/"+id+"/secret", nil)
+	assert.Equal(t, secret, secretShown.FindString(p.body), "Reveal secret")
+	p = d.post("/dashboard/webhooks/"+id+"/rotate", nil)
+	rotated := secretShown.FindString(p.body)
+	assert.NotEmpty(t, rotated)
+	assert.NotEqual(t, secret, rotated, "Rotate secret shows a new one")
+
+	p = d.post("/dashboard/webhooks/"+id+"/disable", nil)
+	assert.Contains(t, p.body, "Endpoint disabled")
+	assert.Equal(t, false, w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA}).data()["enabled"])
+	p = d.post("/dashboard/webhooks/"+id+"/enable", nil)
+	assert.Contains(t, p.body, "Endpoint enabled")
+	assert.Equal(t, true, w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA}).data()["enabled"])
+
+	p = d.post("/dashboard/webhooks/"+id+"/edit", url.Values{"url": {rc.URL + "/v2"}, "events": {eventOrderStatus, eventTest}, "enabled": {"on"}})
+	assert.Contains(t, p.body, "Endpoint saved")
+	got := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA}).data()
+	assert.Equal(t, rc.URL+"/v2", got["url"])
+
+	p = d.get("/dashboard/webhooks/" + id + "/delete")
+	assert.Contains(t, p.body, "cannot be undone")
+	p = d.post("/dashboard/webhooks/"+id+"/delete", nil)
+	assert.Contains(t, p.body, "Endpoint deleted")
+	assert.Empty(t, w.do(t, whReq{method: "GET", path: whHooksPath(whStoreA), key: whKeyA}).list())
+}
+
+// TestDashboardRefusesCrossSite: a change without the page's token, or
+// sent by a browser from another site, is refused with 403 and changes
+// nothing.
+func TestDashboardRefusesCrossSite(t *testing.T) {
+	w := whStart(t, whFast())
+	rc := whNewReceiver(t, false, nil)
+	id, _ := w.whEndpoint(t, rc.URL)
+	d := newDashClient(t, w.srv.URL)
+	require.Equal(t, http.StatusOK, d.signIn(whStoreA, whKeyA).status)
+	tests := []struct {
+		name   string
+		form   url.Values
+		header []string
+	}{
+		{"no token", url.Values{"csrf": {""}}, nil},
+		{"wrong token", url.Values{"csrf": {"forged"}}, nil},
+		{"another origin", nil, []string{"Origin", "https://evil.example"}},
+		{"cross-site fetch", nil, []string{"Sec-Fetch-Site", "cross-site"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := d.post("/dashboard/webhooks/"+id+"/disable", tc.form, tc.header...)
+			assert.Equal(t, http.StatusForbidden, p.status)
+			assert.Equal(t, true, w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA}).data()["enabled"], "still enabled")
+		})
+	}
+	t.Run("sign-in from another site", func(t *testing.T) {
+		p := newDashClient(t, w.srv.URL).post("/dashboard/sign-in", url.Values{"store_id": {whStoreA}, "api_key": {whKeyA}}, "Sec-Fetch-Site", "cross-site")
+		assert.Equal(t, http.StatusForbidden, p.status)
+	})
+}
+
+// TestDashboardSessionLifetime: a session lasts across a restart, ends at
+// sign-out, and is of one store only.
+func TestDashboardSessionLifetime(t *testing.T) {
+	c := whFast()
+	c.DataDir = t.TempDir()
+	w := whStart(t, c)
+	d := newDashClient(t, w.srv.URL)
+	require.Equal(t, http.StatusOK, d.signIn(whStoreA, whKeyA).status)
+	w.close()
+
+	cfg := whParseConfig(t, c)
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	require.NoError(t, err)
+	w2 := &whApp{t: t, cfg: cfg, app: a, srv: httptestServer(t, a)}
+	t.Cleanup(w2.close)
+	u, _ := url.Parse(w.srv.URL)
+	u2, _ := url.Parse(w2.srv.URL)
+	d.c.Jar.SetCookies(u2, d.c.Jar.Cookies(&url.URL{Scheme: "http", Host: u.Host, Path: "/dashboard/"}))
+	d.base = w2.srv.URL
+
+	p := d.get("/dashboard/settings")
+	require.Equal(t, http.StatusOK, p.status)
+	assert.Contains(t, p.body, whStoreA, "signed in after the restart, to store A")
+	assert.NotContains(t, p.body, whStoreB)
+
+	p = d.post("/dashboard/sign-out", nil)
+	assert.Contains(t, p.body, `action="/dashboard/sign-in"`)
+	p = d.get("/dashboard/settings")
+	assert.Contains(t, p.body, `action="/dashboard/sign-in"`, "signed out")
+}
+
+func TestDashboardSessionExpires(t *testing.T) {
+	wc := whFast()
+	wc.DataDir = t.TempDir()
+	cfg := whParseConfig(t, wc)
+	c := &testClock{}
+	a, err := newAppAt(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false, c.now)
+	require.NoError(t, err)
+	clocks.Store(a, c)
+	t.Cleanup(func() { a.Close() })
+	srv := httptestServer(t, a)
+	d := newDashClient(t, srv.URL)
+	require.Equal(t, http.StatusOK, d.signIn(whStoreA, whKeyA).status)
+	advance(a, cfg.Dashboard.SessionTTL.D()-time.Minute)
+	assert.Contains(t, d.get("/dashboard/settings").body, whStoreA, "within dashboard.session_ttl")
+	advance(a, 2*time.Minute)
+	assert.Contains(t, d.get("/dashboard/settings").body, `action="/dashboard/sign-in"`, "after dashboard.session_ttl")
+}
+
+// httptestServer serves a over plain HTTP until the test ends.
+func httptestServer(t *testing.T, a *app) *httptest.Server {
+	srv := httptest.NewServer(a.srv.handler())
+	t.Cleanup(srv.Close)
+	return srv
+}
