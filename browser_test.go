@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Browser tests: the real binary, driven in headless Chromium as a person
+// would, finding every control by its visible label. ./test.sh installs
+// Chromium; without it these tests skip.
+
+var updateScreenshots = flag.Bool("update-screenshots", false, "write the dashboard's screenshots in docs/screenshots")
+
+// browser starts headless Chromium for the test, at width × 900.
+func browser(t *testing.T, width int) context.Context {
+	t.Helper()
+	path := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		t.Skip("Chromium is not installed; ./test.sh installs it (Debian package chromium)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(width, 900),
+		chromedp.Flag("disable-dev-shm-usage", true))
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancel)
+	require.NoError(t, chromedp.Do(ctx), "starting Chromium")
+	return ctx
+}
+
+// Finding controls as a person would: by their words (XPath searches).
+func byText(tag, text string) chromedp.Search {
+	return chromedp.Search(fmt.Sprintf(`//%s[normalize-space(.)=%q]`, tag, text))
+}
+func button(text string) chromedp.Search { return byText("button", text) }
+func link(text string) chromedp.Search   { return byText("a", text) }
+
+// xpath is a search by an XPath query.
+func xpath(q string) chromedp.Search { return chromedp.Search(q) }
+
+// field is the input a label names, by its for attribute or by wrapping it.
+func field(label string) chromedp.Search {
+	return chromedp.Search(fmt.Sprintf(`//*[@id=string(//label[normalize-space(.)=%q]/@for)] | //label[normalize-space(.)=%q]/input`, label, label))
+}
+
+// startBinary runs the service's binary with cfg (nil: the embedded demo)
+// and returns its base URL once it is ready.
+func startBinary(t *testing.T, cfg map[string]any) string {
+	t.Helper()
+	art, err := buildNative()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	addr, err := ctFreeAddr()
+	require.NoError(t, err)
+	args := []string{art.native, "-addr", addr, "-data", filepath.Join(dir, "data")}
+	if cfg != nil {
+		b, err := json.Marshal(cfg)
+		require.NoError(t, err)
+		f := filepath.Join(dir, "config.json")
+		require.NoError(t, os.WriteFile(f, b, 0o600))
+		args = append(args, "-config", f)
+	}
+	p, err := ctLaunch(args, filepath.Join(dir, "log"))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+	})
+	base := "http://" + addr
+	require.NoError(t, p.waitReady(base, time.Minute))
+	return base
+}
+
+func TestBrowserDemoSignIn(t *testing.T) {
+	ctx := browser(t, 1280)
+	base := startBinary(t, nil)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.Click(link("Link to game")),
+		chromedp.WaitVisible(xpath(`//*[@id="me" and contains(., "Ada")]`)),
+	))
+	who, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("me")))
+	require.NoError(t, err)
+	assert.Contains(t, who, "Ada")
+}
+
+// TestBrowserDashboard walks the merchant dashboard in Chromium: sign-in
+// (wrong key, then right), add an endpoint and see its secret once, send
+// a test event and watch it turn succeeded without a reload, filter,
+// open an attempt, retry, rotate, disable, enable, delete, sign out; and
+// a cross-site form post refused.
+func TestBrowserDashboard(t *testing.T) {
+	ctx := browser(t, 1280)
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // the first delivery waits, so the page sees it pending
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(recv.Close)
+	t.Cleanup(open)
+	const store, key = "5d4b0d3e-7777-4000-8000-0000000000d1", "ak_test_browser_dashboard"
+	base := startBinary(t, map[string]any{
+		"webhooks": map[string]any{"allow_insecure_urls": true, "timeout": "30s", "retry_schedule": []string{"1s"}},
+		"stores":   []map[string]any{{"id": store, "name": "Acme Games", "api_keys": []string{key}, "game_authorize_url": "https://game.example.com/oauth/authorize"}},
+	})
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			if !*updateScreenshots {
+				return nil
+			}
+			b, err := chromedp.FullScreenshot(100)(ctx, t)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join("docs", "screenshots", name+".png"), b, 0o644)
+		})
+	}
+	// present waits for an element the page's script may replace at any
+	// moment (the rows it refreshes): polled in the page, not by node.
+	present := func(css string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Poll[bool](fmt.Sprintf("document.querySelector(%q) !== null", css))(ctx, tg)
+			return err
+		})
+	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(ctx, steps...), what)
+	}
+	text := func(sel chromedp.Search) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(sel, chromedp.NodeVisible))
+		require.NoError(t, err, "text of %s", sel)
+		return v
+	}
+	value := func(sel chromedp.Search) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Value(sel))
+		require.NoError(t, err, "value of %s", sel)
+		return v
+	}
+
+	do("a wrong key",
+		chromedp.Navigate(base+"/dashboard"),
+		chromedp.SendKeys(field("Store ID"), store),
+		chromedp.SendKeys(field("API key"), "ak_wrong"),
+		chromedp.Click(button("Sign in")),
+		chromedp.WaitVisible(xpath(`//*[@role="alert"]`)),
+	)
+	assert.Contains(t, text(xpath(`//*[@role="alert"]`)), "do not match")
+	do("the right key",
+		chromedp.Navigate(base+"/dashboard/sign-in"),
+		chromedp.SendKeys(field("Store ID"), store),
+		chromedp.SendKeys(field("API key"), key),
+		shot("sign-in"),
+		chromedp.Click(button("Sign in")),
+		chromedp.WaitVisible(link("Add endpoint")),
+		chromedp.WaitVisible(link("Settings")),
+	)
+
+	do("add an endpoint",
+		chromedp.Click(link("Add endpoint")),
+		chromedp.SendKeys(field("URL"), recv.URL+"/hooks"),
+		chromedp.SendKeys(field("Description"), "Order updates for the shop backend"),
+		chromedp.Click(button("Save")),
+		chromedp.WaitVisible(button("Copy")),
+		shot("secret"),
+	)
+	secret := value(field("Signing secret"))
+	assert.True(t, strings.HasPrefix(secret, "whsec_"), "the secret after saving: %q", secret)
+
+	do("a test event, pending",
+		chromedp.Click(link("Back to webhooks")),
+		chromedp.Click(button("Send test event")),
+		chromedp.WaitVisible(button("Apply")),
+		present(`tr[data-status="pending"]`),
+		chromedp.Evaluate[chromedp.Void](`window.stillHere = "yes"`),
+	)
+	open()
+	do("the test event, succeeded without a reload",
+		present(`tr[data-status="succeeded"]`),
+		shot("deliveries"),
+	)
+	marker, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.stillHere`))
+	require.NoError(t, err)
+	assert.Equal(t, "yes", marker, "the row turned succeeded in the same page")
+
+	do("filter by status",
+		chromedp.SetValue(field("Status"), "failed"),
+		chromedp.Click(button("Apply")),
+		chromedp.WaitVisible(xpath(`//td[contains(., "No deliveries match")]`)),
+		chromedp.SetValue(field("Status"), "succeeded"),
+		chromedp.Click(button("Apply")),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-status="succeeded"]`)),
+	)
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("tr[data-status]").length`))
+	require.NoError(t, err)
+	assert.Equal(t, 1, rows, "succeeded deliveries")
+
+	do("an attempt's details",
+		chromedp.Click(link("Open")),
+		chromedp.WaitVisible(button("Retry")),
+		shot("delivery"),
+	)
+	attempt := text(xpath(`//section[contains(@class, "attempt")]`))
+	assert.Contains(t, attempt, "X-Webhook-Signature")
+	assert.Contains(t, attempt, "Attempt 1")
+	do("retry",
+		chromedp.Click(button("Retry")),
+		chromedp.WaitVisible(xpath(`//p[contains(., "Delivery queued again")]`)),
+	)
+
+	do("rotate the secret",
+		chromedp.Click(link("Webhooks")),
+		chromedp.Click(button("Rotate secret")),
+		chromedp.WaitVisible(button("Copy")),
+	)
+	rotated := value(field("Signing secret"))
+	assert.NotEqual(t, secret, rotated)
+	assert.True(t, strings.HasPrefix(rotated, "whsec_"))
+
+	do("disable and enable",
+		chromedp.Click(link("Back to webhooks")),
+		chromedp.Click(button("Disable")),
+		chromedp.WaitVisible(xpath(`//span[contains(@class, "badge") and starts-with(normalize-space(.), "Disabled")]`)),
+		chromedp.Click(button("Enable")),
+		chromedp.WaitVisible(xpath(`//span[contains(@class, "badge") and normalize-space(.)="Enabled"]`)),
+		shot("webhooks"),
+	)
+
+	// A page of another site (localhost is not 127.0.0.1) posting to the
+	// dashboard: refused, and the endpoint stays enabled.
+	href, err := chromedp.Run(ctx, chromedp.AttributeValue(link("Deliveries"), "href"))
+	require.NoError(t, err)
+	id := strings.TrimSuffix(strings.TrimPrefix(href.Value, "/dashboard/webhooks/"), "/deliveries")
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><form method="post" action="%s/dashboard/webhooks/%s/disable"><input name="csrf" value="guess"></form><script>document.forms[0].submit()</script>`, base, id)
+	}))
+	t.Cleanup(evil.Close)
+	do("a cross-site post",
+		chromedp.Navigate(strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)),
+		chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Refused"]`)),
+		chromedp.Navigate(base+"/dashboard/webhooks"),
+		chromedp.WaitVisible(link("Add endpoint")),
+	)
+	assert.Equal(t, "Enabled", strings.TrimSpace(text(chromedp.Search(`//span[contains(@class, "badge")]`))), "after the cross-site post")
+
+	do("settings",
+		chromedp.Click(link("Settings")),
+		chromedp.WaitVisible(xpath(`//dd[contains(., "https://game.example.com/oauth/authorize")]`)),
+		shot("settings"),
+	)
+
+	do("delete, confirmed",
+		chromedp.Click(link("Webhooks")),
+		chromedp.Click(link("Delete")),
+		chromedp.Click(button("Delete")),
+		chromedp.WaitVisible(xpath(`//h2[normalize-space(.)="No endpoints yet"]`)),
+	)
+
+	do("sign out",
+		chromedp.Click(button("Sign out")),
+		chromedp.WaitVisible(button("Sign in")),
+		chromedp.Navigate(base+"/dashboard/webhooks"),
+		chromedp.WaitVisible(button("Sign in")),
+	)
+}
+
+// TestBrowserNarrowScreen: at 360 px wide, no dashboard page scrolls
+// sideways.
+func TestBrowserNarrowScreen(t *testing.T) {
+	ctx := browser(t, 360)
+	const store, key = "5d4b0d3e-7777-4000-8000-0000000000d2", "ak_test_browser_narrow"
+	base := startBinary(t, map[string]any{
+		"webhooks": map[string]any{"allow_insecure_urls": true},
+		"stores":   []map[string]any{{"id": store, "name": "Acme Games", "api_keys": []string{key}}},
+	})
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/dashboard/sign-in"),
+		chromedp.SendKeys(field("Store ID"), store),
+		chromedp.SendKeys(field("API key"), key),
+		chromedp.Click(button("Sign in")),
+		chromedp.WaitVisible(link("Add endpoint")),
+		chromedp.Click(link("Add endpoint")),
+		chromedp.SendKeys(field("URL"), "http://127.0.0.1:9/a-rather-long-path/for/the/narrow/screen/of/a/phone"),
+		chromedp.Click(button("Save")),
+		chromedp.WaitVisible(button("Copy")),
+	))
+	for _, path := range []string{"/dashboard/sign-in", "/dashboard/webhooks", "/dashboard/settings", "/dashboard/webhooks/new"} {
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+path), chromedp.WaitReady(chromedp.CSS("footer"))))
+		wide, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+		require.NoError(t, err)
+		assert.False(t, wide, "%s scrolls sideways at 360 px", path)
+	}
+}
