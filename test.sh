@@ -18,6 +18,7 @@ need() { # need CMD DEBIAN-PACKAGE
 need php php-cli
 need node nodejs
 need python3 python3
+need redis-server redis-server
 
 unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then
