@@ -4,9 +4,9 @@
 // Redis (6.2 or later), every key under a prefix, reached through the
 // go-redis client.
 //
-// Each method is one Redis command, or one Lua script where a change
-// reads before it writes (CompareAndSwap, Extend, Add, ZClaim), so every
-// method is atomic on the server whichever replica calls it: Take is one
+// Each method but Apply is one Redis command, or one Lua script where a
+// change reads before it writes (CompareAndSwap, Extend, Add, ZClaim), so
+// each is atomic on the server whichever replica calls it: Take is one
 // GETDEL, Insert one SET NX, Swap one SET XX GET.
 //
 // Durability is Redis's own persistence, configured on the server, not
@@ -96,9 +96,9 @@ const (
 // Options configure Open.
 type Options struct {
 	// URL is where Redis is: redis://[[user]:password@]host:port/db,
-	// rediss:// for TLS, or unix:///path/to/socket?db=N. The pool and
-	// timeout parameters the URL may carry are overridden by the fields
-	// below.
+	// rediss:// for TLS, or unix:///path/to/socket?db=N. Pool and
+	// timeout parameters in the URL are overridden by the fields below
+	// (by their defaults when zero).
 	URL string
 	// Prefix starts every key the store writes (storage.redis_prefix), so
 	// that one Redis can hold several deployments.
