@@ -285,6 +285,42 @@ func TestScores(t *testing.T) {
 	}
 }
 
+// TestFull: Redis over its maxmemory refuses a write, and that is the
+// contract's ErrFull; deleting still works and makes room.
+func TestFull(t *testing.T) {
+	sv := startServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	s := openStore(t, sv, Options{})
+	big := make([]byte, 256<<10)
+	var err error
+	n := 0
+	for ; n < 100 && err == nil; n++ {
+		err = s.Put(ctx, fmt.Sprint(n), big, time.Time{})
+	}
+	if !errors.Is(err, store.ErrFull) {
+		t.Fatalf("Put of 256 KiB values, the %dth = %v; want ErrFull", n, err)
+	}
+	for _, op := range []struct {
+		name string
+		call func() error
+	}{
+		{"Insert", func() error { return s.Insert(ctx, "new", big, time.Time{}) }},
+		{"CompareAndSwap", func() error { return s.CompareAndSwap(ctx, "new", nil, big, time.Time{}) }},
+		{"Apply", func() error { return s.Apply(ctx, []store.Write{{Key: "new", Val: big}}) }},
+	} {
+		if err := op.call(); !errors.Is(err, store.ErrFull) {
+			t.Errorf("%s over maxmemory = %v; want ErrFull", op.name, err)
+		}
+	}
+	for i := range n {
+		if err := s.Delete(ctx, fmt.Sprint(i)); err != nil {
+			t.Fatalf("Delete over maxmemory = %v; want nil", err)
+		}
+	}
+	if err := s.Put(ctx, "new", big, time.Time{}); err != nil {
+		t.Errorf("Put after the deletes = %v; want nil", err)
+	}
+}
+
 func TestVersionError(t *testing.T) {
 	for _, tc := range []struct {
 		info string
