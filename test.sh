@@ -19,6 +19,7 @@ need php php-cli
 need node nodejs
 need python3 python3
 need chromium chromium # the browser tests of the dashboard and the demo
+need redis-server redis-server
 
 unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then

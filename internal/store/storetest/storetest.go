@@ -21,8 +21,9 @@ import (
 // Clock is the time the store under test takes as now. It starts at a
 // fixed moment and moves only when a test advances it.
 type Clock struct {
-	mu sync.Mutex // guards t
-	t  time.Time
+	mu    sync.Mutex // guards t and moved
+	t     time.Time
+	moved []func(d time.Duration)
 }
 
 func NewClock() *Clock { return &Clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
@@ -33,10 +34,25 @@ func (c *Clock) Now() time.Time {
 	return c.t
 }
 
+// Advance moves the clock on by d, then calls what OnAdvance registered.
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+	moved := c.moved
+	c.mu.Unlock()
+	for _, f := range moved {
+		f(d)
+	}
+}
+
+// OnAdvance makes every later Advance call f with how far the clock
+// moved. It is for a backend whose entries expire by a clock the test
+// cannot move, a server's: its test moves the entries' expiries instead,
+// each d sooner, so that for the suite time has passed all the same.
+func (c *Clock) OnAdvance(f func(d time.Duration)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.moved = append(c.moved, f)
 }
 
 // Backend is what Run needs of a backend.
