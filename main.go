@@ -236,6 +236,7 @@ Demo configuration (for trying it out; never deploy it).
   store id: %s
   API key:  %s
   open %s/ in a browser and click "Link to game".
+  the merchant dashboard: %s/dashboard (sign in with the store id and API key above).
 
 Register an auth code as a game app would:
   curl -i %s/stores/%s/auth/auth-code \
@@ -250,5 +251,5 @@ Exchange it as the webshop would, with the verifier whose S256 hash is that chal
 Open the link URL that starts the deep-link flow:
   curl -i '%s/stores/%s/auth/link?return_to=/'
 
-`, st.ID, st.APIKeys[0], base, base, st.ID, st.APIKeys[0], base, st.ID, base, st.ID, base, st.ID, base, st.ID)
+`, st.ID, st.APIKeys[0], base, base, base, st.ID, st.APIKeys[0], base, st.ID, base, st.ID, base, st.ID, base, st.ID)
 }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"deeplink/internal/egress"
+)
+
+// BenchmarkDashboardPages serves the dashboard's pages for a store with 5
+// endpoints and 1 000 deliveries (200 events to each endpoint, one failed
+// attempt each), signed in, through the whole handler: ns/op is the time
+// to the page's last byte, which the dashboard writes at once, so it bounds
+// the first. It also reports the bytes of the whole dashboard ("total-B":
+// the pages as served here, with the style sheet and the script).
+func BenchmarkDashboardPages(b *testing.B) {
+	cfg := benchConfig(b, 1)
+	a, err := openApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { a.Close() })
+	hk := a.srv.hooks
+	benchAddEndpoints(hk, maxEndpointsPerStore, "https://shop.example.com/hooks")
+	st := cfg.Stores[0]
+	for range 200 {
+		if _, ok := hk.publish(st.ID, eventOrderStatus, json.RawMessage(benchOrder), ""); !ok {
+			b.Fatal("publish refused")
+		}
+	}
+	hk.mu.Lock()
+	now := time.Now()
+	hk.advanceLocked(now)
+	for j := hk.takeLocked(now); j != nil; j = hk.takeLocked(now) {
+		hk.finishLocked(j, egress.Result{Err: errors.New("dial tcp: connection refused"), Duration: time.Millisecond})
+	}
+	ep := hk.byStore[st.ID][0].ID
+	hk.mu.Unlock()
+
+	h := a.srv.handler()
+	form := url.Values{"store_id": {st.ID}, "api_key": {st.APIKeys[0]}}
+	r := httptest.NewRequest(http.MethodPost, "/dashboard/sign-in", strings.NewReader(form.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	cookies := w.Result().Cookies()
+	if w.Code != http.StatusSeeOther || len(cookies) == 0 {
+		b.Fatalf("sign-in: %d", w.Code)
+	}
+
+	pages := []struct{ name, path string }{
+		{"webhooks", "/dashboard/webhooks"},
+		{"deliveries", "/dashboard/webhooks/" + ep + "/deliveries"},
+		{"delivery", "/dashboard/webhooks/" + ep + "/deliveries/" + hk.byStore[st.ID][0].log[0].ID},
+		{"settings", "/dashboard/settings"},
+	}
+	total := 0
+	for _, p := range pages {
+		total += len(get(b, h, p.path, cookies))
+	}
+	fs.WalkDir(webFiles, "web/static", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			body, _ := fs.ReadFile(webFiles, path)
+			total += len(body)
+		}
+		return nil
+	})
+	for _, p := range pages {
+		b.Run(p.name, func(b *testing.B) {
+			for range b.N {
+				get(b, h, p.path, cookies)
+			}
+			b.ReportMetric(float64(total), "dashboard-total-B")
+		})
+	}
+}
+
+func get(b *testing.B, h http.Handler, path string, cookies []*http.Cookie) []byte {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	for _, c := range cookies {
+		r.AddCookie(c)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		b.Fatalf("GET %s: %d", path, w.Code)
+	}
+	return w.Body.Bytes()
+}
