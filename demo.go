@@ -1,65 +1,118 @@
 package main
 
 import (
+	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
+	"strings"
+
+	"deeplink/internal/store"
 )
 
 // The demo serves, next to the real API, a stand-in for the two parties
 // the service sits between, so that a bare `go run .` shows the whole flow
-// in a browser: a home page playing the webshop, and a game app that is
-// always signed in as the same player. Only the embedded demo
-// configuration turns them on.
+// in a browser: a small webshop, and a game app that is always signed in
+// as the same player and asks before it signs them in. Only the embedded
+// demo configuration turns them on.
+
+var demoPages = template.Must(template.ParseFS(webFiles, "web/demo/*.html"))
+
+// demoPlayer is the player the demo's game app is signed in as.
+var demoPlayer = Player{
+	ClientReferenceID: "demo-player-1", FirstName: "Ada", LastName: "Lovelace",
+	Language: "en", Currency: "GBP", Country: "GB", Timezone: "Europe/London",
+}
 
 func (s *server) demoRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /{$}", s.handleDemoHome)
-	mux.HandleFunc("GET /demo/game/authorize", s.handleDemoGame)
+	mux.HandleFunc("GET /{$}", s.handleDemoShop("shop"))
+	mux.HandleFunc("GET /cart", s.handleDemoShop("cart"))
+	mux.HandleFunc("POST /demo/sign-out", s.handleDemoSignOut)
+	mux.HandleFunc("GET /demo/game/authorize", s.handleDemoGameAsk)
+	mux.HandleFunc("POST /demo/game/authorize", s.handleDemoGame)
 }
 
-var demoHome = template.Must(template.New("").Parse(`<!doctype html>
-<meta charset="utf-8"><title>Demo webshop</title>
-<h1>Demo webshop of {{.Name}}</h1>
-<p><a id="link" href="/stores/{{.ID}}/auth/link?return_to=/">Link to game</a></p>
-<pre id="me">not signed in</pre>
-<script>
-fetch("/stores/{{.ID}}/auth/me").then(r => r.ok ? r.json() : null).then(j => {
-  if (j) document.getElementById("me").textContent = "signed in as " + JSON.stringify(j.data.player, null, 2);
-});
-</script>
-`))
-
-func (s *server) handleDemoHome(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	demoHome.Execute(w, s.cfg.Stores[0])
+// handleDemoShop is a page of the demo webshop, showing who is signed in
+// by the session cookie the callback set.
+func (s *server) handleDemoShop(page string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		st := s.cfg.Stores[0]
+		data := map[string]any{"Store": st, "Page": page, "Return": r.URL.Path}
+		if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
+			v, err := s.store.Get(r.Context(), tokenKey(c.Value).name())
+			if sess, ok := decodeSession(v); err == nil && ok && sess.StoreID == st.ID {
+				data["Player"] = &sess.Player
+			} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+				writeError(w, errPersist)
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		demoPages.ExecuteTemplate(w, "home.html", data)
+	}
 }
 
-// handleDemoGame plays the game app of API.md §4.1 steps 1–4: it reads the
-// deep link, registers a fresh code for its signed-in player, and sends
-// the browser back to the webshop.
-func (s *server) handleDemoGame(w http.ResponseWriter, r *http.Request) {
+// handleDemoSignOut forgets the session cookie of the demo webshop.
+func (s *server) handleDemoSignOut(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// handleDemoGameAsk is the game app's screen for API.md §4.1 step 1: the
+// deep link opened it, and it asks its player before signing them in.
+func (s *server) handleDemoGameAsk(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	st := s.cfg.Store(q.Get("store_id"))
 	if st == nil || q.Get("code_challenge_method") != "S256" {
 		writeError(w, &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "the deep link lacks store_id or code_challenge_method=S256"})
 		return
 	}
+	keep := map[string]string{}
+	for _, k := range []string{"store_id", "redirect_uri", "state", "code_challenge", "code_challenge_method"} {
+		keep[k] = q.Get(k)
+	}
+	cancel := "/"
+	if back, err := url.Parse(q.Get("redirect_uri")); err == nil && back.IsAbs() {
+		bq := back.Query()
+		bq.Set("error", "access_denied")
+		bq.Set("state", q.Get("state"))
+		back.RawQuery = bq.Encode()
+		cancel = back.String()
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	demoPages.ExecuteTemplate(w, "game.html", map[string]any{"Store": st, "Player": demoPlayer, "Query": keep, "Cancel": template.URL(cancel)})
+}
+
+// handleDemoGame plays the game app of API.md §4.1 steps 2–4 once its
+// player chose Continue: it registers a fresh code for its signed-in
+// player, and sends the browser back to the webshop.
+func (s *server) handleDemoGame(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	st := s.cfg.Store(r.PostFormValue("store_id"))
+	if st == nil || r.PostFormValue("code_challenge_method") != "S256" {
+		writeError(w, &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "the deep link lacks store_id or code_challenge_method=S256"})
+		return
+	}
 	code := randomToken()
 	req := registerRequest{}
+	p := demoPlayer
 	for _, f := range []struct {
 		dst *jsonString
 		v   string
 	}{
 		{&req.AuthCode, code},
-		{&req.RedirectURI, q.Get("redirect_uri")},
-		{&req.ClientReferenceID, "demo-player-1"},
-		{&req.CodeChallenge, q.Get("code_challenge")},
-		{&req.State, q.Get("state")},
-		{&req.FirstName, "Ada"},
-		{&req.LastName, "Lovelace"},
-		{&req.Language, "en"},
-		{&req.Country, "GB"},
-		{&req.Timezone, "Europe/London"},
+		{&req.RedirectURI, r.PostFormValue("redirect_uri")},
+		{&req.ClientReferenceID, p.ClientReferenceID},
+		{&req.CodeChallenge, r.PostFormValue("code_challenge")},
+		{&req.State, r.PostFormValue("state")},
+		{&req.FirstName, p.FirstName},
+		{&req.LastName, p.LastName},
+		{&req.Language, p.Language},
+		{&req.Currency, p.Currency},
+		{&req.Country, p.Country},
+		{&req.Timezone, p.Timezone},
 	} {
 		*f.dst = jsonString{s: f.v, set: f.v != ""}
 	}
@@ -73,5 +126,16 @@ func (s *server) handleDemoGame(w http.ResponseWriter, r *http.Request) {
 	bq.Set("code", code)
 	bq.Set("state", req.State.s)
 	back.RawQuery = bq.Encode()
-	http.Redirect(w, r, back.String(), http.StatusFound)
+	http.Redirect(w, r, back.String(), http.StatusSeeOther)
+}
+
+// demoBase is where the demo's browser reached it: its links and
+// redirects stay on that loopback host (127.0.0.1 or localhost), whose
+// cookies the browser keeps apart. "" outside the demo, or for any other
+// host.
+func (s *server) demoBase(r *http.Request) string {
+	if !s.demo || r == nil || !plainLoopback(r) || strings.ContainsAny(r.Host, "/\\@") {
+		return ""
+	}
+	return "http://" + r.Host
 }

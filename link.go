@@ -59,15 +59,19 @@ func (s *server) handleLink(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     linkCookie,
 		Value:    value,
-		Path:     s.linkCookiePath(st),
+		Path:     s.linkCookiePath(r, st),
 		MaxAge:   int(s.linkTTL() / time.Second),
 		HttpOnly: true,
 		Secure:   true,
 		SameSite: http.SameSiteLaxMode,
 	})
-	target, _ := url.Parse(st.GameAuthorizeURL) // validated at start-up
+	game := st.GameAuthorizeURL
+	if b := s.demoBase(r); b != "" {
+		game = b + strings.TrimPrefix(game, s.cfg.PublicBaseURL)
+	}
+	target, _ := url.Parse(game) // validated at start-up
 	q := target.Query()
-	q.Set("redirect_uri", s.callbackURL(st))
+	q.Set("redirect_uri", s.callbackURL(r, st))
 	q.Set("state", ls.State)
 	q.Set("code_challenge", s256(ls.Verifier))
 	q.Set("code_challenge_method", "S256")
@@ -86,15 +90,22 @@ const maxCookieSize = 4096
 // plus time for the player to find the app.
 func (s *server) linkTTL() time.Duration { return s.cfg.AuthCodeTTL.D() + 5*time.Minute }
 
-func (s *server) callbackURL(st *StoreConfig) string {
-	return s.cfg.PublicBaseURL + "/stores/" + st.ID + "/auth/callback"
+// callbackURL is where the game app sends r's browser back to: under
+// public_base_url, or where the demo's browser reached it (demoBase). r
+// may be nil.
+func (s *server) callbackURL(r *http.Request, st *StoreConfig) string {
+	base := s.cfg.PublicBaseURL
+	if b := s.demoBase(r); b != "" {
+		base = b
+	}
+	return base + "/stores/" + st.ID + "/auth/callback"
 }
 
 // linkCookiePath is the Path of the link cookie: the callback's directory
 // as the browser sees it, so under public_base_url's own path when it has
 // one (the service behind a proxy that strips it).
-func (s *server) linkCookiePath(st *StoreConfig) string {
-	u, _ := url.Parse(s.callbackURL(st)) // public_base_url is validated at start-up
+func (s *server) linkCookiePath(r *http.Request, st *StoreConfig) string {
+	u, _ := url.Parse(s.callbackURL(r, st)) // public_base_url is validated at start-up
 	return strings.TrimSuffix(u.EscapedPath(), "callback")
 }
 
@@ -172,7 +183,7 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	// any page can send the browser here, and must not end a sign-in
 	// under way.
 	clearLink := func() {
-		http.SetCookie(w, &http.Cookie{Name: linkCookie, Path: s.linkCookiePath(st), MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
+		http.SetCookie(w, &http.Cookie{Name: linkCookie, Path: s.linkCookiePath(r, st), MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
 	}
 	ls, why := s.verify(c.Value, time.Now())
 	switch {
@@ -197,7 +208,7 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		callbackFailed(w, "The game app returned no code.")
 		return
 	}
-	resp, terr := s.redeem(r.Context(), st, q.Get("code"), s.callbackURL(st), ls.Verifier)
+	resp, terr := s.redeem(r.Context(), st, q.Get("code"), s.callbackURL(r, st), ls.Verifier)
 	if terr != nil {
 		callbackFailed(w, "The code from the game app could not be used: "+terr.Description+".")
 		return
@@ -216,9 +227,13 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 }
 
 var callbackPage = template.Must(template.New("").Parse(`<!doctype html>
-<meta charset="utf-8"><title>Sign-in failed</title>
+<html lang="en"><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Sign-in failed</title>
+<body style="font-family: system-ui, sans-serif; max-width: 36rem; margin: 3rem auto; padding: 0 1rem; line-height: 1.5">
 <h1>Sign-in failed</h1>
 <p>{{.}}</p>
+<p><a href="/">Back to the shop</a></p>
+</body></html>
 `))
 
 // callbackFailed answers the browser's callback with a 400 page saying

@@ -409,7 +409,7 @@ func (s *server) configWarnings() []string {
 		if st.GameAuthorizeURL == "" {
 			continue // no link flow
 		}
-		cb := s.callbackURL(st)
+		cb := s.callbackURL(nil, st)
 		switch host, msg := s.checkRedirectURI(cb); {
 		case msg != "":
 			ws = append(ws, fmt.Sprintf("store %s: its link flow cannot complete: registering its callback URL %s answers 422 (redirect_uri %s); public_base_url must be https", st.ID, cb, msg))
