@@ -302,6 +302,8 @@ func TestBrowserDashboard(t *testing.T) {
 	do("settings",
 		chromedp.Click(link("Settings")),
 		chromedp.WaitVisible(xpath(`//dd[contains(., "https://game.example.com/oauth/authorize")]`)),
+		chromedp.Click(button("Check association files")),
+		chromedp.WaitVisible(xpath(`//p[contains(., "Not checked: no Apple app is configured")]`)),
 		shot("settings"),
 	)
 

@@ -60,6 +60,7 @@ func (s *server) dashRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /dashboard/sign-in", s.dashHeaders(s.dashChange(s.dashSignIn)))
 	mux.HandleFunc("POST /dashboard/sign-out", s.dashHeaders(s.dashChange(s.signedIn(s.dashSignOut))))
 	mux.HandleFunc("GET /dashboard/settings", s.dashHeaders(s.signedIn(s.dashSettings)))
+	mux.HandleFunc("POST /dashboard/settings/check", s.dashHeaders(s.dashChange(s.signedIn(s.dashSettings))))
 	s.dashWebhookRoutes(mux)
 }
 
@@ -205,8 +206,18 @@ func (s *server) dashSignOut(w http.ResponseWriter, r *http.Request, _ *dashSess
 	http.Redirect(w, r, "/dashboard/sign-in", http.StatusSeeOther)
 }
 
+// dashSettings is the Settings page; posted, with the association-file
+// check's report.
 func (s *server) dashSettings(w http.ResponseWriter, r *http.Request, sess *dashSession) {
-	s.render(w, http.StatusOK, "settings.html", map[string]any{"Title": "Settings", "Session": sess, "Store": sess.Store, "Nav": "settings"})
+	p := map[string]any{"Title": "Settings", "Session": sess, "Store": sess.Store, "Nav": "settings"}
+	if r.Method == http.MethodPost {
+		files, err := s.checkAssociation(r.Context(), sess.Store)
+		p["Checked"], p["Files"] = true, files
+		if err != nil {
+			p["CheckError"] = err.Error()
+		}
+	}
+	s.render(w, http.StatusOK, "settings.html", p)
 }
 
 // keyOf reports whether key is one of st's API keys.

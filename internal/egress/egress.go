@@ -118,6 +118,27 @@ func Post(ctx context.Context, c *http.Client, url string, header http.Header, b
 	return r
 }
 
+// Get fetches url through c and reads at most limit bytes of the answer,
+// which it keeps with its header: for checks of files a merchant serves
+// (the association files), under the same rules as deliveries.
+func Get(ctx context.Context, c *http.Client, url string, limit int64) (Result, http.Header) {
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return Result{Err: err}, nil
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		var te interface{ Timeout() bool }
+		return Result{Err: err, Duration: time.Since(start), Timeout: errors.As(err, &te) && te.Timeout()}, nil
+	}
+	r := Result{Status: resp.StatusCode}
+	r.Body, r.Err = io.ReadAll(io.LimitReader(resp.Body, limit))
+	resp.Body.Close()
+	r.Duration = time.Since(start)
+	return r, resp.Header
+}
+
 // refuseNonPublic is a net.Dialer Control: it refuses to connect to an
 // address that is not public, whatever name resolved to it.
 func refuseNonPublic(network, address string, _ syscall.RawConn) error {
