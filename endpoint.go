@@ -255,19 +255,3 @@ func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *e
 	d.Explicit = true // goes even to a disabled endpoint, once
 	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": ev.ID, "delivery_id": d.ID}})
 }
-
-func (s *server) handleRetryDelivery(w http.ResponseWriter, r *http.Request, e *endpoint) {
-	hk := s.hooks
-	old := hk.deliveryOfLocked(e, r)
-	if old == nil {
-		writeError(w, errNoDelivery)
-		return
-	}
-	if !hk.roomLocked(e.StoreID, 1, len(old.ev.Body)) {
-		writeError(w, errOverBudget)
-		return
-	}
-	d := hk.enqueueLocked(e, old.ev)
-	d.Explicit = true // goes even to a disabled endpoint, once
-	writeJSON(w, http.StatusAccepted, map[string]any{"data": d.summary()})
-}

@@ -1151,6 +1151,7 @@ func TestWebhookChangesWhileStateCannotBeWritten(t *testing.T) {
 		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/rotate-secret"},
 		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test"},
 		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/deliveries/dlv_unknown/retry"},
+		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/recover", body: map[string]any{"since": "2025-01-31T09:00:00Z"}},
 		{method: "POST", path: "/stores/" + whStoreA + "/events", body: map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}},
 		{method: "DELETE", path: whEndpointPath(whStoreA, ep)},
 	}
