@@ -43,12 +43,8 @@ type recoverRequest struct {
 	Since json.RawMessage `json:"since"`
 }
 
-// handleRecover queues again, now, the events of e's failed deliveries
-// created at or after since (recoverableLocked), over the whole log, and
-// answers 202 with how many it queued. The queueing is done before the
-// answer, under the lock, and costs O(the log) as a listing does; the
-// sends are the dispatcher's, after it. It makes all of them or, past the
-// store's budget, none (503).
+// handleRecover is recover (recoverLocked) for the API: since from the
+// body, 202 with how many deliveries it queued.
 func (s *server) handleRecover(w http.ResponseWriter, r *http.Request, e *endpoint) {
 	var req recoverRequest
 	if !readJSONObject(w, r, &req) {
@@ -59,20 +55,34 @@ func (s *server) handleRecover(w http.ResponseWriter, r *http.Request, e *endpoi
 		writeError(w, validationError(fields))
 		return
 	}
-	hk := s.hooks
+	n, err := s.hooks.recoverLocked(e, since)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]int{"queued": n}})
+}
+
+// recoverLocked queues again, now, the events of e's failed deliveries
+// created at or after since (recoverableLocked), over the whole log, and
+// returns how many deliveries it made. It makes all of them or, past the
+// store's budget of pending deliveries, none (errOverBudget). It costs
+// O(the log), as a listing does, and sends nothing itself: the caller
+// persists what it queued before answering, and the dispatcher sends
+// after. hk.mu must be held.
+func (hk *hooks) recoverLocked(e *endpoint, since time.Time) (int, *apiError) {
 	evs := hk.recoverableLocked(e, since)
 	var cost int64
 	for _, ev := range evs {
 		cost += newCost(len(ev.Body))
 	}
 	if hk.pending[e.StoreID]+cost > hk.budget.pending {
-		writeError(w, errOverBudget)
-		return
+		return 0, errOverBudget
 	}
 	for _, ev := range evs {
 		hk.retryLocked(e, ev)
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]int{"queued": len(evs)}})
+	return len(evs), nil
 }
 
 // parseSince reads recover's since: a string holding an RFC 3339 date
