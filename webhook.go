@@ -196,7 +196,7 @@ type idemEntry struct {
 type hooks struct {
 	cfg      *Config
 	now      func() time.Time // the clock of events' dates and endpoints' failure windows (tests move it)
-	log      *slog.Logger
+	log      *slog.Logger     // the service's: where an endpoint disabled as failing is told (failing.go)
 	d        *dispatcher
 	outcomes struct{ succeeded, failed, retried atomic.Int64 } // attempts by outcome, for /metrics
 	ended    struct{ succeeded, failed atomic.Int64 }          // deliveries by how they ended, attempted or not, for /metrics
