@@ -135,6 +135,7 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	}
 	srv := newServer(cfg, st, key, logger)
 	srv.now = now
+	srv.hooks.now = now
 	srv.live = st.Len
 	srv.storeFailing = st.Failing
 	srv.liveCodes = &costlyGauge{

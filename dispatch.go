@@ -411,7 +411,8 @@ func errText(err error) string {
 	return strings.Replace(err.Error(), dns.Error(), bare.Error(), 1)
 }
 
-// recordLocked adds a to d, logged on e, and decides what comes next:
+// recordLocked adds a to d, logged on e, moves e's failure window on
+// (failing.go), and decides what comes next:
 // done on 200 with its body read, failed after the last scheduled retry
 // or when e refuses d now (refusesLocked), otherwise the next
 // attempt after the scheduled wait with up to 10 % jitter (API.md §5: a
@@ -422,8 +423,10 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 	hk.touchLocked(kindDelivery, d.ID)
 	sched := hk.cfg.Webhooks.RetrySchedule
 	n := len(d.Attempts)
+	ok := a.Status == http.StatusOK && a.Error == "" // not a 200 whose body then timed out
+	hk.noteAttemptLocked(e, ok)                      // which may disable e: d is then refused too
 	switch why := e.refusalLocked(d); {
-	case a.Status == http.StatusOK && a.Error == "": // not a 200 whose body then timed out
+	case ok:
 		hk.endLocked(e, d, statusSucceeded, "")
 		hk.outcomes.succeeded.Add(1)
 	case n > len(sched):
@@ -459,8 +462,10 @@ func (a attempt) signatures(eventID string) webhookHeaders {
 }
 
 // tick does the timed housekeeping: expired idempotency keys and rotation
-// secrets go (the store forgets the keys by their own expiry), and what
-// changed is written. One caller at a time.
+// secrets go (the store forgets the keys by their own expiry), endpoints
+// failing for webhooks.disable_after are disabled (on hooks.now, as their
+// failure windows are kept), and what changed is written. One caller at
+// a time.
 func (hk *hooks) tick(now time.Time) error {
 	hk.mu.Lock()
 	// The keys that expired, from the front of the queue: O(those), not
@@ -480,11 +485,13 @@ func (hk *hooks) tick(now time.Time) error {
 	}
 	clear(hk.idemQueue[:n])
 	hk.idemQueue = hk.idemQueue[n:]
+	clock := hk.now()
 	for _, e := range hk.endpoints {
 		if e.OldSecret != "" && now.Unix() >= e.OldSecretEnd {
 			e.OldSecret, e.OldSecretEnd = "", 0
 			hk.touchLocked(kindEndpoint, e.ID)
 		}
+		hk.checkFailingLocked(e, clock)
 	}
 	hk.mu.Unlock()
 	return hk.persist(context.Background())

@@ -27,7 +27,10 @@ type endpointChange struct {
 	enabled          *bool
 }
 
-// apply sets the fields c gives on e, updated at now (unix seconds).
+// apply sets the fields c gives on e, updated at now (unix seconds). A
+// request that disables e, creation with enabled false included, makes
+// its reason manual; one that enables it clears the reason and e's
+// failure window.
 func (c *endpointChange) apply(e *endpoint, now int64) {
 	if c.url != nil {
 		e.URL = *c.url
@@ -38,8 +41,15 @@ func (c *endpointChange) apply(e *endpoint, now int64) {
 	if c.events != nil {
 		e.Events = c.events
 	}
-	if c.enabled != nil {
+	if c.enabled != nil && *c.enabled != e.Enabled {
 		e.Enabled = *c.enabled
+		if e.Enabled {
+			// Judged from its next attempts on, not by failures from
+			// before the merchant turned it back on.
+			e.DisabledReason, e.FailingSince = "", 0
+		} else {
+			e.DisabledReason = disabledManual
+		}
 	}
 	e.UpdatedAt = now
 }
@@ -244,20 +254,4 @@ func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *e
 	d := hk.enqueueLocked(e, ev)
 	d.Explicit = true // goes even to a disabled endpoint, once
 	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": ev.ID, "delivery_id": d.ID}})
-}
-
-func (s *server) handleRetryDelivery(w http.ResponseWriter, r *http.Request, e *endpoint) {
-	hk := s.hooks
-	old := hk.deliveryOfLocked(e, r)
-	if old == nil {
-		writeError(w, errNoDelivery)
-		return
-	}
-	if !hk.roomLocked(e.StoreID, 1, len(old.ev.Body)) {
-		writeError(w, errOverBudget)
-		return
-	}
-	d := hk.enqueueLocked(e, old.ev)
-	d.Explicit = true // goes even to a disabled endpoint, once
-	writeJSON(w, http.StatusAccepted, map[string]any{"data": d.summary()})
 }

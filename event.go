@@ -134,7 +134,7 @@ func validateEvent(req *publishRequest) (typ string, object json.RawMessage, fie
 // it was published, compacted but not HTML-escaped: "<", ">" and "&"
 // arrive as sent, not as \u003c and the like. hk.mu must be held.
 func (hk *hooks) newEventLocked(typ string, object json.RawMessage) *event {
-	ev := &event{ID: newID("evt_"), Type: typ, CreatedAt: time.Now().Unix()}
+	ev := &event{ID: newID("evt_"), Type: typ, CreatedAt: hk.now().Unix()}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

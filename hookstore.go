@@ -380,6 +380,12 @@ func (hk *hooks) restore(f hooksFile) {
 			e.logBytes += logCost(d)
 		}
 	}
+	for _, e := range hk.endpoints {
+		// The store lists records by id, not in the order they were made,
+		// and the log is oldest first: listing, its cursors and trimming
+		// read it so.
+		slices.SortFunc(e.log, func(a, b *delivery) int { return cmp.Compare(a.Seq, b.Seq) })
+	}
 	if f.Idempotency != nil {
 		hk.idem = make(map[string]idem, len(f.Idempotency))
 		for k, v := range f.Idempotency {

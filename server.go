@@ -47,6 +47,7 @@ func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) 
 		storeFailing: func() error { return nil },
 		now:          time.Now,
 	}
+	s.hooks.log = log
 	s.appleBody, s.androidBody = associationFiles(cfg.Apps)
 	return s
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"deeplink/internal/store"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -72,6 +74,15 @@ type endpoint struct {
 	CreatedAt   int64    `json:"created_at"`
 	UpdatedAt   int64    `json:"updated_at"`
 
+	// Why a disabled endpoint is: disabledManual or disabledFailing; ""
+	// while enabled, and in records saved before it was kept (shown as
+	// manual: only a request could disable an endpoint then).
+	DisabledReason string `json:"disabled_reason,omitempty"`
+	// FailingSince opens e's failure window (failing.go): the time of the
+	// first failed attempt since the last that succeeded, in unix
+	// nanoseconds of hooks.now; 0 when there is none.
+	FailingSince int64 `json:"failing_since,omitempty"`
+
 	Secret       string `json:"secret"`
 	OldSecret    string `json:"old_secret,omitempty"`     // still signs until OldSecretEnd
 	OldSecretEnd int64  `json:"old_secret_end,omitempty"` // unix seconds
@@ -95,8 +106,17 @@ type endpoint struct {
 func (e *endpoint) view() map[string]any {
 	return map[string]any{
 		"id": e.ID, "url": e.URL, "description": e.Description, "events": e.Events,
-		"enabled": e.Enabled, "created_at": e.CreatedAt, "updated_at": e.UpdatedAt,
+		"enabled": e.Enabled, "disabled_reason": e.disabledReason(), "created_at": e.CreatedAt, "updated_at": e.UpdatedAt,
 	}
+}
+
+// disabledReason is e's disabled_reason as API.md §5 shows it: null
+// while enabled.
+func (e *endpoint) disabledReason() any {
+	if e.Enabled {
+		return nil
+	}
+	return cmp.Or(e.DisabledReason, disabledManual)
 }
 
 // secrets returns the secrets that sign a request made at now: the current
@@ -175,6 +195,8 @@ type idemEntry struct {
 // hooks is the webhook state of all stores and the dispatcher's queues.
 type hooks struct {
 	cfg      *Config
+	now      func() time.Time // the clock of events' dates and endpoints' failure windows (tests move it)
+	log      *slog.Logger     // the service's: where an endpoint disabled as failing is told (failing.go)
 	d        *dispatcher
 	outcomes struct{ succeeded, failed, retried atomic.Int64 } // attempts by outcome, for /metrics
 	ended    struct{ succeeded, failed atomic.Int64 }          // deliveries by how they ended, attempted or not, for /metrics
@@ -216,6 +238,8 @@ type hooks struct {
 func newHooks(cfg *Config) *hooks {
 	hk := &hooks{
 		cfg:       cfg,
+		now:       time.Now,
+		log:       slog.Default(),
 		endpoints: map[string]*endpoint{},
 		byStore:   map[string][]*endpoint{},
 		events:    map[string]*event{},
@@ -284,6 +308,7 @@ func (s *server) webhookRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+ep+"/deliveries", s.withEndpoint(s.handleListDeliveries))
 	mux.HandleFunc("GET "+ep+"/deliveries/{delivery_id}", s.withEndpoint(s.handleGetDelivery))
 	mux.HandleFunc("POST "+ep+"/deliveries/{delivery_id}/retry", s.persisting(s.withEndpoint(refusing(s, s.handleRetryDelivery))))
+	mux.HandleFunc("POST "+ep+"/recover", s.persisting(s.withEndpoint(refusing(s, s.handleRecover))))
 	mux.HandleFunc("POST /stores/{store_id}/events", s.persisting(s.withStore(refusing(s, s.handlePublish))))
 }
 

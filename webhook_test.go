@@ -56,6 +56,9 @@ type whConf struct {
 	DataDir  string // t.TempDir() when empty
 	LogSize  int    // delivery_log_size; the default when 0
 	NoStoreB bool   // configure store A only
+
+	DisableAfter string    // webhooks.disable_after; the default when empty
+	Log          io.Writer // the service's log; discarded when nil
 }
 
 // whFast is the configuration most tests use: short timeout and retries.
@@ -86,6 +89,9 @@ func whParseConfig(t *testing.T, c whConf) *Config {
 	if c.LogSize > 0 {
 		doc["webhooks"].(map[string]any)["delivery_log_size"] = c.LogSize
 	}
+	if c.DisableAfter != "" {
+		doc["webhooks"].(map[string]any)["disable_after"] = c.DisableAfter
+	}
 	if c.NoStoreB {
 		doc["stores"] = doc["stores"].([]map[string]any)[:1]
 	}
@@ -105,16 +111,22 @@ type whApp struct {
 	closed bool
 }
 
-// whStart starts the whole service with c; it is closed at cleanup unless
-// the test closed it already.
+// whStart starts the whole service with c, on a clock that advance moves;
+// it is closed at cleanup unless the test closed it already.
 func whStart(t *testing.T, c whConf) *whApp {
 	t.Helper()
 	if c.DataDir == "" {
 		c.DataDir = t.TempDir()
 	}
 	cfg := whParseConfig(t, c)
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if c.Log != nil {
+		log = newLogger(c.Log)
+	}
+	clock := &testClock{}
+	a, err := newAppAt(cfg, log, false, clock.now)
 	require.NoError(t, err)
+	clocks.Store(a, clock)
 	w := &whApp{t: t, cfg: cfg, app: a, srv: httptest.NewServer(a.srv.handler())}
 	t.Cleanup(w.close)
 	return w
@@ -1139,6 +1151,7 @@ func TestWebhookChangesWhileStateCannotBeWritten(t *testing.T) {
 		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/rotate-secret"},
 		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test"},
 		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/deliveries/dlv_unknown/retry"},
+		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/recover", body: map[string]any{"since": "2025-01-31T09:00:00Z"}},
 		{method: "POST", path: "/stores/" + whStoreA + "/events", body: map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}},
 		{method: "DELETE", path: whEndpointPath(whStoreA, ep)},
 	}

@@ -58,6 +58,10 @@ type WebhookConfig struct {
 	SecretRotationGrace Duration   `json:"secret_rotation_grace"`
 	AllowInsecureURLs   bool       `json:"allow_insecure_urls"`
 	TrustedCAFile       string     `json:"trusted_ca_file"`
+	// DisableAfter disables an endpoint whose attempts have all failed
+	// for this long (at least one failure, no success since the first of
+	// them); 0 never does.
+	DisableAfter Duration `json:"disable_after"`
 
 	// DeliveryLogSize is how many deliveries the log keeps per endpoint,
 	// newest first. Not in API.md.
@@ -154,6 +158,7 @@ func defaultConfig() *Config {
 			Timeout:             Duration(10 * time.Second),
 			RetrySchedule:       sched,
 			SecretRotationGrace: Duration(24 * time.Hour),
+			DisableAfter:        Duration(120 * time.Hour),
 			DeliveryLogSize:     1000,
 		},
 		Storage: StorageConfig{
@@ -412,6 +417,9 @@ func (c *Config) validate() error {
 	}
 	if c.Webhooks.SecretRotationGrace < 0 {
 		return errors.New("webhooks.secret_rotation_grace: must not be negative")
+	}
+	if c.Webhooks.DisableAfter < 0 {
+		return errors.New(`webhooks.disable_after: must not be negative ("0s" turns it off)`)
 	}
 	if f := c.Webhooks.TrustedCAFile; f != "" {
 		if err := checkTrustedCAFile(f); err != nil {

@@ -35,6 +35,7 @@ func TestParseDefaults(t *testing.T) {
 		{"webhooks.secret_rotation_grace", cfg.Webhooks.SecretRotationGrace.D(), 24 * time.Hour},
 		{"webhooks.allow_insecure_urls", cfg.Webhooks.AllowInsecureURLs, false},
 		{"webhooks.trusted_ca_file", cfg.Webhooks.TrustedCAFile, ""},
+		{"webhooks.disable_after", cfg.Webhooks.DisableAfter.D(), 120 * time.Hour},
 		{"stores", len(cfg.Stores), 1},
 		{"trusted_proxies", fmt.Sprint(cfg.proxies), "[]"},
 	}
@@ -77,7 +78,8 @@ func TestParseValues(t *testing.T) {
     "retry_schedule": ["1s", "2s"],
     "secret_rotation_grace": "0s",
     "allow_insecure_urls": true,
-    "trusted_ca_file": ""
+    "trusted_ca_file": "",
+    "disable_after": "0s"
   },
   "stores": [
     {
@@ -110,6 +112,7 @@ func TestParseValues(t *testing.T) {
 		{"webhooks.retry_schedule", durations(cfg.Webhooks.RetrySchedule), fmt.Sprint([]time.Duration{time.Second, 2 * time.Second})},
 		{"webhooks.secret_rotation_grace", cfg.Webhooks.SecretRotationGrace.D(), time.Duration(0)},
 		{"webhooks.allow_insecure_urls", cfg.Webhooks.AllowInsecureURLs, true},
+		{"webhooks.disable_after", cfg.Webhooks.DisableAfter.D(), time.Duration(0)},
 		{"stores[0].name", cfg.Stores[0].Name, "Acme"},
 		{"apps.apple", len(cfg.Apps.Apple), 1},
 		{"apps.android", len(cfg.Apps.Android), 1},
@@ -176,6 +179,9 @@ func TestParseErrors(t *testing.T) {
 		{"empty retry_schedule", `{"webhooks": {"retry_schedule": []}, ` + store("") + `}`, "retry_schedule"},
 		{"retry_schedule past year 2262", `{"webhooks": {"retry_schedule": ["5s", "2500000h"]}, ` + store("") + `}`, "retry_schedule[1]"},
 		{"bad secret_rotation_grace", `{"webhooks": {"secret_rotation_grace": "1d"}, ` + store("") + `}`, "secret_rotation_grace"},
+		{"bad disable_after", `{"webhooks": {"disable_after": "5 days"}, ` + store("") + `}`, "webhooks.disable_after"},
+		{"disable_after negative", `{"webhooks": {"disable_after": "-1h"}, ` + store("") + `}`, "webhooks.disable_after"},
+		{"disable_after a number", `{"webhooks": {"disable_after": 3600}, ` + store("") + `}`, "webhooks.disable_after"},
 		{"missing trusted_ca_file", `{"webhooks": {"trusted_ca_file": "/nonexistent/ca.pem"}, ` + store("") + `}`, "trusted_ca_file"},
 		{"allow_insecure_urls a string", `{"webhooks": {"allow_insecure_urls": "yes"}, ` + store("") + `}`, "allow_insecure_urls"},
 		{"trusted_proxies not an address", `{"trusted_proxies": ["10.0.0.0/8", "proxy.local"], ` + store("") + `}`, "trusted_proxies[1]"},
