@@ -1,3 +1,5 @@
+//go:build !wasip1
+
 package main
 
 import (
@@ -135,7 +137,7 @@ func TestBrowserDemoSignIn(t *testing.T) {
 // TestBrowserDashboard walks the merchant dashboard in Chromium: sign-in
 // (wrong key, then right), add an endpoint and see its secret once, send
 // a test event and watch it turn succeeded without a reload, filter,
-// open an attempt, retry, rotate, disable, enable, delete, sign out; and
+// open an attempt, retry, recover, rotate, disable, enable, delete, sign out; and
 // a cross-site form post refused.
 func TestBrowserDashboard(t *testing.T) {
 	ctx := browser(t, 1280)
@@ -261,6 +263,12 @@ func TestBrowserDashboard(t *testing.T) {
 	do("retry",
 		chromedp.Click(button("Retry")),
 		chromedp.WaitVisible(xpath(`//p[contains(., "Delivery queued again")]`)),
+	)
+
+	do("recover",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("since").value = "2020-01-01T00:00"`),
+		chromedp.Click(button("Recover")),
+		chromedp.WaitVisible(xpath(`//p[contains(., "No failed delivery since then")]`)),
 	)
 
 	do("rotate the secret",

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -335,4 +336,44 @@ func httptestServer(t *testing.T, a *app) *httptest.Server {
 	srv := httptest.NewServer(a.srv.handler())
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// TestDashboardRecover: the Recover form sends the failed deliveries
+// since its time again, once the receiver is back.
+func TestDashboardRecover(t *testing.T) {
+	w := whStart(t, whFast())
+	var down atomic.Bool
+	down.Store(true)
+	rc := whNewReceiver(t, false, func(_ whHit, rw http.ResponseWriter, _ *http.Request) {
+		if down.Load() {
+			rw.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	id, _ := w.whEndpoint(t, rc.URL)
+	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o-1", "completed"), "")
+	w.whAwaitStatus(t, id, w.whDeliveryOf(t, id, evt), statusFailed)
+	down.Store(false)
+	for len(rc.hits) > 0 {
+		<-rc.hits
+	}
+
+	d := newDashClient(t, w.srv.URL)
+	require.Equal(t, http.StatusOK, d.signIn(whStoreA, whKeyA).status)
+	tests := []struct {
+		name string
+		form url.Values
+		want string
+	}{
+		{"after the event", url.Values{"since_rfc3339": {time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}}, "nothing to send again"},
+		{"before it, from the script", url.Values{"since_rfc3339": {time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}}, "Failed deliveries queued again"},
+		{"no time", url.Values{"since": {""}}, "since"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := d.post("/dashboard/webhooks/"+id+"/recover", tc.form)
+			assert.Contains(t, p.body, tc.want)
+		})
+	}
+	h := rc.next(t, whWait)
+	assert.Contains(t, string(h.body), evt, "the failed event, sent again")
 }

@@ -34,6 +34,7 @@ func (s *server) dashWebhookRoutes(mux *http.ServeMux) {
 	get(ep+"/deliveries", s.dashDeliveries)
 	get(ep+"/deliveries/{delivery_id}", s.dashDelivery)
 	post(ep+"/deliveries/{delivery_id}/retry", s.dashRetry)
+	post(ep+"/recover", s.dashRecover)
 }
 
 // endpointView is an endpoint as the API shows it.
@@ -43,7 +44,7 @@ type endpointView struct {
 	Description    string   `json:"description"`
 	Events         []string `json:"events"`
 	Enabled        bool     `json:"enabled"`
-	DisabledReason *string  `json:"disabled_reason"`
+	DisabledReason string   `json:"disabled_reason"`
 	CreatedAt      int64    `json:"created_at"`
 	UpdatedAt      int64    `json:"updated_at"`
 	Secret         string   `json:"secret"`
@@ -120,6 +121,8 @@ func doneMessage(done string) string {
 		"deleted":  "Endpoint deleted.",
 		"test":     "Test event sent. It shows below as soon as it is attempted.",
 		"retry":    "Delivery queued again.",
+		"recover":  "Failed deliveries queued again.",
+		"none":     "No failed delivery since then: nothing to send again.",
 	}[done]
 }
 
@@ -334,4 +337,33 @@ func (s *server) dashRetry(w http.ResponseWriter, r *http.Request, sess *dashSes
 		return
 	}
 	http.Redirect(w, r, "/dashboard/webhooks/"+url.PathEscape(id)+"/deliveries?done=retry", http.StatusSeeOther)
+}
+
+// dashRecover sends again the endpoint's failed deliveries since the
+// form's time: the browser's local time as RFC 3339 when its script ran
+// (since_rfc3339), else the field's date and time taken as UTC.
+func (s *server) dashRecover(w http.ResponseWriter, r *http.Request, sess *dashSession) {
+	id := r.PathValue("endpoint_id")
+	since := r.PostFormValue("since_rfc3339")
+	if since == "" {
+		for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04"} {
+			if t, err := time.Parse(layout, r.PostFormValue("since")); err == nil {
+				since = t.UTC().Format(time.RFC3339)
+				break
+			}
+		}
+	}
+	a := s.call(r.Context(), sess.Store, apiCall{method: "POST", body: map[string]string{"since": since}, change: true, path: map[string]string{"endpoint_id": id}}, s.inEndpoint(s.handleRecover))
+	var v struct {
+		Queued int `json:"queued"`
+	}
+	if a.status != http.StatusAccepted || json.Unmarshal(a.Data, &v) != nil {
+		s.failed(w, a)
+		return
+	}
+	done := "recover"
+	if v.Queued == 0 {
+		done = "none"
+	}
+	http.Redirect(w, r, "/dashboard/webhooks/"+url.PathEscape(id)+"/deliveries?done="+done, http.StatusSeeOther)
 }
