@@ -1667,6 +1667,27 @@ func contractCases() []contractCase {
 				assert.Contains(t, string(out), "unexpected argument", "%v", args)
 			}
 		}},
+		{name: "native/cli: help and version exit 0 on stdout, named deeplink", targets: nativeOnly, run: func(t *testing.T, s *ctService) {
+			for _, tt := range []struct {
+				args []string
+				want string // the start of stdout
+			}{
+				{[]string{"-h"}, "deeplink signs players"},
+				{[]string{"help"}, "deeplink signs players"},
+				{[]string{"verify", "-h"}, "usage: deeplink verify -secret"},
+				{[]string{"version"}, "deeplink "},
+			} {
+				var stdout, stderr bytes.Buffer
+				cmd := exec.Command(s.argv[0], tt.args...)
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				if err := cmd.Run(); err != nil || !strings.HasPrefix(stdout.String(), tt.want) || stderr.Len() != 0 {
+					t.Errorf("deeplink %q = %v, stdout %q, stderr %q; want exit 0, stdout starting %q", tt.args, err, stdout.String(), stderr.String(), tt.want)
+				}
+				if strings.Contains(stdout.String(), s.argv[0]) {
+					t.Errorf("deeplink %q: stdout %q names the binary's path", tt.args, stdout.String())
+				}
+			}
+		}},
 		{name: "config/an unusable data_dir exits non-zero naming it, before listening", run: func(t *testing.T, s *ctService) {
 			s.stop()
 			file := filepath.Join(t.TempDir(), "not-a-dir")
