@@ -176,7 +176,7 @@ func unavailableHandler(logger *slog.Logger, m *metrics, route, why string) http
 		rw := &statusWriter{ResponseWriter: w}
 		serving.Unavailable(rw, r, why)
 		d := time.Since(start)
-		m.observe(route, rw.code(), d)
+		m.observe(r.Method, route, rw.code(), d)
 		serving.LogRequest(logger, r, id, route, rw.code(), rw.n, start.Add(d), d)
 	})
 }

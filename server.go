@@ -125,7 +125,7 @@ func (s *server) handler() http.Handler {
 		if route == "" || route == "/" {
 			route = "unmatched"
 		}
-		s.metrics.observe(route, rw.code(), d)
+		s.metrics.observe(r.Method, route, rw.code(), d)
 		// The path alone: query strings carry codes and states.
 		serving.LogRequest(s.log, r, id, route, rw.code(), rw.n, start.Add(d), d)
 	})
