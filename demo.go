@@ -34,7 +34,7 @@ func (s *server) handleDemoHome(w http.ResponseWriter, r *http.Request) {
 	demoHome.Execute(w, s.cfg.Stores[0])
 }
 
-// handleDemoGame plays the game app of API.md §4.1 steps 1–4: it reads the
+// handleDemoGame plays the game app, and its backend, in the sign-in flow: it reads the
 // deep link, registers a fresh code for its signed-in player, and sends
 // the browser back to the webshop.
 func (s *server) handleDemoGame(w http.ResponseWriter, r *http.Request) {

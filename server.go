@@ -176,7 +176,7 @@ func (s *server) serveBody(body func() []byte) http.HandlerFunc {
 }
 
 // associationFiles renders the apple-app-site-association and
-// assetlinks.json bodies of API.md §4.5, nil where no app is configured.
+// assetlinks.json bodies (docs/api.md, association files), nil where no app is configured.
 // The Apple file carries both the classic (appID, paths) and the iOS 13+
 // (appIDs, components) forms, so every iOS version reads it.
 func associationFiles(apps AppsConfig) (apple, android []byte) {

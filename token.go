@@ -16,7 +16,7 @@ import (
 // tokenError is the OAuth error body of the token endpoint (RFC 6749 §5.2).
 type tokenError struct {
 	status      int
-	retryAfter  int    // seconds; sent as Retry-After when positive (every 503, API.md §3)
+	retryAfter  int    // seconds; sent as Retry-After when positive (every 503 carries one)
 	Err         string `json:"error"`
 	Description string `json:"error_description"`
 }
@@ -39,7 +39,7 @@ type tokenResponse struct {
 	Player      Player `json:"player"`
 }
 
-// handleToken is POST /stores/{store_id}/auth/token (API.md §4.2), the
+// handleToken is POST /stores/{store_id}/auth/token (docs/api.md), the
 // webshop's code exchange.
 func (s *server) handleToken(w http.ResponseWriter, r *http.Request) {
 	s.allowCORS(w, r, tokenCORS)
@@ -111,7 +111,7 @@ func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 	body, buf, err := readBody(r)
 	if err != nil {
 		e := asAPIError(err)
-		return p, invalidRequest(e.Message) // the token endpoint's errors are all 400 (API.md §4.2)
+		return p, invalidRequest(e.Message) // the token endpoint's errors are all 400 (OAuth's invalid_request)
 	}
 	defer bodyPool.Put(buf)
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
