@@ -1065,7 +1065,9 @@ func TestTokenUnavailable(t *testing.T) {
 // redemption that found it live is still storing the session (a GC pause,
 // a descheduled thread): the token it answers must work.
 func TestTokenCodeExpiresMidRedemption(t *testing.T) {
-	const ttl = 200 * time.Millisecond
+	// Long enough for the redemption to find the code live on a loaded
+	// machine, short of redeemGrace, which the pause must not pass.
+	const ttl = 10 * time.Second
 	a, ts := startService(t, cfgOpts{authCodeTTL: ttl.String()})
 	r := mustRegister(t, ts, storeA, keyA)
 	a.srv.store = slowSessions{Store: a.srv.store, pause: func() { advance(a, ttl+50*time.Millisecond) }}

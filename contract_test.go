@@ -1135,6 +1135,30 @@ func contractCases() []contractCase {
 			foreign := s.do(t, http.MethodOptions, p, nil, "Origin", "https://evil.example.net", "Access-Control-Request-Method", "POST")
 			assert.Empty(t, foreign.header.Get("Access-Control-Allow-Origin"))
 		}},
+		{name: "me/CORS for the store's domains only", run: func(t *testing.T, s *ctService) {
+			p := "/stores/" + ctStoreA + "/auth/me"
+			token := ctToken(t, s.redeem(t, ctStoreA, s.mustRegister(t)))
+			for _, tt := range []struct {
+				origin string
+				allow  bool
+			}{{"https://shop.example.com", true}, {"https://evil.example.net", false}} {
+				pre := s.do(t, http.MethodOptions, p, nil, "Origin", tt.origin,
+					"Access-Control-Request-Method", "GET", "Access-Control-Request-Headers", "authorization")
+				get := s.do(t, http.MethodGet, p, nil, "Origin", tt.origin, "Authorization", "Bearer "+token)
+				ctStatus(t, get, http.StatusOK)
+				if !tt.allow {
+					assert.Empty(t, pre.header.Get("Access-Control-Allow-Origin"), "preflight from %s", tt.origin)
+					assert.Empty(t, get.header.Get("Access-Control-Allow-Origin"), "GET from %s", tt.origin)
+					continue
+				}
+				assert.Contains(t, []int{http.StatusOK, http.StatusNoContent}, pre.status)
+				assert.Equal(t, tt.origin, pre.header.Get("Access-Control-Allow-Origin"))
+				assert.Contains(t, strings.ToLower(pre.header.Get("Access-Control-Allow-Headers")), "authorization")
+				assert.Contains(t, pre.header.Get("Access-Control-Allow-Methods"), "GET")
+				assert.Equal(t, tt.origin, get.header.Get("Access-Control-Allow-Origin"))
+				assert.Contains(t, get.header.Values("Vary"), "Origin")
+			}
+		}},
 		{name: "me/401 without a valid token of the store", run: func(t *testing.T, s *ctService) {
 			ctError(t, s.me(t, ctStoreA, ""), http.StatusUnauthorized, "")
 			ctError(t, s.me(t, ctStoreA, "not-a-token"), http.StatusUnauthorized, "")
@@ -1665,6 +1689,27 @@ func contractCases() []contractCase {
 				require.ErrorAs(t, err, &exit, "%v: output %s", args, out)
 				assert.Equal(t, 2, exit.ExitCode(), "%v", args)
 				assert.Contains(t, string(out), "unexpected argument", "%v", args)
+			}
+		}},
+		{name: "native/cli: help and version exit 0 on stdout, named deeplink", targets: nativeOnly, run: func(t *testing.T, s *ctService) {
+			for _, tt := range []struct {
+				args []string
+				want string // the start of stdout
+			}{
+				{[]string{"-h"}, "deeplink signs players"},
+				{[]string{"help"}, "deeplink signs players"},
+				{[]string{"verify", "-h"}, "usage: deeplink verify -secret"},
+				{[]string{"version"}, "deeplink "},
+			} {
+				var stdout, stderr bytes.Buffer
+				cmd := exec.Command(s.argv[0], tt.args...)
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				if err := cmd.Run(); err != nil || !strings.HasPrefix(stdout.String(), tt.want) || stderr.Len() != 0 {
+					t.Errorf("deeplink %q = %v, stdout %q, stderr %q; want exit 0, stdout starting %q", tt.args, err, stdout.String(), stderr.String(), tt.want)
+				}
+				if strings.Contains(stdout.String(), s.argv[0]) {
+					t.Errorf("deeplink %q: stdout %q names the binary's path", tt.args, stdout.String())
+				}
 			}
 		}},
 		{name: "config/an unusable data_dir exits non-zero naming it, before listening", run: func(t *testing.T, s *ctService) {

@@ -170,7 +170,7 @@ func (d *delivery) summary() map[string]any {
 	return m
 }
 
-// detail is a delivery with every attempt as API.md §5 shows it.
+// detail is a delivery with every attempt as docs/api.md shows it.
 func (d *delivery) detail(e *endpoint) map[string]any {
 	m := d.summary()
 	m["url"] = e.URL

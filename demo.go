@@ -37,7 +37,9 @@ func (s *server) demoRoutes(mux *http.ServeMux) {
 func (s *server) handleDemoShop(page string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		st := s.cfg.Stores[0]
-		data := map[string]any{"Store": st, "Page": page, "Return": r.URL.Path}
+		// r.URL.Path is one of the shop's own routes: "/" or "/cart".
+		link := template.URL("/stores/" + st.ID + "/auth/link?return_to=" + r.URL.Path)
+		data := map[string]any{"Store": st, "Page": page, "Link": link}
 		if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
 			v, err := s.store.Get(r.Context(), tokenKey(c.Value).name())
 			if sess, ok := decodeSession(v); err == nil && ok && sess.StoreID == st.ID {
@@ -59,7 +61,7 @@ func (s *server) handleDemoSignOut(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// handleDemoGameAsk is the game app's screen for API.md §4.1 step 1: the
+// handleDemoGameAsk is the game app's screen for step 1 of the flow: the
 // deep link opened it, and it asks its player before signing them in.
 func (s *server) handleDemoGameAsk(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -85,7 +87,7 @@ func (s *server) handleDemoGameAsk(w http.ResponseWriter, r *http.Request) {
 	demoPages.ExecuteTemplate(w, "game.html", map[string]any{"Store": st, "Player": demoPlayer, "Query": keep, "Cancel": template.URL(cancel)})
 }
 
-// handleDemoGame plays the game app of API.md §4.1 steps 2–4 once its
+// handleDemoGame plays the game app of the flow's steps 2–4 once its
 // player chose Continue: it registers a fresh code for its signed-in
 // player, and sends the browser back to the webshop.
 func (s *server) handleDemoGame(w http.ResponseWriter, r *http.Request) {

@@ -224,8 +224,8 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 	return 0
 }
 
-// refusesLocked reports whether e takes no attempt of its delivery d (API.md
-// §5: only enabled endpoints subscribed to the type receive it). A
+// refusesLocked reports whether e takes no attempt of its delivery d (only
+// enabled endpoints subscribed to the type receive it). A
 // delivery asked for explicitly, by the test call or a manual retry, goes
 // once whatever e's events, and even if e is disabled; its retries then
 // need e enabled. Any other needs e enabled and subscribed to its type.
@@ -314,7 +314,7 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 // retry sends its event again. Attempts under way finish and are
 // recorded, and take no retry if e refuses them (recordLocked).
 //
-// Only enabled endpoints subscribed to the type receive it (API.md §5):
+// Only enabled endpoints subscribed to the type receive it:
 // the request that disables e drops everything queued for it (dropAll),
 // and one that changes e's events drops what e now refuses, both in the
 // same step as the change, so that no request e no longer takes starts
@@ -415,8 +415,9 @@ func errText(err error) string {
 // (failing.go), and decides what comes next:
 // done on 200 with its body read, failed after the last scheduled retry
 // or when e refuses d now (refusesLocked), otherwise the next
-// attempt after the scheduled wait with up to 10 % jitter (API.md §5: a
-// receiver's Retry-After moves nothing). hk.mu must be held.
+// attempt after the scheduled wait with up to 10 % jitter (a receiver's
+// Retry-After moves nothing: the schedule is the one docs/api.md
+// promises). hk.mu must be held.
 func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 	d.Attempts = append(d.Attempts, a)
 	hk.pending[e.StoreID] += attemptCost(&a) // d is pending still: endLocked takes its whole logCost back

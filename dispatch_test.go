@@ -317,10 +317,10 @@ func TestNoRetryAfterDisabling(t *testing.T) {
 			r = w.do(t, whReq{method: "GET", path: "/metrics"})
 			require.Equal(t, http.StatusOK, r.status)
 			for series, want := range map[string]float64{
-				`webhook_deliveries_total{outcome="failed"}`:    1,
-				`webhook_deliveries_total{outcome="succeeded"}`: 0,
-				`webhook_attempts_total{outcome="retried"}`:     1,
-				`webhook_attempts_total{outcome="failed"}`:      0,
+				`deeplink_webhook_deliveries_total{outcome="failed"}`:    1,
+				`deeplink_webhook_deliveries_total{outcome="succeeded"}`: 0,
+				`deeplink_webhook_attempts_total{outcome="retried"}`:     1,
+				`deeplink_webhook_attempts_total{outcome="failed"}`:      0,
 			} {
 				assert.Equal(t, want, metricValue(t, string(r.raw), series), series)
 			}

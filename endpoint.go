@@ -237,7 +237,7 @@ func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, e *e
 	e.UpdatedAt = now.Unix()
 	s.hooks.touchLocked(kindEndpoint, e.ID)
 	// The answer shows the new secret, as creation shows the first
-	// (API.md §5: rotate-secret is "new secret").
+	// (rotating makes a new secret and returns it).
 	v := e.view()
 	v["secret"] = e.Secret
 	w.Header().Set("Cache-Control", "no-store")

@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// apiError is the error body of API.md §3:
+// apiError is the error body of docs/api.md:
 //
 //	{"error": {"code": "...", "message": "...", "fields": [...]}}
 type apiError struct {

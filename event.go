@@ -22,7 +22,7 @@ func (s *server) handlePublish(w http.ResponseWriter, r *http.Request, st *Store
 	}
 	typ, object, fields := validateEvent(&req)
 	key := r.Header.Get("Idempotency-Key")
-	if len(key) > 255 { // a field of the request too: listed with the body's (API.md §3)
+	if len(key) > 255 { // a field of the request too: listed with the body's fields
 		fields = append(fields, fieldError{"Idempotency-Key", "is longer than 255 characters"})
 	}
 	if len(fields) > 0 {

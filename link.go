@@ -25,7 +25,7 @@ type linkState struct {
 
 const linkCookie = "dl_link"
 
-// handleLink is GET /stores/{store_id}/auth/link (API.md §4.4): it starts
+// handleLink is GET /stores/{store_id}/auth/link (docs/api.md): it starts
 // the deep-link flow by sending the browser to the game app.
 func (s *server) handleLink(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
@@ -159,7 +159,7 @@ func (s *server) mac(payload string) []byte {
 	return m.Sum(nil)
 }
 
-// handleCallback is GET /stores/{store_id}/auth/callback (API.md §4.4):
+// handleCallback is GET /stores/{store_id}/auth/callback (docs/api.md):
 // where the game app sends the browser back with code and state.
 func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {

@@ -1,12 +1,11 @@
 // Command deeplink signs players into a webshop from the game app through
 // a deep link with PKCE, and tells merchants' servers about store events
-// with signed webhooks. See README.md and API.md.
+// with signed webhooks. See README.md and docs/.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -25,58 +23,14 @@ import (
 	"deeplink/internal/serving"
 )
 
-var (
-	configFile = flag.String("config", "", "configuration file (API.md §2); empty serves the embedded demo")
-	addrFlag   = flag.String("addr", "", "listen address HOST:PORT, overriding the configuration's listen")
-	dataFlag   = flag.String("data", "", "state directory, overriding the configuration's data_dir")
-)
-
-// version is set at link time with -ldflags "-X main.version=…"; otherwise
-// it comes from the module's build information.
-var version = ""
-
 func main() {
 	log.SetFlags(0)
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "version":
-			fmt.Println(productVersion())
-			return
-		case "verify":
-			os.Exit(runVerify(os.Args[2:], os.Stdin, os.Stdout))
-		}
-	}
-	flag.Parse()
-	if flag.NArg() > 0 {
-		// Not the server's: a subcommand goes first (deeplink verify …),
-		// and a misspelt one must not start the service instead.
-		fmt.Fprintf(os.Stderr, "unexpected argument %q: the subcommands (version, verify) come first, before any flag\n", flag.Arg(0))
-		os.Exit(2)
-	}
-	if err := run(); err != nil {
-		// The default logger writes to the log buffer: flush it, and print
-		// the error itself where it cannot be lost.
-		logOut.Flush()
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	os.Exit(doMain(os.Stdin, os.Stdout, os.Stderr, os.Args[1:]))
 }
 
-func productVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return "0.1.0+" + s.Value[:12]
-			}
-		}
-	}
-	return "0.1.0-dev"
-}
-
-func run() error {
+// run serves with the configuration and overrides of f until a signal
+// stops it, and returns what made it stop otherwise.
+func run(f serveFlags) error {
 	// Signals are caught from the start: a SIGTERM while the state is
 	// restored (a while, for a large store, with /healthz already up)
 	// ends the start-up as it would end serving, state written, exit 0.
@@ -101,19 +55,19 @@ func run() error {
 	// the write fails instead: the log is lost, not the state.
 	signal.Ignore(syscall.SIGPIPE)
 	serving.IgnoreHangups() // SIGHUP would kill the process, state unwritten
-	cfg, err := LoadConfig(*configFile)
+	cfg, err := LoadConfig(f.config)
 	if err != nil {
 		return err
 	}
-	demo := *configFile == ""
-	if *addrFlag != "" {
-		cfg.Listen = *addrFlag
+	demo := f.config == ""
+	if f.addr != "" {
+		cfg.Listen = f.addr
 	}
-	if *dataFlag != "" {
-		cfg.DataDir = *dataFlag
+	if f.data != "" {
+		cfg.DataDir = f.data
 	}
 	// An unusable data_dir is a configuration error like any other:
-	// reported before listening (API.md §1), not once restoring fails.
+	// reported before listening, not once restoring fails.
 	if err := checkDataDir(cfg.DataDir); err != nil {
 		return err
 	}
@@ -222,7 +176,7 @@ func unavailableHandler(logger *slog.Logger, m *metrics, route, why string) http
 		rw := &statusWriter{ResponseWriter: w}
 		serving.Unavailable(rw, r, why)
 		d := time.Since(start)
-		m.observe(route, rw.code(), d)
+		m.observe(r.Method, route, rw.code(), d)
 		serving.LogRequest(logger, r, id, route, rw.code(), rw.n, start.Add(d), d)
 	})
 }

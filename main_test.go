@@ -62,6 +62,7 @@ func TestStartingHandler(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	m.serve(&server{})(rec, httptest.NewRequest("GET", "/metrics", nil))
-	assert.Equal(t, 1.0, metricValue(t, rec.Body.String(), `http_requests_total{route="starting",status="200"}`))
-	assert.Equal(t, 4.0, metricValue(t, rec.Body.String(), `http_requests_total{route="starting",status="503"}`))
+	assert.Equal(t, 1.0, metricValue(t, rec.Body.String(), `deeplink_http_requests_total{method="GET",route="starting",status="200"}`))
+	assert.Equal(t, 2.0, metricValue(t, rec.Body.String(), `deeplink_http_requests_total{method="GET",route="starting",status="503"}`))
+	assert.Equal(t, 2.0, metricValue(t, rec.Body.String(), `deeplink_http_requests_total{method="POST",route="starting",status="503"}`))
 }

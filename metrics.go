@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,7 +13,7 @@ import (
 )
 
 // costlyGauge is a gauge whose value takes long to compute, such as
-// auth_codes_live, which walks the whole store under each shard's lock:
+// deeplink_auth_codes_live, which walks the whole store under each shard's lock:
 // about 72 ms for a million entries, some 70 ns an entry. /metrics asks
 // for no key, so a value is reused for 10 µs for each entry the store held
 // when it was computed (10 s for a million entries): scrapes then cost at
@@ -46,12 +47,16 @@ func (g *costlyGauge) value() int {
 // histogram.
 var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
 
-// metrics counts requests by route and status and their latencies, in the
-// Prometheus text format. Counting is lock-free once a route's counters
-// exist.
+// metrics counts requests by method, route and status, and their
+// latencies, for /metrics in the Prometheus text format. Every metric's
+// name starts with deeplink_, the service's one prefix. Counting is
+// lock-free once a route's counters exist.
 type metrics struct {
-	routes sync.Map // route string -> *routeMetrics
+	routes sync.Map // routeKey -> *routeMetrics
 }
+
+// routeKey is a request's labels but its status.
+type routeKey struct{ method, route string }
 
 type routeMetrics struct {
 	byStatus sync.Map       // int -> *atomic.Int64
@@ -61,10 +66,28 @@ type routeMetrics struct {
 
 func newMetrics() *metrics { return &metrics{} }
 
-func (m *metrics) observe(route string, status int, d time.Duration) {
-	v, ok := m.routes.Load(route)
+// metricMethod is the method label of a request with method m: m itself
+// for the methods of RFC 9110 and PATCH, "other" for any other token a
+// client sends, which would otherwise make a series each.
+func metricMethod(m string) string {
+	switch m {
+	case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE":
+		return m
+	}
+	return "other"
+}
+
+// observe counts a request of the given method, answered with status
+// after d. route is the pattern it matched, its method dropped (that is
+// the method label's), or a name such as unmatched or starting.
+func (m *metrics) observe(method, route string, status int, d time.Duration) {
+	if _, path, ok := strings.Cut(route, " "); ok {
+		route = path
+	}
+	k := routeKey{metricMethod(method), route}
+	v, ok := m.routes.Load(k)
 	if !ok {
-		v, _ = m.routes.LoadOrStore(route, &routeMetrics{buckets: make([]atomic.Int64, len(latencyBuckets)+1)})
+		v, _ = m.routes.LoadOrStore(k, &routeMetrics{buckets: make([]atomic.Int64, len(latencyBuckets)+1)})
 	}
 	rm := v.(*routeMetrics)
 	c, ok := rm.byStatus.Load(status)
@@ -85,51 +108,53 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 func (m *metrics) serve(s *server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var b strings.Builder
-		var routes []string
-		m.routes.Range(func(k, _ any) bool { routes = append(routes, k.(string)); return true })
-		slices.Sort(routes)
+		var keys []routeKey
+		m.routes.Range(func(k, _ any) bool { keys = append(keys, k.(routeKey)); return true })
+		slices.SortFunc(keys, func(a, b routeKey) int {
+			return cmp.Or(strings.Compare(a.route, b.route), strings.Compare(a.method, b.method))
+		})
 
-		b.WriteString("# HELP http_requests_total Requests by route and status.\n# TYPE http_requests_total counter\n")
-		for _, route := range routes {
-			v, _ := m.routes.Load(route)
+		b.WriteString("# HELP deeplink_http_requests_total HTTP requests by method, route and status.\n# TYPE deeplink_http_requests_total counter\n")
+		for _, k := range keys {
+			v, _ := m.routes.Load(k)
 			rm := v.(*routeMetrics)
 			var codes []int
 			rm.byStatus.Range(func(k, _ any) bool { codes = append(codes, k.(int)); return true })
 			slices.Sort(codes)
 			for _, code := range codes {
 				c, _ := rm.byStatus.Load(code)
-				fmt.Fprintf(&b, "http_requests_total{route=%q,status=\"%d\"} %d\n", route, code, c.(*atomic.Int64).Load())
+				fmt.Fprintf(&b, "deeplink_http_requests_total{method=%q,route=%q,status=\"%d\"} %d\n", k.method, k.route, code, c.(*atomic.Int64).Load())
 			}
 		}
-		b.WriteString("# HELP http_request_duration_seconds Request latency by route.\n# TYPE http_request_duration_seconds histogram\n")
-		for _, route := range routes {
-			v, _ := m.routes.Load(route)
+		b.WriteString("# HELP deeplink_http_request_duration_seconds HTTP request latency by method and route.\n# TYPE deeplink_http_request_duration_seconds histogram\n")
+		for _, k := range keys {
+			v, _ := m.routes.Load(k)
 			rm := v.(*routeMetrics)
 			var cum int64
 			for i, le := range latencyBuckets {
 				cum += rm.buckets[i].Load()
-				fmt.Fprintf(&b, "http_request_duration_seconds_bucket{route=%q,le=%q} %d\n", route, strconv.FormatFloat(le, 'g', -1, 64), cum)
+				fmt.Fprintf(&b, "deeplink_http_request_duration_seconds_bucket{method=%q,route=%q,le=%q} %d\n", k.method, k.route, strconv.FormatFloat(le, 'g', -1, 64), cum)
 			}
 			n := cum + rm.buckets[len(latencyBuckets)].Load()
-			fmt.Fprintf(&b, "http_request_duration_seconds_bucket{route=%q,le=\"+Inf\"} %d\n", route, n)
-			fmt.Fprintf(&b, "http_request_duration_seconds_sum{route=%q} %g\n", route, time.Duration(rm.sumNanos.Load()).Seconds())
-			fmt.Fprintf(&b, "http_request_duration_seconds_count{route=%q} %d\n", route, n)
+			fmt.Fprintf(&b, "deeplink_http_request_duration_seconds_bucket{method=%q,route=%q,le=\"+Inf\"} %d\n", k.method, k.route, n)
+			fmt.Fprintf(&b, "deeplink_http_request_duration_seconds_sum{method=%q,route=%q} %g\n", k.method, k.route, time.Duration(rm.sumNanos.Load()).Seconds())
+			fmt.Fprintf(&b, "deeplink_http_request_duration_seconds_count{method=%q,route=%q} %d\n", k.method, k.route, n)
 		}
 		if s.live != nil {
-			fmt.Fprintf(&b, "# HELP auth_store_entries Auth codes, redeemed-code markers and sessions held in memory.\n# TYPE auth_store_entries gauge\nauth_store_entries %d\n", s.live())
+			fmt.Fprintf(&b, "# HELP deeplink_auth_store_entries Auth codes, redeemed-code markers and sessions held in memory.\n# TYPE deeplink_auth_store_entries gauge\ndeeplink_auth_store_entries %d\n", s.live())
 		}
 		if s.liveCodes != nil {
-			fmt.Fprintf(&b, "# HELP auth_codes_live Registered auth codes not yet redeemed or expired.\n# TYPE auth_codes_live gauge\nauth_codes_live %d\n", s.liveCodes.value())
+			fmt.Fprintf(&b, "# HELP deeplink_auth_codes_live Registered auth codes not yet redeemed or expired.\n# TYPE deeplink_auth_codes_live gauge\ndeeplink_auth_codes_live %d\n", s.liveCodes.value())
 		}
 		if hk := s.hooks; hk != nil {
-			b.WriteString("# HELP webhook_attempts_total Delivery attempts by outcome: succeeded, failed (the last attempt of a delivery that failed), retried.\n# TYPE webhook_attempts_total counter\n")
-			fmt.Fprintf(&b, "webhook_attempts_total{outcome=\"succeeded\"} %d\n", hk.outcomes.succeeded.Load())
-			fmt.Fprintf(&b, "webhook_attempts_total{outcome=\"failed\"} %d\n", hk.outcomes.failed.Load())
-			fmt.Fprintf(&b, "webhook_attempts_total{outcome=\"retried\"} %d\n", hk.outcomes.retried.Load())
-			b.WriteString("# HELP webhook_deliveries_total Deliveries that ended, by outcome: succeeded, or failed (the retries used up, or given up when the endpoint was disabled or stopped taking the type).\n# TYPE webhook_deliveries_total counter\n")
-			fmt.Fprintf(&b, "webhook_deliveries_total{outcome=\"succeeded\"} %d\n", hk.ended.succeeded.Load())
-			fmt.Fprintf(&b, "webhook_deliveries_total{outcome=\"failed\"} %d\n", hk.ended.failed.Load())
-			fmt.Fprintf(&b, "# HELP webhook_queue_depth Deliveries waiting to be sent or under way.\n# TYPE webhook_queue_depth gauge\nwebhook_queue_depth %d\n", hk.queueDepth())
+			b.WriteString("# HELP deeplink_webhook_attempts_total Webhook delivery attempts by outcome: succeeded, failed (the last attempt of a delivery that failed), retried.\n# TYPE deeplink_webhook_attempts_total counter\n")
+			fmt.Fprintf(&b, "deeplink_webhook_attempts_total{outcome=\"succeeded\"} %d\n", hk.outcomes.succeeded.Load())
+			fmt.Fprintf(&b, "deeplink_webhook_attempts_total{outcome=\"failed\"} %d\n", hk.outcomes.failed.Load())
+			fmt.Fprintf(&b, "deeplink_webhook_attempts_total{outcome=\"retried\"} %d\n", hk.outcomes.retried.Load())
+			b.WriteString("# HELP deeplink_webhook_deliveries_total Webhook deliveries that ended, by outcome: succeeded, or failed (the retries used up, or given up when the endpoint was disabled or stopped taking the type).\n# TYPE deeplink_webhook_deliveries_total counter\n")
+			fmt.Fprintf(&b, "deeplink_webhook_deliveries_total{outcome=\"succeeded\"} %d\n", hk.ended.succeeded.Load())
+			fmt.Fprintf(&b, "deeplink_webhook_deliveries_total{outcome=\"failed\"} %d\n", hk.ended.failed.Load())
+			fmt.Fprintf(&b, "# HELP deeplink_webhook_queue_depth Webhook deliveries waiting to be sent or under way.\n# TYPE deeplink_webhook_queue_depth gauge\ndeeplink_webhook_queue_depth %d\n", hk.queueDepth())
 		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.Write([]byte(b.String()))

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,19 +49,22 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	require.Equal(t, http.StatusNotFound, call(t, "BREW", ts.URL+"/coffee", nil).status)
 	after := scrape()
 
 	tests := []struct {
 		series      string
 		before, now float64
 	}{
-		{`http_requests_total{route="POST /stores/{store_id}/auth/auth-code",status="200"}`, -1, 2},
-		{`http_requests_total{route="POST /stores/{store_id}/auth/token",status="200"}`, -1, 1},
-		{`http_request_duration_seconds_count{route="POST /stores/{store_id}/auth/auth-code"}`, -1, 2},
-		{`http_requests_total{route="/stores/{store_id}/auth/auth-code",status="405"}`, -1, 1}, // by its path, not "unmatched"
-		{`auth_codes_live`, 0, 1}, // one registered code is left; the other was redeemed
-		{`webhook_queue_depth`, 0, 0},
-		{`webhook_attempts_total{outcome="succeeded"}`, 0, 0},
+		{`deeplink_http_requests_total{method="POST",route="/stores/{store_id}/auth/auth-code",status="200"}`, -1, 2},
+		{`deeplink_http_requests_total{method="POST",route="/stores/{store_id}/auth/token",status="200"}`, -1, 1},
+		{`deeplink_http_request_duration_seconds_count{method="POST",route="/stores/{store_id}/auth/auth-code"}`, -1, 2},
+		{`deeplink_http_requests_total{method="GET",route="/stores/{store_id}/auth/auth-code",status="405"}`, -1, 1}, // by its path, not "unmatched"
+		{`deeplink_http_requests_total{method="other",route="unmatched",status="404"}`, -1, 1},                       // an unknown method is "other"
+		{`deeplink_http_requests_total{method="GET",route="/metrics",status="200"}`, -1, 1},
+		{`deeplink_auth_codes_live`, 0, 1}, // one registered code is left; the other was redeemed
+		{`deeplink_webhook_queue_depth`, 0, 0},
+		{`deeplink_webhook_attempts_total{outcome="succeeded"}`, 0, 0},
 	}
 	for _, tt := range tests {
 		if got := metricValue(t, before, tt.series); got != tt.before {
@@ -72,8 +78,8 @@ func TestMetrics(t *testing.T) {
 	// An empty value, which no request writes but a damaged file whose
 	// checksums hold could restore, is no code, and no panic.
 	require.NoError(t, a.store.Insert(t.Context(), Key{1}.name(), nil, time.Now().Add(time.Hour)))
-	if got := metricValue(t, scrape(), "auth_codes_live"); got != 1 {
-		t.Errorf("with an empty value: auth_codes_live = %v; want 1", got)
+	if got := metricValue(t, scrape(), "deeplink_auth_codes_live"); got != 1 {
+		t.Errorf("with an empty value: deeplink_auth_codes_live = %v; want 1", got)
 	}
 }
 
@@ -83,7 +89,7 @@ func TestMetrics(t *testing.T) {
 func TestLatencyHistogram(t *testing.T) {
 	m := newMetrics()
 	for _, d := range []time.Duration{300 * time.Microsecond, 500 * time.Microsecond, 40 * time.Millisecond, 3 * time.Second} {
-		m.observe("r", http.StatusOK, d)
+		m.observe("GET", "GET /r", http.StatusOK, d)
 	}
 	rec := httptest.NewRecorder()
 	m.serve(&server{})(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -92,13 +98,13 @@ func TestLatencyHistogram(t *testing.T) {
 		series string
 		want   float64
 	}{
-		{`http_request_duration_seconds_bucket{route="r",le="0.0005"}`, 2}, // a bound is inclusive
-		{`http_request_duration_seconds_bucket{route="r",le="0.025"}`, 2},
-		{`http_request_duration_seconds_bucket{route="r",le="0.05"}`, 3},
-		{`http_request_duration_seconds_bucket{route="r",le="2.5"}`, 3},
-		{`http_request_duration_seconds_bucket{route="r",le="+Inf"}`, 4},
-		{`http_request_duration_seconds_count{route="r"}`, 4},
-		{`http_request_duration_seconds_sum{route="r"}`, 3.0408},
+		{`deeplink_http_request_duration_seconds_bucket{method="GET",route="/r",le="0.0005"}`, 2}, // a bound is inclusive
+		{`deeplink_http_request_duration_seconds_bucket{method="GET",route="/r",le="0.025"}`, 2},
+		{`deeplink_http_request_duration_seconds_bucket{method="GET",route="/r",le="0.05"}`, 3},
+		{`deeplink_http_request_duration_seconds_bucket{method="GET",route="/r",le="2.5"}`, 3},
+		{`deeplink_http_request_duration_seconds_bucket{method="GET",route="/r",le="+Inf"}`, 4},
+		{`deeplink_http_request_duration_seconds_count{method="GET",route="/r"}`, 4},
+		{`deeplink_http_request_duration_seconds_sum{method="GET",route="/r"}`, 3.0408},
 	} {
 		if got := metricValue(t, body, tt.series); got != tt.want {
 			t.Errorf("%s = %v; want %v", tt.series, got, tt.want)
@@ -126,4 +132,35 @@ func TestCostlyGauge(t *testing.T) {
 	if v := g.value(); v != 4 {
 		t.Errorf("value() 11 s after = %d; want 4", v)
 	}
+}
+
+// TestPromtoolCheckMetrics: a scrape of /metrics, after requests that
+// give every metric a series, passes promtool check metrics, Prometheus'
+// own check of the text format and its naming conventions.
+func TestPromtoolCheckMetrics(t *testing.T) {
+	promtool := needTool(t, "promtool")
+	_, ts := startService(t, cfgOpts{})
+	r := mustRegister(t, ts, storeA, keyA)
+	requireToken(t, postForm(t, tokenURL(ts, storeA), r.form()))
+	call(t, http.MethodGet, registerURL(ts, storeA), nil) // 405
+	call(t, http.MethodGet, ts.URL+"/no/such/path", nil)
+	got := call(t, http.MethodGet, ts.URL+"/metrics", nil)
+	require.Equal(t, http.StatusOK, got.status)
+	for _, name := range []string{"deeplink_http_requests_total", "deeplink_http_request_duration_seconds", "deeplink_auth_store_entries",
+		"deeplink_auth_codes_live", "deeplink_webhook_attempts_total", "deeplink_webhook_deliveries_total", "deeplink_webhook_queue_depth"} {
+		require.Contains(t, string(got.body), "\n# TYPE "+name+" ", "the scrape has %s", name)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(got.body)), "\n") {
+		if !strings.HasPrefix(line, "# ") && !strings.HasPrefix(line, "deeplink_") {
+			t.Errorf("metric line %q; want every metric named deeplink_…", line)
+		}
+	}
+
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(got.body)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check metrics = %v\n%s\nof the scrape:\n%s", err, out, got.body)
+	}
+	t.Logf("promtool check metrics: ok %s", bytes.TrimSpace(out))
 }

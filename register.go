@@ -17,10 +17,10 @@ import (
 	"unicode/utf8"
 )
 
-// maxBody is the largest request body any endpoint reads (API.md §3).
+// maxBody is the largest request body any endpoint reads (docs/api.md).
 const maxBody = 64 << 10
 
-// The length of an auth code, in characters (API.md §4.1).
+// The length of an auth code, in characters (docs/api.md, registering a code).
 const minCodeLen, maxCodeLen = 16, 255
 
 // jsonString is a string field of a request body that remembers whether it
@@ -121,8 +121,9 @@ func authorized(st *StoreConfig, r *http.Request) bool {
 	return ok == 1
 }
 
-// handleRegister is POST /stores/{store_id}/auth/auth-code (API.md §4.1),
-// behind serveStore. Checks run in the order of API.md §3: store, the
+// handleRegister is POST /stores/{store_id}/auth/auth-code (docs/api.md),
+// behind serveStore. Checks run in this order, the first that fails
+// answering (the order the external contract fixes): store, the
 // key-guessing guard (429) and the key (serveStore), media type, shutting
 // down (503), size, JSON, fields (every bad one at once), redirect host,
 // conflict, capacity.
@@ -205,7 +206,7 @@ func (s *server) register(ctx context.Context, st *StoreConfig, req *registerReq
 	}
 }
 
-// validateRegister checks every field of req against API.md §4.1. It
+// validateRegister checks every field of req against the rules of docs/api.md. It
 // returns the invalid fields in the order of that table, and whether the
 // redirect_uri host is one of st's domains (meaningful only when the
 // redirect_uri itself is valid).

@@ -62,8 +62,9 @@ func (s *server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /stores/{store_id}/auth/auth-code", s.withStore(s.handleRegister))
 	mux.HandleFunc("POST /stores/{store_id}/auth/token", s.handleToken)
-	mux.HandleFunc("OPTIONS /stores/{store_id}/auth/token", s.handleTokenPreflight)
+	mux.HandleFunc("OPTIONS /stores/{store_id}/auth/token", s.preflight(tokenCORS))
 	mux.HandleFunc("GET /stores/{store_id}/auth/me", s.handleMe)
+	mux.HandleFunc("OPTIONS /stores/{store_id}/auth/me", s.preflight(meCORS))
 	mux.HandleFunc("GET /stores/{store_id}/auth/link", s.handleLink)
 	mux.HandleFunc("GET /stores/{store_id}/auth/callback", s.handleCallback)
 	mux.HandleFunc("GET /.well-known/apple-app-site-association", s.serveBody(func() []byte { return s.appleBody }))
@@ -128,7 +129,7 @@ func (s *server) handler() http.Handler {
 		if route == "" || route == "/" {
 			route = "unmatched"
 		}
-		s.metrics.observe(route, rw.code(), d)
+		s.metrics.observe(r.Method, route, rw.code(), d)
 		// The path alone: query strings carry codes and states.
 		serving.LogRequest(s.log, r, id, route, rw.code(), rw.n, start.Add(d), d)
 	})
@@ -179,7 +180,7 @@ func (s *server) serveBody(body func() []byte) http.HandlerFunc {
 }
 
 // associationFiles renders the apple-app-site-association and
-// assetlinks.json bodies of API.md §4.5, nil where no app is configured.
+// assetlinks.json bodies (docs/api.md, association files), nil where no app is configured.
 // The Apple file carries both the classic (appID, paths) and the iOS 13+
 // (appIDs, components) forms, so every iOS version reads it.
 func associationFiles(apps AppsConfig) (apple, android []byte) {

@@ -1,6 +1,6 @@
 package main
 
-// Webhook signing (API.md §5.1). Every delivery attempt carries two
+// Webhook signing (docs/receiving-webhooks.md). Every delivery attempt carries two
 // signatures made with the same endpoint secret:
 //
 //   - X-Webhook-Signature: t=<unix>,v1=<hex HMAC-SHA256(key = the whole

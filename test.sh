@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Runs every check CI runs: formatting, vet (native and wasip1), the tests
 # with the race detector (the contract tests among them, against the native
-# binary), the allocation tests that need it off, and the contract tests
-# against the edge module under the wazero host.
-# Installs what the tests need (php for the merchants' PHP snippet).
-# Exits non-zero on the first failure.
+# binary), the allocation tests that need it off, promtool's check of a
+# /metrics scrape, and the contract tests against the edge module under the
+# wazero host.
+# Installs what the tests need (php, node and python3 for the merchants'
+# snippets, promtool), then says what it runs as each step starts, and each
+# step's time when it ends. Steps that do not depend on each other run side
+# by side, two at a time at most (the machines have two cores): the race
+# tests in one lane, the rest in the other.
+# Exits non-zero when a step fails, with that step's output.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -15,18 +20,96 @@ need() { # need CMD DEBIAN-PACKAGE
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "$2" >/dev/null
   else sudo apt-get update -qq && sudo apt-get install -y -qq "$2" >/dev/null; fi
 }
+need promtool prometheus
 need php php-cli
 need node nodejs
 need python3 python3
 need chromium chromium # the browser tests of the dashboard and the demo
 need redis-server redis-server
 
-unformatted=$(gofmt -l .)
-if [ -n "$unformatted" ]; then
-  echo "gofmt would change:"; echo "$unformatted"; exit 1
-fi
-go vet ./...
-GOOS=wasip1 GOARCH=wasm go vet .
-go test -race -count=1 ./...
-go test -count=1 -run 'Allocations' .
-go test -count=1 -run 'TestContract' . -args -target=wasm
+# Every tool is installed now: a test that finds one missing fails rather
+# than skips, as it would under a plain go test.
+export DEEPLINK_TEST_TOOLS=require
+
+t0=${EPOCHREALTIME//[.,]/} # microseconds (the decimal point is the locale's)
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+# killtree PID: ends PID and every process under it, the deepest first.
+killtree() {
+  local child
+  for child in $(pgrep -P "$1"); do killtree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+# On an interrupt, the steps running in the background end too (they
+# ignore SIGINT, as a script's background jobs do), tests and all.
+trap 'trap - INT TERM; for job in $(jobs -p); do killtree "$job"; done; wait; exit 130' INT TERM
+
+secs() { # secs START-MICROSECONDS: the time since then, as 12.3s
+  local us=$(( ${EPOCHREALTIME//[.,]/} - $1 ))
+  printf '%d.%ds' $(( us / 1000000 )) $(( us / 100000 % 10 ))
+}
+
+say() { printf '[%7s] %s\n' "$(secs "$t0")" "$*"; }
+
+# step NAME CMD...: runs CMD, saying when it starts and, every 30 s, that
+# it still runs; when it ends, its time and its output, all at once so
+# that steps running side by side do not mix their lines. A
+# failing step prints FAILED and returns its exit code. A subshell, so
+# that its variables stay its own.
+step() (
+  name=$1; shift
+  out=$(mktemp "$logs/step.XXXXXX")
+  start=${EPOCHREALTIME//[.,]/}
+  say "start  $name"
+  "$@" >"$out" 2>&1 &
+  pid=$!
+  next=30 # seconds: when to say next that it still runs
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 0.5
+    if (( ${EPOCHREALTIME//[.,]/} - start >= next * 1000000 )) && kill -0 "$pid" 2>/dev/null; then
+      say "...    $name: ${next}s so far"
+      next=$((next + 30))
+    fi
+  done
+  rc=0
+  wait "$pid" || rc=$?
+  if (( rc == 0 )); then
+    msg=$(say "ok     $name ($(secs "$start"))")
+  else
+    msg=$(say "FAILED $name ($(secs "$start"), exit $rc); its output:")
+  fi
+  printf '%s\n%s' "$msg" "$(cat "$out")"
+  if [ -s "$out" ]; then echo; fi
+  return "$rc"
+)
+
+# lanes: runs each argument, a function name, as a background lane, waits
+# for all of them, and fails if any failed.
+lanes() {
+  local pids=() failed=0
+  for lane in "$@"; do "$lane" & pids+=($!); done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  return "$failed"
+}
+
+gofmt_check() {
+  local unformatted
+  unformatted=$(gofmt -l .)
+  if [ -n "$unformatted" ]; then
+    echo "gofmt would change:"; echo "$unformatted"; return 1
+  fi
+}
+
+static() { step "gofmt -l ." gofmt_check && step "go vet ./..." go vet ./...; }
+vet_wasip1() { step "go vet (GOOS=wasip1)" env GOOS=wasip1 GOARCH=wasm go vet .; }
+
+race() { step "go test -race ./..." go test -race -count=1 ./...; }
+rest() {
+  step "allocation tests (race detector off)" go test -count=1 -run 'Allocations' . &&
+  step "promtool check metrics, on a scrape of /metrics" go test -count=1 -run '^TestPromtoolCheckMetrics$' -v . &&
+  step "contract tests against the edge module (wasm)" go test -count=1 -run 'TestContract' . -args -target=wasm
+}
+
+lanes static vet_wasip1
+lanes race rest
+say "all checks passed in $(secs "$t0")"

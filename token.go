@@ -16,7 +16,7 @@ import (
 // tokenError is the OAuth error body of the token endpoint (RFC 6749 §5.2).
 type tokenError struct {
 	status      int
-	retryAfter  int    // seconds; sent as Retry-After when positive (every 503, API.md §3)
+	retryAfter  int    // seconds; sent as Retry-After when positive (every 503 carries one)
 	Err         string `json:"error"`
 	Description string `json:"error_description"`
 }
@@ -39,10 +39,10 @@ type tokenResponse struct {
 	Player      Player `json:"player"`
 }
 
-// handleToken is POST /stores/{store_id}/auth/token (API.md §4.2), the
+// handleToken is POST /stores/{store_id}/auth/token (docs/api.md), the
 // webshop's code exchange.
 func (s *server) handleToken(w http.ResponseWriter, r *http.Request) {
-	s.allowCORS(w, r)
+	s.allowCORS(w, r, tokenCORS)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Pragma", "no-cache")
 	resp, terr := s.token(r)
@@ -111,7 +111,7 @@ func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 	body, buf, err := readBody(r)
 	if err != nil {
 		e := asAPIError(err)
-		return p, invalidRequest(e.Message) // the token endpoint's errors are all 400 (API.md §4.2)
+		return p, invalidRequest(e.Message) // the token endpoint's errors are all 400 (OAuth's invalid_request)
 	}
 	defer bodyPool.Put(buf)
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -353,9 +353,23 @@ func checkExchange(old []byte, redirectURI, verifier string) (codeRecord, *token
 	return rec, nil
 }
 
-// allowCORS answers for browsers on the store's redirect domains, so a
-// webshop page may call the token endpoint itself.
-func (s *server) allowCORS(w http.ResponseWriter, r *http.Request) bool {
+// corsPolicy is what a page on one of a store's redirect domains may send
+// to an endpoint from the browser: the token exchange and /auth/me answer
+// such pages, so that a webshop can sign the player in with no backend
+// of its own.
+type corsPolicy struct {
+	methods, headers string // Access-Control-Allow-Methods and -Headers
+}
+
+var (
+	tokenCORS = corsPolicy{methods: "POST", headers: "Content-Type"}
+	meCORS    = corsPolicy{methods: "GET", headers: "Authorization"}
+)
+
+// allowCORS adds p's CORS headers to the answer when r comes from an
+// origin on a redirect domain of the store it names, and reports whether
+// it did. Any other origin gets none, so its page cannot read the answer.
+func (s *server) allowCORS(w http.ResponseWriter, r *http.Request, p corsPolicy) bool {
 	w.Header().Add("Vary", "Origin")
 	origin := r.Header.Get("Origin")
 	st := s.cfg.Store(r.PathValue("store_id"))
@@ -371,29 +385,35 @@ func (s *server) allowCORS(w http.ResponseWriter, r *http.Request) bool {
 	}
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", origin)
-	h.Set("Access-Control-Allow-Methods", "POST")
-	h.Set("Access-Control-Allow-Headers", "Content-Type")
+	h.Set("Access-Control-Allow-Methods", p.methods)
+	h.Set("Access-Control-Allow-Headers", p.headers)
 	h.Set("Access-Control-Max-Age", "600")
 	return true
 }
 
-// handleTokenPreflight answers the CORS preflight of the token endpoint.
-func (s *server) handleTokenPreflight(w http.ResponseWriter, r *http.Request) {
-	if s.storeFor(w, r) == nil {
-		return
+// preflight answers the CORS preflight (OPTIONS) of an endpoint with
+// policy p: 204 with p's headers for an origin on the store's redirect
+// domains, 403 without them for any other, 404 for an unknown store.
+func (s *server) preflight(p corsPolicy) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.storeFor(w, r) == nil {
+			return
+		}
+		if !s.allowCORS(w, r, p) {
+			writeError(w, &apiError{Status: http.StatusForbidden, Code: "cors_origin_not_allowed", Message: "the Origin is not on a redirect domain of this store"})
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
 	}
-	if !s.allowCORS(w, r) {
-		writeError(w, &apiError{Status: http.StatusForbidden, Code: "cors_origin_not_allowed", Message: "the Origin is not on a redirect domain of this store"})
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // sessionCookie carries the access token in the browser flow.
 const sessionCookie = "dl_session"
 
-// handleMe is GET /stores/{store_id}/auth/me (API.md §4.3).
+// handleMe is GET /stores/{store_id}/auth/me: the player a token signed
+// in. A page on the store's redirect domains may read it, 401s included.
 func (s *server) handleMe(w http.ResponseWriter, r *http.Request) {
+	s.allowCORS(w, r, meCORS)
 	st := s.storeFor(w, r)
 	if st == nil {
 		return

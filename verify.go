@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 )
@@ -17,24 +16,52 @@ const maxVerifyBody = 1 << 20
 
 const verifyUsage = "usage: deeplink verify -secret whsec_... -header 't=...,v1=...' [-tolerance 5m] < body"
 
-// runVerify is the verify subcommand (API.md §1). It returns the exit code:
-// 0 valid, 1 invalid (one line on stdout saying why either way), 2 bad usage
-// or unreadable input (on stderr).
-func runVerify(args []string, stdin io.Reader, stdout io.Writer) int {
-	return verifyCommand(args, stdin, stdout, os.Stderr, time.Now())
+// verifyHelp follows the usage line and precedes the flags in verify's
+// help.
+const verifyHelp = `
+Checks a webhook request's signature as a merchant's server would: the
+body, exactly as received, is read from standard input (at most 1 MiB).
+Prints one line saying why it is valid or not, and exits 0 when valid,
+1 when not, 2 on bad usage or unreadable input.
+
+Example, with the body saved to body.json:
+  deeplink verify -secret "$SECRET" -header "$X_WEBHOOK_SIGNATURE" < body.json
+
+Flags:
+`
+
+// newVerifyFlagSet returns verify's flag set, writing to w, and its flags.
+func newVerifyFlagSet(w io.Writer) (fs *flag.FlagSet, secret, header *string, tolerance *time.Duration) {
+	fs = flag.NewFlagSet("verify", flag.ContinueOnError)
+	fs.SetOutput(w)
+	secret = fs.String("secret", "", "the endpoint's signing secret, whsec_…")
+	header = fs.String("header", "", "the X-Webhook-Signature header's value, t=…,v1=… (with or without its name)")
+	tolerance = fs.Duration("tolerance", defaultTolerance, "how far the signature's time may be from now; 0 skips the check")
+	return fs, secret, header, tolerance
 }
 
-// verifyCommand is runVerify with its error output and clock given.
+// printVerifyUsage writes verify's help to w.
+func printVerifyUsage(w io.Writer) {
+	fs, _, _, _ := newVerifyFlagSet(w)
+	fmt.Fprintln(w, verifyUsage)
+	fmt.Fprint(w, verifyHelp)
+	fs.PrintDefaults()
+}
+
+// verifyCommand is the verify subcommand, with its clock given. It
+// returns the exit code: 0 valid, 1 invalid (one line on stdout saying
+// why either way), 2 bad usage or unreadable input (on stderr). Help
+// asked for with -h goes to stdout and exits 0.
 func verifyCommand(args []string, stdin io.Reader, stdout, stderr io.Writer, now time.Time) int {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, verifyUsage) }
-	secret := fs.String("secret", "", "the endpoint's signing secret, whsec_…")
-	header := fs.String("header", "", "the X-Webhook-Signature header value, t=…,v1=…")
-	tolerance := fs.Duration("tolerance", defaultTolerance, "how far the signature time may be from now; 0 skips the check")
+	fs, secret, header, tolerance := newVerifyFlagSet(stderr)
+	fs.Usage = func() {} // -h is answered below, on stdout
 	if err := fs.Parse(args); err != nil {
-		// The flag package has printed the error and the usage line; -h
-		// exits 2 as well, since 0 would read as "valid".
+		if errors.Is(err, flag.ErrHelp) {
+			printVerifyUsage(stdout)
+			return 0
+		}
+		// The flag package has printed the error.
+		fmt.Fprintln(stderr, verifyUsage)
 		return 2
 	}
 	usage := func(why string) int {
@@ -70,7 +97,8 @@ func verifyCommand(args []string, stdin io.Reader, stdout, stderr io.Writer, now
 
 	if !strings.HasPrefix(*secret, secretPrefix) {
 		// No signature is valid under it: an answer, exit 1, not a usage
-		// error (API.md §1 has verify exit 0 or 1). Never echo the value.
+		// error (verify answers 0 or 1 for any input it could read).
+		// Never echo the value.
 		fmt.Fprintln(stdout, "invalid: the secret does not start with "+secretPrefix+", so it is no endpoint's signing secret")
 		return 1
 	}

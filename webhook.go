@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// Webhook endpoints, events and the delivery log (API.md §5). All of it is
+// Webhook endpoints, events and the delivery log (docs/api.md). All of it is
 // one hooks value behind one mutex: requests and deliveries each touch it
 // briefly, while the slow part, the HTTP request to the merchant, runs
 // outside the lock (dispatch.go).
@@ -34,7 +34,7 @@ const (
 	// answers would pile them up without end. Each pending delivery
 	// counts what it holds (logCost: its event's bytes, its attempts and
 	// pendingOverhead) against the store's pendingBudget; past it, what
-	// would add one answers 503 (API.md §3: over its memory budget) until
+	// would add one answers 503 (over its memory budget) until
 	// deliveries end.
 	pendingBudget   = 64 << 20
 	pendingOverhead = 512
@@ -102,7 +102,7 @@ type endpoint struct {
 	cancelAttempts context.CancelFunc
 }
 
-// view is the endpoint as API.md §5 shows it: no secret.
+// view is the endpoint as docs/api.md shows it: no secret.
 func (e *endpoint) view() map[string]any {
 	return map[string]any{
 		"id": e.ID, "url": e.URL, "description": e.Description, "events": e.Events,
@@ -294,7 +294,7 @@ func (hk *hooks) queueDepth() int {
 	return n
 }
 
-// webhookRoutes adds the routes of API.md §5.
+// webhookRoutes adds the webhook routes of docs/api.md.
 func (s *server) webhookRoutes(mux *http.ServeMux) {
 	const ep = "/stores/{store_id}/webhooks/{endpoint_id}"
 	mux.HandleFunc("POST /stores/{store_id}/webhooks", s.persisting(s.withStore(refusing(s, s.handleCreateEndpoint))))
@@ -314,7 +314,7 @@ func (s *server) webhookRoutes(mux *http.ServeMux) {
 
 // persisting runs h, a change to the webhook state, and answers a 2xx
 // only once what it changed is written (hooks.persist); when that fails,
-// the answer is 503 (API.md §3: "unable to persist"), the change not
+// the answer is 503 (unable to persist), the change not
 // acknowledged. Any other answer changed nothing and goes as it is.
 func (s *server) persisting(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -1,4 +1,4 @@
--- wrk script: POSTs unique, valid registrations (API.md §4.1) and counts the
+-- wrk script: POSTs unique, valid registrations (docs/api.md) and counts the
 -- answers that are not 200. Used against both the service and the yardstick,
 -- so the client does the same work for each.
 --

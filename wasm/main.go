@@ -47,7 +47,7 @@ import (
 //go:generate env GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-s -o service.wasm ..
 
 var (
-	configFile  = flag.String("config", "", "configuration file (API.md §2); empty serves the module's embedded demo")
+	configFile  = flag.String("config", "", "the configuration `FILE`, as the native build reads it; without it, the module's embedded demo")
 	modulePath  = flag.String("module", "wasm/service.wasm", "the edge module")
 	addrFlag    = flag.String("addr", "", "listen address HOST:PORT, overriding the configuration's listen")
 	dataFlag    = flag.String("data", "", "state directory, overriding the configuration's data_dir")
@@ -65,6 +65,10 @@ const maxBody = 64<<10 + 1
 
 func main() {
 	log.SetFlags(0)
+	flag.Usage = func() { // named as it is run, not by go run's temporary path
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: go run ./wasm [-config FILE] [-module PATH] [-addr HOST:PORT] [-data DIR] [-cache DIR] [-call-timeout D]\n\nServes the edge module under wazero, with the native build's API. Flags:")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "unexpected argument %q: the host takes flags only\n", flag.Arg(0))
@@ -84,7 +88,7 @@ func main() {
 }
 
 func run() error {
-	// The file is checked whole here, before anything listens (API.md §1),
+	// The file is checked whole here, before anything listens,
 	// by the same code as the module's; the module reads it again.
 	cfg := &config.Config{Listen: "127.0.0.1:8080", DataDir: "data"}
 	cfg.Webhooks.Timeout = config.Duration(10 * time.Second)

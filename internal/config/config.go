@@ -1,6 +1,6 @@
-// Package config reads the service's configuration file (API.md §2): the
+// Package config reads the service's configuration file (docs/configuration.md): the
 // service's, and the edge host's, which checks the file before it
-// listens, as API.md §1 asks, rather than wait for its module.
+// listens, as the native build does, rather than wait for its module.
 package config
 
 import (
@@ -21,7 +21,7 @@ import (
 	"unicode"
 )
 
-// Config is the configuration file of API.md §2. Durations are Go duration
+// Config is the configuration file of docs/configuration.md. Durations are Go duration
 // strings in the file; Parse fills in every default.
 type Config struct {
 	Listen        string          `json:"listen"`
@@ -36,13 +36,13 @@ type Config struct {
 	Apps          AppsConfig      `json:"apps"`
 
 	// MaxLiveEntries caps the auth codes and sessions held in memory; writes
-	// beyond it answer 503. Not in API.md: a safety valve with a generous
+	// beyond it answer 503. A safety valve with a generous
 	// default (about 1 GiB of heap at 2 M entries).
 	MaxLiveEntries int `json:"max_live_entries"`
 
 	// TrustedProxies are the addresses (or CIDR prefixes) of the proxies
 	// in front of the service, whose X-Forwarded-For names the client
-	// that the API-key guard counts failures for. Not in API.md; none by
+	// that the API-key guard counts failures for; none by
 	// default, as a proxy that passes the header on as the client sent it
 	// would let the client pick the address it is counted as.
 	TrustedProxies []string `json:"trusted_proxies"`
@@ -64,7 +64,7 @@ type WebhookConfig struct {
 	DisableAfter Duration `json:"disable_after"`
 
 	// DeliveryLogSize is how many deliveries the log keeps per endpoint,
-	// newest first. Not in API.md.
+	// newest first.
 	DeliveryLogSize int `json:"delivery_log_size"`
 }
 
@@ -101,7 +101,7 @@ type StoreConfig struct {
 	keyHashes [][sha256.Size]byte // every accepted key, hashed
 }
 
-// AppsConfig describes the game apps for the association files of API.md §4.5.
+// AppsConfig describes the game apps for the association files (docs/api.md).
 type AppsConfig struct {
 	Apple   []AppleApp   `json:"apple"`
 	Android []AndroidApp `json:"android"`

@@ -1,5 +1,5 @@
 // Package egress makes the service's outgoing webhook requests: one HTTP
-// client with the rules of API.md §5 (timeout, no redirects, no proxy,
+// client with the rules of docs/api.md (timeout, no redirects, no proxy,
 // every dialled address checked) and one POST that reads at most 4 KiB of
 // the answer. The native dispatcher and the wasm host both use it, so the
 // rules cannot drift apart.

@@ -66,7 +66,7 @@ func NewServer(h http.Handler) *Server {
 func (s *Server) Set(h http.Handler) { s.handler.set(h) }
 
 // Stop shuts the server down as both servers do on SIGTERM or SIGINT
-// (API.md §1 and §7). Until the requests under way finish, the listener
+// (docs/operations.md). Until the requests under way finish, the listener
 // stays open and stopping answers whoever asks (503s with Retry-After:
 // /readyz says the service is going, rather than a refused connection
 // saying nothing), each connection closing after its request. Then the
@@ -171,7 +171,7 @@ func DemoHost(a *net.TCPAddr) string {
 // while they start (the native one restoring its state, the edge host
 // compiling its module) and while they stop (Server.Stop). It returns
 // the status it answered and the body's bytes: /healthz 200; anything else 503 with
-// Retry-After, in the form its endpoint answers errors in (API.md §3): the
+// Retry-After, in the form its endpoint answers errors in: the
 // token endpoint's OAuth's (temporarily_unavailable), the callback's a
 // page for the browser, the rest the service's JSON error (unavailable).
 // why says what it waits for. The caller logs the request.
