@@ -356,4 +356,12 @@ func TestBrowserNarrowScreen(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, wide, "%s scrolls sideways at 360 px", path)
 	}
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/dashboard/webhooks"),
+		chromedp.Click(link("Deliveries")),
+		chromedp.WaitReady(chromedp.CSS("footer")),
+	))
+	wide, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+	require.NoError(t, err)
+	assert.False(t, wide, "Deliveries scrolls sideways at 360 px (its table scrolls in its own box)")
 }

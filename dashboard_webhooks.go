@@ -84,7 +84,7 @@ func (s *server) page(sess *dashSession, title, nav string) map[string]any {
 
 // failed renders the error page for an answer of the API that is not a
 // success, in the API's words.
-func (s *server) failed(w http.ResponseWriter, a apiAnswer) {
+func (s *server) failed(w http.ResponseWriter, sess *dashSession, a apiAnswer) {
 	msg := "The change could not be made."
 	if a.Error != nil {
 		msg = a.Error.Message
@@ -92,14 +92,16 @@ func (s *server) failed(w http.ResponseWriter, a apiAnswer) {
 			msg += "; " + f.Field + " " + f.Message
 		}
 	}
-	s.render(w, a.status, "error.html", map[string]any{"Title": "Not done", "Message": msg})
+	p := s.page(sess, "Not done", "")
+	p["Message"] = msg
+	s.render(w, a.status, "error.html", p)
 }
 
 func (s *server) dashEndpoints(w http.ResponseWriter, r *http.Request, sess *dashSession) {
 	a := s.call(r.Context(), sess.Store, apiCall{method: "GET"}, s.handleListEndpoints)
 	var list []endpointView
 	if a.status != http.StatusOK || json.Unmarshal(a.Data, &list) != nil {
-		s.failed(w, a)
+		s.failed(w, sess, a)
 		return
 	}
 	now := time.Now()
@@ -141,7 +143,7 @@ func (s *server) dashEndpointForm(w http.ResponseWriter, r *http.Request, sess *
 		var a apiAnswer
 		var ok bool
 		if e, a, ok = s.endpointOf(r, sess); !ok {
-			s.failed(w, a)
+			s.failed(w, sess, a)
 			return
 		}
 		p["Title"] = "Edit endpoint"
@@ -183,7 +185,7 @@ func (s *server) dashSaveEndpoint(w http.ResponseWriter, r *http.Request, sess *
 		return
 	}
 	if a.status >= 300 {
-		s.failed(w, a)
+		s.failed(w, sess, a)
 		return
 	}
 	if id != "" {
@@ -203,7 +205,7 @@ func (s *server) dashSetEnabled(on bool) func(http.ResponseWriter, *http.Request
 		a := s.call(r.Context(), sess.Store, apiCall{method: "PATCH", body: map[string]any{"enabled": on}, change: true,
 			path: map[string]string{"endpoint_id": r.PathValue("endpoint_id")}}, s.inEndpoint(s.handlePatchEndpoint))
 		if a.status != http.StatusOK {
-			s.failed(w, a)
+			s.failed(w, sess, a)
 			return
 		}
 		http.Redirect(w, r, "/dashboard/webhooks?done="+done, http.StatusSeeOther)
@@ -213,7 +215,7 @@ func (s *server) dashSetEnabled(on bool) func(http.ResponseWriter, *http.Request
 func (s *server) dashConfirmDelete(w http.ResponseWriter, r *http.Request, sess *dashSession) {
 	e, a, ok := s.endpointOf(r, sess)
 	if !ok {
-		s.failed(w, a)
+		s.failed(w, sess, a)
 		return
 	}
 	p := s.page(sess, "Delete endpoint", "webhooks")
@@ -224,7 +226,7 @@ func (s *server) dashConfirmDelete(w http.ResponseWriter, r *http.Request, sess 
 func (s *server) dashDelete(w http.ResponseWriter, r *http.Request, sess *dashSession) {
 	a := s.call(r.Context(), sess.Store, apiCall{method: "DELETE", change: true, path: map[string]string{"endpoint_id": r.PathValue("endpoint_id")}}, s.inEndpoint(s.handleDeleteEndpoint))
 	if a.status != http.StatusNoContent {
-		s.failed(w, a)
+		s.failed(w, sess, a)
 		return
 	}
 	http.Redirect(w, r, "/dashboard/webhooks?done=deleted", http.StatusSeeOther)
@@ -236,7 +238,7 @@ func (s *server) dashSecret(title string, h func(http.ResponseWriter, *http.Requ
 	return func(w http.ResponseWriter, r *http.Request, sess *dashSession) {
 		e, a, ok := s.endpointOf(r, sess)
 		if !ok {
-			s.failed(w, a)
+			s.failed(w, sess, a)
 			return
 		}
 		call := apiCall{method: "POST", path: map[string]string{"endpoint_id": e.ID}}
@@ -246,7 +248,7 @@ func (s *server) dashSecret(title string, h func(http.ResponseWriter, *http.Requ
 			Secret string `json:"secret"`
 		}
 		if a.status != http.StatusOK || json.Unmarshal(a.Data, &v) != nil {
-			s.failed(w, a)
+			s.failed(w, sess, a)
 			return
 		}
 		p := s.page(sess, title, "webhooks")
@@ -259,7 +261,7 @@ func (s *server) dashSendTest(w http.ResponseWriter, r *http.Request, sess *dash
 	id := r.PathValue("endpoint_id")
 	a := s.call(r.Context(), sess.Store, apiCall{method: "POST", change: true, path: map[string]string{"endpoint_id": id}}, s.inEndpoint(s.handleTestEndpoint))
 	if a.status != http.StatusAccepted {
-		s.failed(w, a)
+		s.failed(w, sess, a)
 		return
 	}
 	http.Redirect(w, r, "/dashboard/webhooks/"+url.PathEscape(id)+"/deliveries?done=test", http.StatusSeeOther)
@@ -271,7 +273,7 @@ func (s *server) dashSendTest(w http.ResponseWriter, r *http.Request, sess *dash
 func (s *server) dashDeliveries(w http.ResponseWriter, r *http.Request, sess *dashSession) {
 	e, a, ok := s.endpointOf(r, sess)
 	if !ok {
-		s.failed(w, a)
+		s.failed(w, sess, a)
 		return
 	}
 	q := r.URL.Query()
@@ -285,7 +287,7 @@ func (s *server) dashDeliveries(w http.ResponseWriter, r *http.Request, sess *da
 	a = s.call(r.Context(), sess.Store, apiCall{method: "GET", query: api, path: map[string]string{"endpoint_id": e.ID}}, s.inEndpoint(s.handleListDeliveries))
 	var list []deliveryView
 	if a.status != http.StatusOK || json.Unmarshal(a.Data, &list) != nil {
-		s.failed(w, a)
+		s.failed(w, sess, a)
 		return
 	}
 	pending := false
@@ -315,13 +317,13 @@ func (s *server) dashDeliveries(w http.ResponseWriter, r *http.Request, sess *da
 func (s *server) dashDelivery(w http.ResponseWriter, r *http.Request, sess *dashSession) {
 	e, a, ok := s.endpointOf(r, sess)
 	if !ok {
-		s.failed(w, a)
+		s.failed(w, sess, a)
 		return
 	}
 	a = s.call(r.Context(), sess.Store, apiCall{method: "GET", path: map[string]string{"endpoint_id": e.ID, "delivery_id": r.PathValue("delivery_id")}}, s.inEndpoint(s.handleGetDelivery))
 	var d deliveryView
 	if a.status != http.StatusOK || json.Unmarshal(a.Data, &d) != nil {
-		s.failed(w, a)
+		s.failed(w, sess, a)
 		return
 	}
 	p := s.page(sess, "Delivery", "webhooks")
@@ -333,7 +335,7 @@ func (s *server) dashRetry(w http.ResponseWriter, r *http.Request, sess *dashSes
 	id := r.PathValue("endpoint_id")
 	a := s.call(r.Context(), sess.Store, apiCall{method: "POST", change: true, path: map[string]string{"endpoint_id": id, "delivery_id": r.PathValue("delivery_id")}}, s.inEndpoint(s.handleRetryDelivery))
 	if a.status != http.StatusAccepted {
-		s.failed(w, a)
+		s.failed(w, sess, a)
 		return
 	}
 	http.Redirect(w, r, "/dashboard/webhooks/"+url.PathEscape(id)+"/deliveries?done=retry", http.StatusSeeOther)
@@ -358,7 +360,7 @@ func (s *server) dashRecover(w http.ResponseWriter, r *http.Request, sess *dashS
 		Queued int `json:"queued"`
 	}
 	if a.status != http.StatusAccepted || json.Unmarshal(a.Data, &v) != nil {
-		s.failed(w, a)
+		s.failed(w, sess, a)
 		return
 	}
 	done := "recover"

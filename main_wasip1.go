@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 	"unsafe"
@@ -101,6 +102,10 @@ func wasmStart(n uint32) (res uint64) {
 	if wrapStore != nil {
 		a.srv.store = wrapStore(a.srv.store)
 	}
+	// Start has no call deadline and every later call has one: the
+	// garbage of restoring the state (the files read, their decoded
+	// records) is collected here, not by the first request's allocation.
+	runtime.GC()
 	a.srv.ready.Store(true)
 	edge.app, edge.handler = a, a.srv.handler()
 	if demo && args.BaseURL != "" {
