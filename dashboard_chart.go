@@ -2,23 +2,23 @@ package main
 
 import (
 	"fmt"
-	"net/http"
-	"time"
+		"time"
 )
 
-// endpointStats is what an endpoint's attempts of the last 24 hours came
-// to, for the dashboard: the totals, and per hour for its chart.
+// endpointStats is what the deliveries an endpoint was sent in the last
+// 24 hours came to, for the dashboard: the totals by outcome, and per
+// hour (of the event) for its chart.
 type endpointStats struct {
-	Succeeded, Failed int
-	Hours             [24]hourCount // oldest first; the last is the hour now under way
+	Succeeded, Failed, Pending int
+	Hours                      [24]hourCount // oldest first; the last is the hour now under way
 }
 
-type hourCount struct{ Succeeded, Failed int }
+type hourCount struct{ Succeeded, Failed, Pending int }
 
-// Total is the attempts counted.
+// Total is the deliveries that have ended, succeeded or failed.
 func (st endpointStats) Total() int { return st.Succeeded + st.Failed }
 
-// Rate is the share of the attempts that succeeded, 0 without any.
+// Rate is the share of the ended deliveries that succeeded, 0 without any.
 func (st endpointStats) Rate() float64 {
 	if st.Total() == 0 {
 		return 0
@@ -26,8 +26,8 @@ func (st endpointStats) Rate() float64 {
 	return float64(st.Succeeded) / float64(st.Total())
 }
 
-// stats counts the attempts of the endpoint id in the 24 hours up to now,
-// from its delivery log.
+// stats counts the deliveries of the endpoint id made in the 24 hours up
+// to now, from its delivery log, by their status.
 func (hk *hooks) stats(id string, now time.Time) endpointStats {
 	var st endpointStats
 	hk.mu.Lock()
@@ -39,20 +39,21 @@ func (hk *hooks) stats(id string, now time.Time) endpointStats {
 	end := now.Truncate(time.Hour).Add(time.Hour)
 	start := end.Add(-24 * time.Hour)
 	for _, d := range e.log {
-		for i := range d.Attempts {
-			a := &d.Attempts[i]
-			at := time.Unix(0, a.At)
-			if at.Before(start) || !at.Before(end) {
-				continue
-			}
-			h := &st.Hours[int(at.Sub(start)/time.Hour)]
-			if a.Status == http.StatusOK && a.Error == "" {
-				h.Succeeded++
-				st.Succeeded++
-			} else {
-				h.Failed++
-				st.Failed++
-			}
+		at := time.Unix(d.CreatedAt, 0)
+		if at.Before(start) || !at.Before(end) {
+			continue
+		}
+		h := &st.Hours[int(at.Sub(start)/time.Hour)]
+		switch d.Status {
+		case statusSucceeded:
+			h.Succeeded++
+			st.Succeeded++
+		case statusFailed:
+			h.Failed++
+			st.Failed++
+		default:
+			h.Pending++
+			st.Pending++
 		}
 	}
 	return st
@@ -71,34 +72,33 @@ const (
 	chartH    = 48
 )
 
-// Bars draws st's hours as stacked bars: succeeded at the bottom, failed
-// above, scaled to the busiest hour.
+// Bars draws st's hours as stacked bars: succeeded at the bottom, then
+// failed, then pending, scaled to the busiest hour.
 func (st endpointStats) Bars() []chartBar {
 	top := 1
 	for _, h := range st.Hours {
-		top = max(top, h.Succeeded+h.Failed)
+		top = max(top, h.Succeeded+h.Failed+h.Pending)
 	}
 	var bars []chartBar
 	for i, h := range st.Hours {
 		x := i * chartBarW
-		title := fmt.Sprintf("%d h ago: %d succeeded, %d failed", 23-i, h.Succeeded, h.Failed)
+		when := fmt.Sprintf("%d h ago", 23-i)
 		if i == 23 {
-			title = fmt.Sprintf("this hour: %d succeeded, %d failed", h.Succeeded, h.Failed)
+			when = "this hour"
 		}
-		ok := h.Succeeded * chartH / top
-		bad := h.Failed * chartH / top
-		if h.Succeeded > 0 {
-			ok = max(ok, 2) // seen, however small
-		}
-		if h.Failed > 0 {
-			bad = max(bad, 2)
-		}
+		title := fmt.Sprintf("%s: %d succeeded, %d failed, %d pending", when, h.Succeeded, h.Failed, h.Pending)
 		bars = append(bars, chartBar{X: x, Y: 0, W: chartBarW - 2, H: chartH, Class: "slot", Title: title})
-		if ok > 0 {
-			bars = append(bars, chartBar{X: x, Y: chartH - ok, W: chartBarW - 2, H: ok, Class: "ok", Title: title})
-		}
-		if bad > 0 {
-			bars = append(bars, chartBar{X: x, Y: max(0, chartH-ok-bad), W: chartBarW - 2, H: bad, Class: "bad", Title: title})
+		y := chartH
+		for _, part := range []struct {
+			n     int
+			class string
+		}{{h.Succeeded, "ok"}, {h.Failed, "bad"}, {h.Pending, "wait"}} {
+			if part.n == 0 {
+				continue
+			}
+			ht := max(part.n*chartH/top, 2) // seen, however small
+			y = max(0, y-ht)
+			bars = append(bars, chartBar{X: x, Y: y, W: chartBarW - 2, H: ht, Class: part.class, Title: title})
 		}
 	}
 	return bars

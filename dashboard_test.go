@@ -377,3 +377,40 @@ func TestDashboardRecover(t *testing.T) {
 	h := rc.next(t, whWait)
 	assert.Contains(t, string(h.body), evt, "the failed event, sent again")
 }
+
+func TestEndpointStats(t *testing.T) {
+	now := time.Date(2026, 11, 27, 15, 30, 0, 0, time.UTC)
+	c := whFast()
+	c.DataDir = t.TempDir()
+	hk := newHooks(whParseConfig(t, c))
+	e := &endpoint{ID: "we_stats"}
+	hk.endpoints[e.ID] = e
+	for _, d := range []struct {
+		ago    time.Duration
+		status string
+	}{
+		{0, statusPending},
+		{10 * time.Minute, statusSucceeded},
+		{time.Hour, statusFailed},
+		{5 * time.Hour, statusSucceeded},
+		{23 * time.Hour, statusSucceeded},
+		{25 * time.Hour, statusFailed}, // before the window
+	} {
+		e.log = append(e.log, &delivery{Status: d.status, CreatedAt: now.Add(-d.ago).Unix()})
+	}
+	st := hk.stats(e.ID, now)
+	if st.Succeeded != 3 || st.Failed != 1 || st.Pending != 1 {
+		t.Errorf("stats = %d succeeded, %d failed, %d pending; want 3, 1, 1", st.Succeeded, st.Failed, st.Pending)
+	}
+	if got, want := st.Rate(), 0.75; got != want {
+		t.Errorf("Rate() = %v; want %v", got, want)
+	}
+	for i, want := range map[int]hourCount{23: {Succeeded: 1, Pending: 1}, 22: {Failed: 1}, 18: {Succeeded: 1}, 0: {Succeeded: 1}} {
+		if st.Hours[i] != want {
+			t.Errorf("Hours[%d] = %+v; want %+v", i, st.Hours[i], want)
+		}
+	}
+	if n := len(st.Bars()); n != 24+5 {
+		t.Errorf("len(Bars()) = %d; want 24 slots and 5 parts", n)
+	}
+}
