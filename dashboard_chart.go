@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-		"time"
+	"time"
 )
 
 // endpointStats is what the deliveries an endpoint was sent in the last
