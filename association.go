@@ -108,19 +108,24 @@ func fetchJSON(ctx context.Context, c *http.Client, f *assocFile) (any, bool) {
 	return v, true
 }
 
+// appleSiteAssociation is what an apple-app-site-association file says of
+// universal links: the classic (appID, paths) and the iOS 13+ (appIDs,
+// components) forms.
+type appleSiteAssociation struct {
+	Applinks struct {
+		Details []struct {
+			AppID      string              `json:"appID"`
+			AppIDs     []string            `json:"appIDs"`
+			Paths      []string            `json:"paths"`
+			Components []map[string]string `json:"components"`
+		} `json:"details"`
+	} `json:"applinks"`
+}
+
 // checkApple checks the apple-app-site-association v: each configured app
 // id, its paths, and that some path of theirs covers the authorize path.
 func checkApple(f *assocFile, v any, apps []config.AppleApp, authorize string) {
-	var file struct {
-		Applinks struct {
-			Details []struct {
-				AppID      string              `json:"appID"`
-				AppIDs     []string            `json:"appIDs"`
-				Paths      []string            `json:"paths"`
-				Components []map[string]string `json:"components"`
-			} `json:"details"`
-		} `json:"applinks"`
-	}
+	var file appleSiteAssociation
 	b, _ := json.Marshal(v)
 	if json.Unmarshal(b, &file) != nil || file.Applinks.Details == nil {
 		f.Points = append(f.Points, assocPoint{What: "holds applinks.details", Detail: "there is no applinks.details list"})

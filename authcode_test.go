@@ -1455,16 +1455,7 @@ func TestWellKnown(t *testing.T) {
 		got := call(t, http.MethodGet, with.URL+"/.well-known/apple-app-site-association", nil)
 		require.Equal(t, http.StatusOK, got.status, "status (no redirect)")
 		requireJSON(t, got)
-		var aasa struct {
-			Applinks struct {
-				Details []struct {
-					AppID      string              `json:"appID"`
-					AppIDs     []string            `json:"appIDs"`
-					Paths      []string            `json:"paths"`
-					Components []map[string]string `json:"components"`
-				} `json:"details"`
-			} `json:"applinks"`
-		}
+		var aasa appleSiteAssociation
 		require.NoError(t, json.Unmarshal(got.body, &aasa), "body %s", got.body)
 		require.Len(t, aasa.Applinks.Details, 1)
 		d := aasa.Applinks.Details[0]
