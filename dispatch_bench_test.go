@@ -1,6 +1,6 @@
 package main
 
-// Webhook delivery performance (docs/webhook-performance.md):
+// Webhook delivery performance (bench/webhook-history.md):
 //
 //	go test -run '^$' -bench 'DeliveryRatio' -benchtime 20000x .
 //	go test -run '^$' -bench 'DeliveryThroughput|DeliveryYardstick' -benchtime 20000x .
