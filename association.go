@@ -114,10 +114,10 @@ func fetchJSON(ctx context.Context, c *http.Client, f *assocFile) (any, bool) {
 type appleSiteAssociation struct {
 	Applinks struct {
 		Details []struct {
-			AppID      string              `json:"appID"`
-			AppIDs     []string            `json:"appIDs"`
-			Paths      []string            `json:"paths"`
-			Components []map[string]string `json:"components"`
+			AppID      string           `json:"appID"`
+			AppIDs     []string         `json:"appIDs"`
+			Paths      []string         `json:"paths"`
+			Components []map[string]any `json:"components"`
 		} `json:"details"`
 	} `json:"applinks"`
 }
@@ -133,16 +133,32 @@ func checkApple(f *assocFile, v any, apps []config.AppleApp, authorize string) {
 	}
 	covered := false
 	for _, app := range apps {
-		var paths []string
+		// The app's patterns in the order iOS reads them: the first that
+		// matches a path decides, and an excluding one says no.
+		type pattern struct {
+			path    string
+			exclude bool
+		}
+		var listed []string
+		var patterns []pattern
 		found := false
 		for _, d := range file.Applinks.Details {
-			if d.AppID == app.AppID || slices.Contains(d.AppIDs, app.AppID) {
-				found = true
-				paths = append(paths, d.Paths...)
-				for _, c := range d.Components {
-					if p, ok := c["/"]; ok && c["exclude"] != "true" {
-						paths = append(paths, p)
-					}
+			if d.AppID != app.AppID && !slices.Contains(d.AppIDs, app.AppID) {
+				continue
+			}
+			found = true
+			for _, p := range d.Paths {
+				listed = append(listed, p)
+				if rest, ok := strings.CutPrefix(p, "NOT "); ok {
+					patterns = append(patterns, pattern{rest, true})
+				} else {
+					patterns = append(patterns, pattern{p, false})
+				}
+			}
+			for _, c := range d.Components {
+				if p, ok := c["/"].(string); ok {
+					listed = append(listed, p)
+					patterns = append(patterns, pattern{p, c["exclude"] == true})
 				}
 			}
 		}
@@ -151,10 +167,13 @@ func checkApple(f *assocFile, v any, apps []config.AppleApp, authorize string) {
 			continue
 		}
 		for _, p := range app.Paths {
-			f.Points = append(f.Points, assocPoint{OK: slices.Contains(paths, p), What: "path " + p + " is listed for " + app.AppID, Detail: "its entry lists " + strings.Join(paths, ", ")})
+			f.Points = append(f.Points, assocPoint{OK: slices.Contains(listed, p), What: "path " + p + " is listed for " + app.AppID, Detail: "its entry lists " + strings.Join(listed, ", ")})
 		}
-		for _, p := range paths {
-			covered = covered || (!strings.HasPrefix(p, "NOT ") && globMatch(p, authorize))
+		for _, p := range patterns {
+			if globMatch(p.path, authorize) {
+				covered = covered || !p.exclude
+				break
+			}
 		}
 	}
 	f.Points = append(f.Points, assocPoint{OK: covered, What: "the authorize path " + authorize + " is covered", Detail: "no path of the configured apps matches it, so iOS opens it in the browser, not the game"})

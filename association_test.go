@@ -132,6 +132,15 @@ func TestAssociationCheck(t *testing.T) {
 		{"another certificate", with(func(f *assocFiles) {
 			f.android = `[{"relation":["delegate_permission/common.handle_all_urls"],"target":{"namespace":"android_app","package_name":"` + assocPackage + `","sha256_cert_fingerprints":["00:11"]}}]`
 		}), []string{"assetlinks.json: certificate " + assocPrint + " is listed for " + assocPackage}},
+		{"components with every kind of key", with(func(f *assocFiles) {
+			f.apple = `{"applinks":{"details":[{"appIDs":["` + assocAppleID + `"],"components":[{"/":"/oauth/*","caseSensitive":false,"?":{"x":"y"},"comment":"c"}]}]}}`
+		}), nil},
+		{"an exclusion first", with(func(f *assocFiles) {
+			f.apple = `{"applinks":{"details":[{"appIDs":["` + assocAppleID + `"],"components":[{"/":"/oauth/authorize","exclude":true},{"/":"/oauth/*"}]}]}}`
+		}), []string{"apple-app-site-association: the authorize path /oauth/authorize is covered"}},
+		{"NOT first, in the classic form", with(func(f *assocFiles) {
+			f.apple = `{"applinks":{"details":[{"appID":"` + assocAppleID + `","paths":["NOT /oauth/authorize","/oauth/*"]}]}}`
+		}), []string{"apple-app-site-association: the authorize path /oauth/authorize is covered"}},
 		{"no applinks", with(func(f *assocFiles) { f.apple = `{"webcredentials":{}}` }),
 			[]string{"apple-app-site-association: holds applinks.details"}},
 	}

@@ -334,6 +334,9 @@ func TestBrowserDashboard(t *testing.T) {
 // sideways.
 func TestBrowserNarrowScreen(t *testing.T) {
 	ctx := browser(t, 360)
+	// A headless window keeps a minimum width of its own: the page's
+	// viewport is set as a phone's.
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(360, 800)))
 	const store, key = "5d4b0d3e-7777-4000-8000-0000000000d2", "ak_test_browser_narrow"
 	base := startBinary(t, map[string]any{
 		"webhooks": map[string]any{"allow_insecure_urls": true},
@@ -356,12 +359,21 @@ func TestBrowserNarrowScreen(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, wide, "%s scrolls sideways at 360 px", path)
 	}
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(base+"/dashboard/webhooks"),
-		chromedp.Click(link("Deliveries")),
-		chromedp.WaitReady(chromedp.CSS("footer")),
-	))
-	wide, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+	width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.innerWidth`))
 	require.NoError(t, err)
-	assert.False(t, wide, "Deliveries scrolls sideways at 360 px (its table scrolls in its own box)")
+	require.Equal(t, 360, width, "the viewport's width")
+	for _, page := range []struct {
+		name  string
+		steps []chromedp.Action[chromedp.Void]
+	}{
+		{"Deliveries", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), chromedp.Click(button("Send test event")), chromedp.WaitVisible(button("Apply"))}},
+		{"a delivery", []chromedp.Action[chromedp.Void]{chromedp.Click(link("Open")), chromedp.WaitVisible(button("Retry"))}},
+		{"a secret", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), chromedp.Click(button("Reveal secret")), chromedp.WaitVisible(button("Copy"))}},
+		{"an error", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/no-such-page"), chromedp.WaitReady(chromedp.CSS("footer"))}},
+	} {
+		require.NoError(t, chromedp.Do(ctx, page.steps...), page.name)
+		wide, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
+		require.NoError(t, err)
+		assert.False(t, wide, "%s scrolls sideways at 360 px", page.name)
+	}
 }

@@ -11,11 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +33,7 @@ var dashPages = template.Must(template.New("").Funcs(template.FuncMap{
 	"ago":     ago,
 	"until":   until,
 	"clock":   clock,
+	"iso":     func(t int64) string { return time.Unix(t, 0).UTC().Format(time.RFC3339) },
 	"percent": func(f float64) int { return int(f*100 + 0.5) },
 	"inc":     func(i int) int { return i + 1 },
 	"has":     func(list []string, v string) bool { return slices.Contains(list, v) },
@@ -52,13 +53,16 @@ type dashSession struct {
 
 // dashRoutes adds the dashboard of the merchant area.
 func (s *server) dashRoutes(mux *http.ServeMux) {
-	static, _ := fs.Sub(webFiles, "web/static")
-	files := http.StripPrefix("/dashboard/static/", http.FileServerFS(static))
-	mux.Handle("GET /dashboard/static/", s.dashHeaders(files.ServeHTTP))
+	for _, name := range []string{"dashboard.css", "dashboard.js"} {
+		mux.HandleFunc("GET /dashboard/static/"+name, s.dashHeaders(func(w http.ResponseWriter, r *http.Request) {
+			http.ServeFileFS(w, r, webFiles, "web/static/"+name)
+		}))
+	}
 	mux.HandleFunc("GET /dashboard", s.dashHeaders(s.dashHome))
+	mux.HandleFunc("/dashboard/", s.dashHeaders(s.dashNotFound))
 	mux.HandleFunc("GET /dashboard/sign-in", s.dashHeaders(s.dashSignInPage))
 	mux.HandleFunc("POST /dashboard/sign-in", s.dashHeaders(s.dashChange(s.dashSignIn)))
-	mux.HandleFunc("POST /dashboard/sign-out", s.dashHeaders(s.dashChange(s.signedIn(s.dashSignOut))))
+	mux.HandleFunc("POST /dashboard/sign-out", s.dashHeaders(s.dashChange(s.dashSignOut)))
 	mux.HandleFunc("GET /dashboard/settings", s.dashHeaders(s.signedIn(s.dashSettings)))
 	mux.HandleFunc("POST /dashboard/settings/check", s.dashHeaders(s.dashChange(s.signedIn(s.dashSettings))))
 	s.dashWebhookRoutes(mux)
@@ -90,7 +94,7 @@ var crossOrigin = http.NewCrossOriginProtection()
 func (s *server) dashChange(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := crossOrigin.Check(r); err != nil {
-			s.dashRefuse(w, "This change came from another site and was refused.")
+			s.dashRefuse(w, nil, "This change came from another site and was refused.")
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
@@ -98,8 +102,29 @@ func (s *server) dashChange(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func (s *server) dashRefuse(w http.ResponseWriter, msg string) {
-	s.render(w, http.StatusForbidden, "error.html", map[string]any{"Title": "Refused", "Message": msg})
+// dashRefuse answers 403 with msg; sess, when there is one, keeps the
+// page's navigation.
+func (s *server) dashRefuse(w http.ResponseWriter, sess *dashSession, msg string) {
+	s.render(w, http.StatusForbidden, "error.html", map[string]any{"Title": "Refused", "Message": msg, "Session": sess, "Store": storeOf(sess)})
+}
+
+// dashUnavailable answers 503 while the state cannot be read or written.
+func (s *server) dashUnavailable(w http.ResponseWriter, sess *dashSession) {
+	w.Header().Set("Retry-After", "5")
+	s.render(w, http.StatusServiceUnavailable, "error.html", map[string]any{"Title": "Unavailable", "Message": "The service cannot read or write its state just now; try again in a moment.", "Session": sess, "Store": storeOf(sess)})
+}
+
+func storeOf(sess *dashSession) *StoreConfig {
+	if sess == nil {
+		return nil
+	}
+	return sess.Store
+}
+
+// dashNotFound answers a dashboard path that is not a page.
+func (s *server) dashNotFound(w http.ResponseWriter, r *http.Request) {
+	sess, _ := s.dashSessionOf(r)
+	s.render(w, http.StatusNotFound, "error.html", map[string]any{"Title": "Not found", "Message": "There is no such page in the dashboard.", "Session": sess, "Store": storeOf(sess)})
 }
 
 // signedIn runs h with the request's session, or sends the browser to
@@ -108,19 +133,19 @@ func (s *server) signedIn(h func(http.ResponseWriter, *http.Request, *dashSessio
 	return func(w http.ResponseWriter, r *http.Request) {
 		sess, err := s.dashSessionOf(r)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			s.render(w, http.StatusServiceUnavailable, "error.html", map[string]any{"Title": "Unavailable", "Message": "The service cannot read its state just now; try again in a moment."})
+			s.dashUnavailable(w, nil)
 			return
 		}
 		if sess == nil {
 			if r.Method != http.MethodGet {
-				s.dashRefuse(w, "Your session has ended. Sign in again, then repeat the change.")
+				s.dashRefuse(w, nil, "Your session has ended. Sign in again, then repeat the change.")
 				return
 			}
 			http.Redirect(w, r, "/dashboard/sign-in", http.StatusSeeOther)
 			return
 		}
-		if r.Method != http.MethodGet && subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(sess.CSRF)) != 1 {
-			s.dashRefuse(w, "This change did not come from a page of this dashboard and was refused.")
+		if r.Method != http.MethodGet && !sess.tokenOf(r) {
+			s.dashRefuse(w, sess, "This change did not come from a page of this dashboard and was refused.")
 			return
 		}
 		h(w, r, sess)
@@ -140,12 +165,31 @@ func (s *server) dashSessionOf(r *http.Request) (*dashSession, error) {
 		}
 		return nil, err
 	}
-	id, csrf, _ := strings.Cut(string(v), "\x00")
-	st := s.cfg.Store(id)
-	if st == nil { // the store is no longer configured
+	parts := strings.Split(string(v), "\x00")
+	if len(parts) != 3 {
 		return nil, nil
 	}
-	return &dashSession{Store: st, CSRF: csrf}, nil
+	st := s.cfg.Store(parts[0])
+	if st == nil || !keyStill(st, parts[2]) { // the store, or the key signed in with, is no longer configured
+		return nil, nil
+	}
+	return &dashSession{Store: st, CSRF: parts[1]}, nil
+}
+
+// tokenOf reports whether r carries the session's page token.
+func (sess *dashSession) tokenOf(r *http.Request) bool {
+	return subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(sess.CSRF)) == 1
+}
+
+// keyStill reports whether the key whose SHA-256 is sum (hex) is still one
+// of st's: a session ends with the key it was started with.
+func keyStill(st *StoreConfig, sum string) bool {
+	for _, h := range st.KeyHashes() {
+		if subtle.ConstantTimeCompare([]byte(hex.EncodeToString(h[:])), []byte(sum)) == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // dashKey is where the session of the cookie value v is kept: a hash, so
@@ -174,7 +218,8 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 	page := map[string]any{"Title": "Sign in", "StoreID": id}
 	client := clientAddr(r, s.cfg.Proxies())
 	if blocked, wait := s.keys.blocked(client, time.Now); blocked {
-		page["Error"] = "Too many wrong keys from this address. Try again in " + wait.Round(time.Second).String() + "."
+		page["Error"] = "Too many wrong keys from this address. Try again in " + roughly(wait) + "."
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
 		s.render(w, http.StatusTooManyRequests, "signin.html", page)
 		return
 	}
@@ -187,8 +232,9 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 	}
 	token, csrf := randomToken(), randomToken()
 	exp := s.now().Add(s.cfg.Dashboard.SessionTTL.D())
-	if err := s.store.Put(r.Context(), dashKey(token), []byte(st.ID+"\x00"+csrf), exp); err != nil {
-		s.render(w, http.StatusServiceUnavailable, "error.html", map[string]any{"Title": "Unavailable", "Message": "The service cannot write its state just now; try again in a moment."})
+	sum := sha256.Sum256([]byte(key))
+	if err := s.store.Put(r.Context(), dashKey(token), []byte(st.ID+"\x00"+csrf+"\x00"+hex.EncodeToString(sum[:])), exp); err != nil {
+		s.dashUnavailable(w, nil)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -198,9 +244,23 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/dashboard/webhooks", http.StatusSeeOther)
 }
 
-func (s *server) dashSignOut(w http.ResponseWriter, r *http.Request, _ *dashSession) {
-	if c, err := r.Cookie(dashCookie); err == nil {
-		s.store.Delete(r.Context(), dashKey(c.Value))
+// dashSignOut ends the session and forgets its cookie; with a session
+// already ended it only forgets the cookie.
+func (s *server) dashSignOut(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.dashSessionOf(r)
+	switch {
+	case err != nil:
+		s.dashUnavailable(w, nil)
+		return
+	case sess != nil && !sess.tokenOf(r):
+		s.dashRefuse(w, sess, "This sign-out did not come from a page of this dashboard and was refused.")
+		return
+	case sess != nil:
+		c, _ := r.Cookie(dashCookie)
+		if err := s.store.Delete(r.Context(), dashKey(c.Value)); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.dashUnavailable(w, sess)
+			return
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: dashCookie, Path: "/dashboard", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: !plainLoopback(r)})
 	http.Redirect(w, r, "/dashboard/sign-in", http.StatusSeeOther)
@@ -227,9 +287,10 @@ func keyOf(st *StoreConfig, key string) bool {
 }
 
 // plainLoopback reports whether r came over plain HTTP to a loopback
-// address, where a Secure cookie would not be sent back.
+// address, where a Secure cookie would not be sent back. A proxy that
+// terminated TLS and says so (X-Forwarded-Proto) makes it not plain.
 func plainLoopback(r *http.Request) bool {
-	if r.TLS != nil {
+	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
 		return false
 	}
 	host := r.Host

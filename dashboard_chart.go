@@ -88,17 +88,33 @@ func (st endpointStats) Bars() []chartBar {
 		}
 		title := fmt.Sprintf("%s: %d succeeded, %d failed, %d pending", when, h.Succeeded, h.Failed, h.Pending)
 		bars = append(bars, chartBar{X: x, Y: 0, W: chartBarW - 2, H: chartH, Class: "slot", Title: title})
-		y := chartH
-		for _, part := range []struct {
-			n     int
+		parts := []struct {
+			n, h  int
 			class string
-		}{{h.Succeeded, "ok"}, {h.Failed, "bad"}, {h.Pending, "wait"}} {
-			if part.n == 0 {
-				continue
+		}{{h.Succeeded, 0, "ok"}, {h.Failed, 0, "bad"}, {h.Pending, 0, "wait"}}
+		sum := 0
+		for i := range parts {
+			if parts[i].n > 0 {
+				parts[i].h = max(parts[i].n*chartH/top, 2) // seen, however small
+				sum += parts[i].h
 			}
-			ht := max(part.n*chartH/top, 2) // seen, however small
-			y = max(0, y-ht)
-			bars = append(bars, chartBar{X: x, Y: y, W: chartBarW - 2, H: ht, Class: part.class, Title: title})
+		}
+		for sum > chartH { // the floors pushed the stack past the top
+			big := 0
+			for i := range parts {
+				if parts[i].h > parts[big].h {
+					big = i
+				}
+			}
+			parts[big].h--
+			sum--
+		}
+		y := chartH
+		for _, p := range parts {
+			if p.h > 0 {
+				y -= p.h
+				bars = append(bars, chartBar{X: x, Y: y, W: chartBarW - 2, H: p.h, Class: p.class, Title: title})
+			}
 		}
 	}
 	return bars

@@ -414,3 +414,43 @@ func TestEndpointStats(t *testing.T) {
 		t.Errorf("len(Bars()) = %d; want 24 slots and 5 parts", n)
 	}
 }
+
+// TestDashboardSessionEndsWithItsKey: a session started with a key that the
+// configuration no longer lists is over.
+func TestDashboardSessionEndsWithItsKey(t *testing.T) {
+	c := whFast()
+	c.DataDir = t.TempDir()
+	w := whStart(t, c)
+	d := newDashClient(t, w.srv.URL)
+	require.Equal(t, http.StatusOK, d.signIn(whStoreA, whKeyA).status)
+	w.close()
+
+	cfg := whParseConfig(t, c)
+	cfg.Stores[0].APIKeys = []string{"ak_test_the_new_key_of_store_a"}
+	cfg, err := ParseConfig(mustJSON(t, cfg))
+	require.NoError(t, err)
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	srv := httptestServer(t, a)
+	u, _ := url.Parse(w.srv.URL)
+	u2, _ := url.Parse(srv.URL + "/dashboard/sign-in") // the cookie's path: /dashboard
+	d.c.Jar.SetCookies(u2, d.c.Jar.Cookies(&url.URL{Scheme: "http", Host: u.Host, Path: "/dashboard/"}))
+	d.base = srv.URL
+	assert.Contains(t, d.get("/dashboard/settings").body, `action="/dashboard/sign-in"`, "after the key was removed")
+
+	p := d.post("/dashboard/sign-out", nil)
+	assert.Equal(t, http.StatusOK, p.status, "signing out of an ended session")
+	assert.Contains(t, p.body, `action="/dashboard/sign-in"`)
+	assert.Empty(t, d.c.Jar.Cookies(&url.URL{Scheme: "http", Host: u2.Host, Path: "/dashboard/"}), "the cookie is forgotten")
+}
+
+func TestDashboardNotFound(t *testing.T) {
+	w := whStart(t, whFast())
+	d := newDashClient(t, w.srv.URL)
+	for _, path := range []string{"/dashboard/nope", "/dashboard/static/", "/dashboard/static/layout.html"} {
+		p := d.get(path)
+		assert.Equal(t, http.StatusNotFound, p.status, "GET %s", path)
+		assert.Contains(t, p.header.Get("Content-Security-Policy"), "default-src 'none'", "GET %s", path)
+	}
+}

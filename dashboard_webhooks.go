@@ -94,6 +94,9 @@ func (s *server) failed(w http.ResponseWriter, sess *dashSession, a apiAnswer) {
 	}
 	p := s.page(sess, "Not done", "")
 	p["Message"] = msg
+	if a.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "5")
+	}
 	s.render(w, a.status, "error.html", p)
 }
 

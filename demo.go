@@ -49,8 +49,7 @@ func (s *server) handleDemoShop(page string) http.HandlerFunc {
 				return
 			}
 		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
+		demoHeaders(w)
 		demoPages.ExecuteTemplate(w, "home.html", data)
 	}
 }
@@ -74,17 +73,19 @@ func (s *server) handleDemoGameAsk(w http.ResponseWriter, r *http.Request) {
 	for _, k := range []string{"store_id", "redirect_uri", "state", "code_challenge", "code_challenge_method"} {
 		keep[k] = q.Get(k)
 	}
+	// Cancel goes back to the webshop only where registering would: an
+	// http(s) redirect_uri on the store's domains. Anything else (another
+	// site, a javascript: URL) gets the demo's own home page.
 	cancel := "/"
-	if back, err := url.Parse(q.Get("redirect_uri")); err == nil && back.IsAbs() {
+	if back, err := url.Parse(q.Get("redirect_uri")); err == nil && (back.Scheme == "https" || back.Scheme == "http") && back.User == nil && st.AllowsHost(back.Hostname()) {
 		bq := back.Query()
 		bq.Set("error", "access_denied")
 		bq.Set("state", q.Get("state"))
 		back.RawQuery = bq.Encode()
 		cancel = back.String()
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	demoPages.ExecuteTemplate(w, "game.html", map[string]any{"Store": st, "Player": demoPlayer, "Query": keep, "Cancel": template.URL(cancel)})
+	demoHeaders(w)
+	demoPages.ExecuteTemplate(w, "game.html", map[string]any{"Store": st, "Player": demoPlayer, "Query": keep, "Cancel": cancel})
 }
 
 // handleDemoGame plays the game app of the flow's steps 2–4 once its
@@ -129,6 +130,16 @@ func (s *server) handleDemoGame(w http.ResponseWriter, r *http.Request) {
 	bq.Set("state", req.State.s)
 	back.RawQuery = bq.Encode()
 	http.Redirect(w, r, back.String(), http.StatusSeeOther)
+}
+
+// demoHeaders sets the headers of the demo's pages: no script, no
+// framing, forms posted to this origin only.
+func demoHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
 }
 
 // demoBase is where the demo's browser reached it: its links and

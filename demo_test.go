@@ -82,3 +82,37 @@ func TestDemoFlow(t *testing.T) {
 		t.Errorf("GET /auth/me after the sign-in = %d %q; want 200 with the demo player", status, body)
 	}
 }
+
+// TestDemoGameCancel: the game app's Cancel goes back to the webshop only
+// on the store's domains; any other redirect_uri gets the demo's home.
+func TestDemoGameCancel(t *testing.T) {
+	cfg, err := LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = t.TempDir()
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	h := a.srv.handler()
+	st := cfg.Stores[0]
+	for _, tc := range []struct{ redirect, want string }{
+		{"http://127.0.0.1:8080/stores/" + st.ID + "/auth/callback", `href="http://127.0.0.1:8080/stores/` + st.ID + `/auth/callback?error=access_denied&amp;state=s"`},
+		{"javascript:alert(document.domain)//", `href="/"`},
+		{"https://evil.example/steal", `href="/"`},
+		{"http://user@127.0.0.1/x", `href="/"`},
+	} {
+		q := url.Values{"store_id": {st.ID}, "code_challenge_method": {"S256"}, "code_challenge": {"c"}, "state": {"s"}, "redirect_uri": {tc.redirect}}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/demo/game/authorize?"+q.Encode(), nil))
+		body := w.Body.String()
+		if !strings.Contains(body, tc.want) || strings.Contains(body, `href="javascript:`) {
+			t.Errorf("Cancel of redirect_uri %q: page has no %s (or links to javascript:)", tc.redirect, tc.want)
+		}
+		if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+			t.Errorf("demo page CSP = %q; want default-src 'none'", csp)
+		}
+	}
+}

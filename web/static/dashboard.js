@@ -22,15 +22,16 @@ for (const form of document.querySelectorAll("form[data-autosubmit]")) {
   }
 }
 
-// Recover takes a local date and time; the service wants RFC 3339.
+// Recover takes a local date and time; the service wants RFC 3339. One
+// hidden field, set at each submit (a page restored from the cache keeps
+// no stale value).
 for (const input of document.querySelectorAll('input[type="datetime-local"][name="since"]')) {
+  const hidden = document.createElement("input");
+  hidden.type = "hidden";
+  hidden.name = "since_rfc3339";
+  input.form.appendChild(hidden);
   input.form.addEventListener("submit", () => {
-    if (!input.value) return;
-    const hidden = document.createElement("input");
-    hidden.type = "hidden";
-    hidden.name = "since_rfc3339";
-    hidden.value = new Date(input.value).toISOString();
-    input.form.appendChild(hidden);
+    hidden.value = input.value ? new Date(input.value).toISOString() : "";
   });
 }
 
@@ -42,6 +43,10 @@ if (rows) {
     url.searchParams.delete("done");
     try {
       const resp = await fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } });
+      if (resp.redirected) { // the session ended: show the sign-in page itself
+        location.reload();
+        return;
+      }
       if (resp.ok) {
         rows.innerHTML = await resp.text();
         if (!rows.querySelector('tr[data-status="pending"]')) return; // settled: stop
