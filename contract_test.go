@@ -358,16 +358,16 @@ type ctOpts struct {
 
 	// redisURL, when set, keeps the state on that Redis (storage.backend
 	// "redis") under redisPrefix; when empty, $DEEPLINK_STORAGE=redis
-	// gives each case a Redis of its own (ctRedis), for the cases that
-	// can run on it (redisToo).
+	// gives each native case a Redis of its own (ctRedis), but those that
+	// are about data_dir (embeddedOnly).
 	redisURL, redisPrefix string
-	redisToo              bool
+	embeddedOnly          bool
 	noWait                bool   // start without waiting for /readyz 200
 	publicBaseURL         string // another's than the service's own URL: a replica's behind one name
 }
 
-// ctStorageEnv names the backend TestContract runs its redisToo cases
-// on: "redis", or anything else for the embedded one.
+// ctStorageEnv names the backend TestContract runs its native cases on:
+// "redis", or anything else for the embedded one.
 const ctStorageEnv = "DEEPLINK_STORAGE"
 
 // ctRedis starts a Redis of the test's own and returns its URL. It is
@@ -417,7 +417,7 @@ func startContractService(t *testing.T, target string, o ctOpts) *ctService {
 
 	data := filepath.Join(dir, "data")
 	storage := map[string]any{}
-	if o.redisURL == "" && o.redisToo && os.Getenv(ctStorageEnv) == "redis" {
+	if o.redisURL == "" && !o.embeddedOnly && target == targetNative && os.Getenv(ctStorageEnv) == "redis" {
 		if ctRedis == nil {
 			t.Skipf("%s=redis, and this build of the tests has no Redis", ctStorageEnv)
 		}
@@ -1579,7 +1579,7 @@ func contractCases() []contractCase {
 		// says so, and exits 0 once the write works; a second signal gives
 		// up, exit 1. The edge host exits 1 at once (docs/api.md). its module
 		// wrote each change before answering.
-		{name: "native/a shutdown whose write fails retries until it works, or a second signal", targets: nativeOnly, run: func(t *testing.T, s *ctService) {
+		{name: "native/a shutdown whose write fails retries until it works, or a second signal", targets: nativeOnly, opts: ctOpts{embeddedOnly: true}, run: func(t *testing.T, s *ctService) {
 			dir := s.argv[slices.Index(s.argv, "-data")+1]
 			retrying := func() bool {
 				b, _ := os.ReadFile(s.log)
@@ -1708,7 +1708,7 @@ func contractCases() []contractCase {
 				assert.Contains(t, string(out), "unexpected argument", "%v", args)
 			}
 		}},
-		{name: "config/an unusable data_dir exits non-zero naming it, before listening", run: func(t *testing.T, s *ctService) {
+		{name: "config/an unusable data_dir exits non-zero naming it, before listening", opts: ctOpts{embeddedOnly: true}, run: func(t *testing.T, s *ctService) {
 			s.stop()
 			file := filepath.Join(t.TempDir(), "not-a-dir")
 			require.NoError(t, os.WriteFile(file, nil, 0o600))

@@ -2,8 +2,10 @@
 # Runs every check CI runs: formatting, vet (native and wasip1), the tests
 # with the race detector (the contract tests among them, against the native
 # binary), the allocation tests that need it off, and the contract tests
-# against the edge module under the wazero host.
-# Installs what the tests need (php for the merchants' PHP snippet).
+# against the edge module under the wazero host, and the native contract tests
+# again with the state on Redis.
+# Installs what the tests need (php for the merchants' PHP snippet, chromium for
+# the browser tests, redis-server for the Redis store's).
 # Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -30,3 +32,4 @@ GOOS=wasip1 GOARCH=wasm go vet .
 go test -race -count=1 ./...
 go test -count=1 -run 'Allocations' .
 go test -count=1 -run 'TestContract' . -args -target=wasm
+DEEPLINK_STORAGE=redis go test -count=1 -run 'TestContract$' . # the native cases with the state on Redis
