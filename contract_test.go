@@ -1533,6 +1533,17 @@ func contractCases() []contractCase {
 			ctConfigError(t, s, "-config", bad, "auth_code_ttl")
 		}},
 
+		{name: "config/the edge build refuses storage.backend redis, before listening", targets: wasmOnly, run: func(t *testing.T, s *ctService) {
+			s.stop()
+			cfg := filepath.Join(t.TempDir(), "redis.json")
+			require.NoError(t, os.WriteFile(cfg, []byte(`{"storage": {"backend": "redis"}, "stores": [{"id": "`+ctStoreA+
+				`", "name": "A", "api_keys": ["`+ctKeyA+`"], "redirect_domains": ["shop.example.com"]}]}`), 0o600))
+			ln, err := net.Listen("tcp", strings.TrimPrefix(s.URL, "http://"))
+			require.NoError(t, err)
+			defer ln.Close()
+			ctConfigError(t, s, "-config", cfg, "storage.backend")
+		}},
+
 		// §6 nothing acknowledged is lost: not when the reader of the log
 		// goes away, which would kill a Go program with SIGPIPE on its
 		// next write to standard error, one request in about 260.
