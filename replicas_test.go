@@ -35,7 +35,8 @@ func ctRedisOpts(rd *redistest.Server) ctOpts {
 // the other, exactly once however the redemptions race, and a replay on
 // either revokes the token. Then Redis stops: what needs state answers
 // 503 with Retry-After, /readyz 503, a replica started meanwhile waits
-// for it; and once Redis is back every replica serves again by itself.
+// for it (or exits 0 on SIGTERM); and once Redis is back every replica
+// serves again by itself.
 func TestReplicas(t *testing.T) {
 	rd := redistest.New(t, redistest.Persistent...)
 	a := startContractService(t, targetNative, ctRedisOpts(rd))
@@ -158,6 +159,13 @@ func TestReplicas(t *testing.T) {
 				}
 			}
 		}
+		// A signal while it waits ends it as any stop does: exit 0.
+		d := startContractService(t, targetNative, ctOpts{redisURL: rd.URL(), redisPrefix: "replicas:", noWait: true})
+		ctEventually(t, 30*time.Second, func() bool {
+			r, err := d.send(http.MethodGet, "/healthz", nil)
+			return err == nil && r.status == http.StatusOK
+		}, "replica D never listened while Redis was down")
+		require.NoError(t, d.p.terminate(30*time.Second), "replica D, stopped while waiting for Redis")
 		if err := rd.Start(); err != nil {
 			t.Fatal(err)
 		}
