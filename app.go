@@ -18,18 +18,29 @@ import (
 )
 
 // app is the service without its listener: what run serves and what tests
-// start, stop and start again on one data_dir.
+// start, stop and start again on one data_dir (or one Redis).
 type app struct {
 	srv   *server
-	store *embedded.DB
+	store appStore
+	db    *embedded.DB  // store, when it is the embedded one; nil on Redis
 	done  chan struct{} // closed by Close to stop the ticker; nil when not started
 	idle  chan struct{} // closed when the ticker has stopped
 
 	lastTick time.Time // of the last timed work, for callers that tick often
 }
 
-// newApp restores the state in cfg.DataDir and starts the timed work and
-// the webhook dispatcher.
+// appStore is what the app needs of its store beyond the contract.
+type appStore interface {
+	store.Store
+	// Failing reports why the store cannot take changes now, or nil. It
+	// is asked on every webhook change and /readyz, so it answers from
+	// what the store already knows, without a round trip.
+	Failing() error
+}
+
+// newApp restores the state (in cfg.DataDir, or in Redis) and starts the
+// timed work and the webhook dispatcher. With Redis unreachable it fails
+// with an error wrapping store.ErrUnavailable, and run tries again.
 func newApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	return newAppAt(cfg, logger, demo, time.Now)
 }
@@ -98,15 +109,72 @@ func removeTempFiles(dir string, logger *slog.Logger) {
 	}
 }
 
-// openApp restores the state in cfg.DataDir and starts nothing: the wasm
-// build, whose goroutines run only while its host calls in, drives the
-// timed work from outside.
+// openApp restores the state and starts nothing: the wasm build, whose
+// goroutines run only while its host calls in, drives the timed work from
+// outside.
 func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	return openAppAt(cfg, logger, demo, time.Now)
 }
 
 // openAppAt is openApp with now as the clock of expiries.
 func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time) (*app, error) {
+	a := &app{}
+	var err error
+	dir := "" // where an earlier build's files may be: none on Redis
+	if cfg.Storage.Backend == "redis" {
+		a.store, err = openRedis(cfg, logger, now)
+	} else {
+		dir = cfg.DataDir
+		a.db, err = openEmbedded(cfg, logger, demo, now)
+		a.store = a.db
+	}
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	key, err := cookieKey(ctx, a.store, dir)
+	if err != nil {
+		a.store.Close()
+		if dir != "" {
+			err = fmt.Errorf("data_dir: %w", err)
+		}
+		return nil, err
+	}
+	srv := newServer(cfg, a.store, key, logger)
+	srv.now = now
+	srv.hooks.now = now
+	srv.storeFailing = a.store.Failing
+	if db := a.db; db != nil {
+		srv.live = db.Len
+		srv.liveCodes = &costlyGauge{
+			compute: func() int { return db.Count(keyPrefix, func(v []byte) bool { return len(v) > 0 && v[0] == kindCode }) },
+			size:    db.Len,
+		}
+	} else {
+		// Redis has no cheap count of a prefix's keys: a scan of them
+		// all at each scrape would cost Redis as much as the requests.
+		// Redis's own INFO keyspace (redis_exporter) counts them.
+		srv.live, srv.remote = nil, true
+	}
+	srv.demo = demo
+	srv.hooks.st = a.store
+	if dir != "" {
+		if err := srv.hooks.importHooksFile(ctx, dir); err != nil {
+			a.store.Close()
+			return nil, err
+		}
+	}
+	if err := srv.hooks.loadStore(ctx); err != nil {
+		a.store.Close()
+		return nil, err
+	}
+	a.srv = srv
+	return a, nil
+}
+
+// openEmbedded opens the embedded store in cfg.DataDir, after taking in
+// what an earlier build left there.
+func openEmbedded(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time) (*embedded.DB, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
@@ -119,7 +187,7 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	if err := importEarlierBuild(cfg.DataDir, logger); err != nil {
 		return nil, err
 	}
-	st, err := embedded.Open(cfg.DataDir, embedded.Options{
+	db, err := embedded.Open(cfg.DataDir, embedded.Options{
 		Durability: embedded.Durability(cfg.Storage.Durability),
 		MaxLive:    cfg.MaxLiveEntries,
 		Logger:     logger,
@@ -128,28 +196,7 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	if err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	key, err := cookieKey(context.Background(), st, cfg.DataDir)
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("data_dir: %w", err)
-	}
-	srv := newServer(cfg, st, key, logger)
-	srv.now = now
-	srv.hooks.now = now
-	srv.live = st.Len
-	srv.storeFailing = st.Failing
-	srv.liveCodes = &costlyGauge{
-		compute: func() int { return st.Count(keyPrefix, func(v []byte) bool { return len(v) > 0 && v[0] == kindCode }) },
-		size:    st.Len,
-	}
-	srv.demo = demo
-	srv.hooks.st = st
-	ctx := context.Background()
-	if err := errors.Join(srv.hooks.importHooksFile(ctx, cfg.DataDir), srv.hooks.loadStore(ctx)); err != nil {
-		st.Close()
-		return nil, err
-	}
-	return &app{srv: srv, store: st}, nil
+	return db, nil
 }
 
 // importEarlierBuild reads an earlier build's files in dir, if there are
@@ -219,8 +266,9 @@ const cookieKeyName = "config:cookie-key"
 
 // cookieKey returns the 32-byte key that signs the link cookie, kept in
 // st, so that every replica on one store shares it: made on first use,
-// or taken from an earlier build's data_dir/cookie.key (then moved to
-// data_dir/earlier-build/).
+// or taken from an earlier build's dir/cookie.key (then moved to
+// dir/earlier-build/). dir is data_dir, or "" where no earlier build
+// kept files (Redis).
 func cookieKey(ctx context.Context, st store.Store, dir string) ([]byte, error) {
 	b, err := st.Get(ctx, cookieKeyName)
 	if err == nil {
@@ -234,6 +282,9 @@ func cookieKey(ctx context.Context, st store.Store, dir string) ([]byte, error) 
 	}
 	path := filepath.Join(dir, cookieKeyFile)
 	b, err = os.ReadFile(path)
+	if dir == "" {
+		err = os.ErrNotExist
+	}
 	switch {
 	case err == nil && len(b) != 32:
 		return nil, fmt.Errorf("%s: want 32 bytes, found %d", path, len(b))
@@ -249,7 +300,7 @@ func cookieKey(ctx context.Context, st store.Store, dir string) ([]byte, error) 
 	case err != nil:
 		return nil, err
 	}
-	if exists(path) {
+	if dir != "" && exists(path) {
 		moved := filepath.Join(dir, legacyMovedDir)
 		if err := os.MkdirAll(moved, 0o700); err != nil {
 			return nil, err

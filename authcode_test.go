@@ -1056,7 +1056,7 @@ func TestTokenUnavailable(t *testing.T) {
 			assert.Equal(t, "temporarily_unavailable", e.Error, "error")
 			assert.NotEmpty(t, e.Description, "error_description")
 			assert.NotEmpty(t, got.header.Get("Retry-After"), "Retry-After")
-			assert.Equal(t, 2, a.store.Len(), "entries left: the cookie key and the code, and no replay key naming no token")
+			assert.Equal(t, 2, a.db.Len(), "entries left: the cookie key and the code, and no replay key naming no token")
 		})
 	}
 }

@@ -355,7 +355,26 @@ type ctOpts struct {
 	apps        bool          // configure the association files
 	faults      bool          // wasm: the edgefault module, -call-timeout ctCallTimeout
 	callTimeout time.Duration // wasm, with faults: -call-timeout instead of ctCallTimeout
+
+	// redisURL, when set, keeps the state on that Redis (storage.backend
+	// "redis") under redisPrefix; when empty, $DEEPLINK_STORAGE=redis
+	// gives each native case a Redis of its own (ctRedis), but those that
+	// are about data_dir (embeddedOnly).
+	redisURL, redisPrefix string
+	embeddedOnly          bool
+	noWait                bool   // start without waiting for /readyz 200
+	publicBaseURL         string // another's than the service's own URL: a replica's behind one name
 }
+
+// ctStorageEnv names the backend TestContract runs its native cases on:
+// "redis", or anything else for the embedded one.
+const ctStorageEnv = "DEEPLINK_STORAGE"
+
+// ctRedis starts a Redis of the test's own and returns its URL. It is
+// set in replicas_test.go, a file of the native build alone (the Redis
+// test helper does not build for wasip1); nil leaves every case on the
+// embedded store.
+var ctRedis func(t *testing.T) string
 
 // ctService is the service running as a process for one case, with a game
 // app (spec §4.1) that store A's game_authorize_url points at.
@@ -397,6 +416,16 @@ func startContractService(t *testing.T, target string, o ctOpts) *ctService {
 	t.Cleanup(s.game.Close)
 
 	data := filepath.Join(dir, "data")
+	storage := map[string]any{}
+	if o.redisURL == "" && !o.embeddedOnly && target == targetNative && os.Getenv(ctStorageEnv) == "redis" {
+		if ctRedis == nil {
+			t.Skipf("%s=redis, and this build of the tests has no Redis", ctStorageEnv)
+		}
+		o.redisURL, o.redisPrefix = ctRedis(t), "contract:"
+	}
+	if o.redisURL != "" {
+		storage = map[string]any{"backend": "redis", "redis_url": o.redisURL, "redis_prefix": o.redisPrefix}
+	}
 	if o.retry == nil {
 		o.retry = []string{"50ms", "50ms"}
 	}
@@ -410,7 +439,7 @@ func startContractService(t *testing.T, target string, o ctOpts) *ctService {
 	cfg, err := json.Marshal(map[string]any{
 		"listen":          addr,
 		"data_dir":        data,
-		"public_base_url": s.URL,
+		"public_base_url": cmp.Or(o.publicBaseURL, s.URL),
 		"webhooks": map[string]any{
 			"timeout":             "5s",
 			"retry_schedule":      o.retry,
@@ -428,7 +457,8 @@ func startContractService(t *testing.T, target string, o ctOpts) *ctService {
 			"api_keys":         []string{ctKeyB},
 			"redirect_domains": []string{"shop.example.com"},
 		}},
-		"apps": apps,
+		"apps":    apps,
+		"storage": storage,
 	})
 	require.NoError(t, err)
 	cfgFile := filepath.Join(dir, "config.json")
@@ -459,17 +489,28 @@ func startContractService(t *testing.T, target string, o ctOpts) *ctService {
 			t.Logf("service log (%s):\n%s", s.target, ctTail(s.log))
 		}
 	})
-	s.start()
+	if o.noWait {
+		s.launch()
+	} else {
+		s.start()
+	}
 	return s
+}
+
+// launch runs the service on its data directory (or Redis) without
+// waiting for it to be ready.
+func (s *ctService) launch() {
+	s.t.Helper()
+	p, err := ctLaunch(s.argv, s.log)
+	require.NoError(s.t, err)
+	s.p = p
 }
 
 // start runs the service on its data directory and waits for /readyz.
 func (s *ctService) start() {
 	s.t.Helper()
-	p, err := ctLaunch(s.argv, s.log)
-	require.NoError(s.t, err)
-	s.p = p
-	require.NoError(s.t, p.waitReady(s.URL, time.Minute))
+	s.launch()
+	require.NoError(s.t, s.p.waitReady(s.URL, time.Minute))
 }
 
 // stop ends the service as an operator does: SIGTERM, then exit code 0.
@@ -1516,6 +1557,17 @@ func contractCases() []contractCase {
 			ctConfigError(t, s, "-config", bad, "auth_code_ttl")
 		}},
 
+		{name: "config/the edge build refuses storage.backend redis, before listening", targets: wasmOnly, run: func(t *testing.T, s *ctService) {
+			s.stop()
+			cfg := filepath.Join(t.TempDir(), "redis.json")
+			require.NoError(t, os.WriteFile(cfg, []byte(`{"storage": {"backend": "redis"}, "stores": [{"id": "`+ctStoreA+
+				`", "name": "A", "api_keys": ["`+ctKeyA+`"], "redirect_domains": ["shop.example.com"]}]}`), 0o600))
+			ln, err := net.Listen("tcp", strings.TrimPrefix(s.URL, "http://"))
+			require.NoError(t, err)
+			defer ln.Close()
+			ctConfigError(t, s, "-config", cfg, "storage.backend")
+		}},
+
 		// §6 nothing acknowledged is lost: not when the reader of the log
 		// goes away, which would kill a Go program with SIGPIPE on its
 		// next write to standard error, one request in about 260.
@@ -1562,7 +1614,7 @@ func contractCases() []contractCase {
 		// says so, and exits 0 once the write works; a second signal gives
 		// up, exit 1. The edge host exits 1 at once (docs/api.md). its module
 		// wrote each change before answering.
-		{name: "native/a shutdown whose write fails retries until it works, or a second signal", targets: nativeOnly, run: func(t *testing.T, s *ctService) {
+		{name: "native/a shutdown whose write fails retries until it works, or a second signal", targets: nativeOnly, opts: ctOpts{embeddedOnly: true}, run: func(t *testing.T, s *ctService) {
 			dir := s.argv[slices.Index(s.argv, "-data")+1]
 			retrying := func() bool {
 				b, _ := os.ReadFile(s.log)
@@ -1712,7 +1764,7 @@ func contractCases() []contractCase {
 				}
 			}
 		}},
-		{name: "config/an unusable data_dir exits non-zero naming it, before listening", run: func(t *testing.T, s *ctService) {
+		{name: "config/an unusable data_dir exits non-zero naming it, before listening", opts: ctOpts{embeddedOnly: true}, run: func(t *testing.T, s *ctService) {
 			s.stop()
 			file := filepath.Join(t.TempDir(), "not-a-dir")
 			require.NoError(t, os.WriteFile(file, nil, 0o600))

@@ -314,6 +314,9 @@ func (s *server) render(w http.ResponseWriter, status int, name string, data map
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "2") // the state's store fails: a moment, as the API's 503s
+	}
 	w.WriteHeader(status)
 	w.Write(b.Bytes())
 }

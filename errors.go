@@ -37,6 +37,7 @@ var (
 	errRedirectHost  = &apiError{Status: http.StatusBadRequest, Code: "redirect_uri_not_allowed", Message: "redirect_uri is not on a domain of this store"}
 	errFull          = &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the service is over its memory budget; retry later", retryAfter: 5}
 	errPersist       = &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the service cannot persist its state; retry later", retryAfter: 5}
+	errStoreDown     = &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the service cannot reach its store; retry later", retryAfter: 2}
 	errShuttingDown  = &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the service is shutting down; retry shortly", retryAfter: 2}
 )
 

@@ -21,6 +21,7 @@ import (
 	_ "time/tzdata" // timezone checks must work in a static binary without /usr/share/zoneinfo
 
 	"deeplink/internal/serving"
+	"deeplink/internal/store"
 )
 
 func main() {
@@ -67,9 +68,12 @@ func run(f serveFlags) error {
 		cfg.DataDir = f.data
 	}
 	// An unusable data_dir is a configuration error like any other:
-	// reported before listening, not once restoring fails.
-	if err := checkDataDir(cfg.DataDir); err != nil {
-		return err
+	// reported before listening, not once restoring fails. On Redis it
+	// is not used.
+	if cfg.Storage.Backend != "redis" {
+		if err := checkDataDir(cfg.DataDir); err != nil {
+			return err
+		}
 	}
 	logger := newLogger(logOut)
 	slog.SetDefault(logger)
@@ -97,10 +101,20 @@ func run(f serveFlags) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
-	a, err := newApp(cfg, logger, demo)
+	a, err := awaitApp(ctx, cfg, logger, demo, func() {
+		srv.Set(unavailableHandler(logger, m, "starting", "the service is starting and cannot reach its store (Redis) yet; retry shortly"))
+	})
 	if err != nil {
 		srv.Close()
 		return err
+	}
+	if a == nil { // a signal while Redis was awaited: nothing to write
+		if err := srv.Stop(unavailableHandler(logger, m, "stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
+			logger.Warn("shutdown: in-flight requests cut off", "err", err)
+		}
+		logger.Info("shut down before the store answered; bye")
+		logOut.Flush()
+		return nil
 	}
 	for _, w := range a.srv.configWarnings() {
 		logger.Warn(w)
@@ -110,7 +124,11 @@ func run(f serveFlags) error {
 		a.srv.metrics = m
 		srv.Set(a.srv.handler())
 		a.srv.ready.Store(true)
-		logger.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "version", productVersion(), "gomaxprocs", runtime.GOMAXPROCS(0))
+		where := slog.String("data_dir", cfg.DataDir)
+		if cfg.Storage.Backend == "redis" {
+			where = slog.String("redis_prefix", cfg.Storage.RedisPrefix) // the URL may hold a password
+		}
+		logger.Info("serving", "addr", ln.Addr().String(), where, "version", productVersion(), "gomaxprocs", runtime.GOMAXPROCS(0))
 		if demo {
 			printDemoBanner(cfg, cfg.PublicBaseURL)
 		}
@@ -131,8 +149,12 @@ func run(f serveFlags) error {
 		logger.Warn("shutdown: in-flight requests cut off", "err", err)
 	}
 	defer logOut.Flush()
+	fix := "make room in data_dir, or make it writable"
+	if cfg.Storage.Backend == "redis" {
+		fix = "bring Redis back"
+	}
 	err = a.closeRetrying(func(err error) bool {
-		logger.Error("shutdown: cannot write the state; trying again every second until it works (make room in data_dir, or make it writable), or signal again to exit without it",
+		logger.Error("shutdown: cannot write the state; trying again every second until it works ("+fix+"), or signal again to exit without it",
 			"err", firstLine(err))
 		logOut.Flush()
 		select {
@@ -150,6 +172,39 @@ func run(f serveFlags) error {
 	}
 	logger.Info("state written; bye")
 	return nil
+}
+
+// Waiting for Redis at start: the first retry after startRetryMin, each
+// next one twice as late, up to startRetryMax, so that a Redis that is
+// back is found within seconds and one down for long is not hammered.
+const (
+	startRetryMin = 250 * time.Millisecond
+	startRetryMax = 5 * time.Second
+)
+
+// awaitApp is newApp, tried again while the store (Redis) is unreachable,
+// until it answers or ctx ends (a signal: then it returns nil, nil). On
+// the first such failure it calls waiting, once. Any other error ends the
+// start, as a bad configuration does.
+func awaitApp(ctx context.Context, cfg *Config, logger *slog.Logger, demo bool, waiting func()) (*app, error) {
+	wait := startRetryMin
+	for {
+		a, err := newApp(cfg, logger, demo)
+		if err == nil || cfg.Storage.Backend != "redis" || !errors.Is(err, store.ErrUnavailable) {
+			return a, err
+		}
+		if wait == startRetryMin {
+			waiting()
+		}
+		logger.Warn("start: cannot reach Redis; answering 503 until it does, and trying again", "in", wait.String(), "err", firstLine(err))
+		logOut.Flush()
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, startRetryMax)
+	}
 }
 
 // firstLine is err's message up to its first line break, saying how many

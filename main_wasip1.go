@@ -177,7 +177,7 @@ var wrapStore func(store.Store) store.Store
 // persistEdge writes what changed since the last call to data_dir.
 func persistEdge() error {
 	a := edge.app
-	return errors.Join(a.srv.hooks.persist(context.Background()), a.store.Sync())
+	return errors.Join(a.srv.hooks.persist(context.Background()), a.db.Sync())
 }
 
 // wasmTick does the timed work due at now (unix nanoseconds): sweeps and

@@ -339,7 +339,7 @@ func TestRedemptionCannotStore(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "body %s", b)
 	assert.Contains(t, string(b), `"temporarily_unavailable"`)
 	assert.NotEmpty(t, resp.Header.Get("Retry-After"), "Retry-After")
-	assert.Equal(t, 2, a.store.Len(), "entries: the cookie key and the code alone")
+	assert.Equal(t, 2, a.db.Len(), "entries: the cookie key and the code alone")
 }
 
 // newestStateFile returns the newest of dir's files named stem-GEN, and GEN.

@@ -20,10 +20,11 @@ type server struct {
 	cfg          *Config
 	store        store.Store
 	storeFailing func() error     // why the store refuses changes now, or nil
+	remote       bool             // the state is in a store of its own (Redis): while it fails, reads of state and /readyz answer 503 too
 	now          func() time.Time // the clock of expiries; the store's too
 	live         func() int       // live entries of the store, for /metrics
 	liveCodes    *costlyGauge     // live, unredeemed auth codes, for /metrics
-	cookieKey    []byte           // signs the link cookie; persisted in data_dir
+	cookieKey    []byte           // signs the link cookie; kept in the store
 	log          *slog.Logger
 	metrics      *metrics
 	hooks        *hooks
@@ -52,6 +53,11 @@ func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) 
 	return s
 }
 
+// remoteFailing reports whether the state is in a store of its own that
+// does not answer now. (The embedded store's state is in memory: reads
+// go on while its disk fails, and the process is as ready as it can be.)
+func (s *server) remoteFailing() bool { return s.remote && s.storeFailing() != nil }
+
 // extraRoutes add routes that only some builds have: the edge module's
 // test-only fault routes (faults_edgefault.go, build tag edgefault). Empty
 // in every production build.
@@ -75,6 +81,10 @@ func (s *server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if !s.ready.Load() || s.draining.Load() {
 			writeError(w, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "not ready", retryAfter: 1})
+			return
+		}
+		if s.remoteFailing() {
+			writeError(w, errStoreDown)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"data": map[string]string{"status": "ok"}})

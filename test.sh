@@ -2,10 +2,10 @@
 # Runs every check CI runs: formatting, vet (native and wasip1), the tests
 # with the race detector (the contract tests among them, against the native
 # binary), the allocation tests that need it off, promtool's check of a
-# /metrics scrape, and the contract tests against the edge module under the
-# wazero host.
+# /metrics scrape, the contract tests against the edge module under the
+# wazero host, and the native contract tests again with the state on Redis.
 # Installs what the tests need (php, node and python3 for the merchants'
-# snippets, promtool), then says what it runs as each step starts, and each
+# snippets, promtool, chromium for the browser tests, redis-server), then says what it runs as each step starts, and each
 # step's time when it ends. Steps that do not depend on each other run side
 # by side, two at a time at most (the machines have two cores): the race
 # tests in one lane, the rest in the other.
@@ -107,7 +107,8 @@ race() { step "go test -race ./..." go test -race -count=1 ./...; }
 rest() {
   step "allocation tests (race detector off)" go test -count=1 -run 'Allocations' . &&
   step "promtool check metrics, on a scrape of /metrics" go test -count=1 -run '^TestPromtoolCheckMetrics$' -v . &&
-  step "contract tests against the edge module (wasm)" go test -count=1 -run 'TestContract' . -args -target=wasm
+  step "contract tests against the edge module (wasm)" go test -count=1 -run 'TestContract' . -args -target=wasm &&
+  step "contract tests with the state on Redis" env DEEPLINK_STORAGE=redis go test -count=1 -run 'TestContract$' .
 }
 
 lanes static vet_wasip1

@@ -298,15 +298,15 @@ func (hk *hooks) queueDepth() int {
 func (s *server) webhookRoutes(mux *http.ServeMux) {
 	const ep = "/stores/{store_id}/webhooks/{endpoint_id}"
 	mux.HandleFunc("POST /stores/{store_id}/webhooks", s.persisting(s.withStore(refusing(s, s.handleCreateEndpoint))))
-	mux.HandleFunc("GET /stores/{store_id}/webhooks", s.withStore(s.handleListEndpoints))
-	mux.HandleFunc("GET "+ep, s.withEndpoint(s.handleGetEndpoint))
-	mux.HandleFunc("GET "+ep+"/secret", s.withEndpoint(s.handleGetSecret))
+	mux.HandleFunc("GET /stores/{store_id}/webhooks", s.withStore(reading(s, s.handleListEndpoints)))
+	mux.HandleFunc("GET "+ep, s.withEndpoint(reading(s, s.handleGetEndpoint)))
+	mux.HandleFunc("GET "+ep+"/secret", s.withEndpoint(reading(s, s.handleGetSecret)))
 	mux.HandleFunc("PATCH "+ep, s.persisting(s.withEndpoint(refusing(s, s.handlePatchEndpoint))))
 	mux.HandleFunc("DELETE "+ep, s.persisting(s.withEndpoint(refusing(s, s.handleDeleteEndpoint))))
 	mux.HandleFunc("POST "+ep+"/rotate-secret", s.persisting(s.withEndpoint(refusing(s, s.handleRotateSecret))))
 	mux.HandleFunc("POST "+ep+"/test", s.persisting(s.withEndpoint(refusing(s, s.handleTestEndpoint))))
-	mux.HandleFunc("GET "+ep+"/deliveries", s.withEndpoint(s.handleListDeliveries))
-	mux.HandleFunc("GET "+ep+"/deliveries/{delivery_id}", s.withEndpoint(s.handleGetDelivery))
+	mux.HandleFunc("GET "+ep+"/deliveries", s.withEndpoint(reading(s, s.handleListDeliveries)))
+	mux.HandleFunc("GET "+ep+"/deliveries/{delivery_id}", s.withEndpoint(reading(s, s.handleGetDelivery)))
 	mux.HandleFunc("POST "+ep+"/deliveries/{delivery_id}/retry", s.persisting(s.withEndpoint(refusing(s, s.handleRetryDelivery))))
 	mux.HandleFunc("POST "+ep+"/recover", s.persisting(s.withEndpoint(refusing(s, s.handleRecover))))
 	mux.HandleFunc("POST /stores/{store_id}/events", s.persisting(s.withStore(refusing(s, s.handlePublish))))
@@ -343,6 +343,21 @@ func refusing[T any](s *server, h func(http.ResponseWriter, *http.Request, T)) f
 	return func(w http.ResponseWriter, r *http.Request, v T) {
 		if s.storeFailing() != nil || s.hooks.persistBad.Load() {
 			writeError(w, errPersist)
+			return
+		}
+		h(w, r, v)
+	}
+}
+
+// reading answers 503 instead of running h, a read of the webhook state,
+// while the store of its own that holds the state (Redis) does not
+// answer (server.remoteFailing): API.md §9 has every read of state wait
+// for it, as the sign-in's reads do. Like refusing, it goes after the
+// store, key and endpoint checks.
+func reading[T any](s *server, h func(http.ResponseWriter, *http.Request, T)) func(http.ResponseWriter, *http.Request, T) {
+	return func(w http.ResponseWriter, r *http.Request, v T) {
+		if s.remoteFailing() {
+			writeError(w, errStoreDown)
 			return
 		}
 		h(w, r, v)

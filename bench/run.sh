@@ -14,6 +14,11 @@
 # MODE=edge compares the edge build instead (the wasm module under its
 # wazero host, wasm/) with the native build, same load: target ratio >= 0.5.
 #
+# MODE=redis compares the service with its state on Redis (a redis-server
+# the script starts, appendonly yes, appendfsync APPENDFSYNC) with the
+# service on the embedded store in "fsync" durability, same load: target
+# ratio >= 0.5 (issue 22). Redis's CPU counts in the service's CPU/req.
+#
 # MODE=spin calibrates the ratio: it compares the yardstick made to burn
 # SPIN of CPU on each request (yardstick -spin) with the plain yardstick.
 # The ratio it prints is what a service costing SPIN more per request than
@@ -32,7 +37,10 @@
 #   PORT         service port                     (18080)
 #   YARD_PORT    yardstick port                   (18081)
 #   KEEP         directory for binaries and wrk logs (a temporary one, removed)
-#   MODE         yardstick (default), edge or spin
+#   MODE         yardstick (default), edge, redis or spin
+#   APPENDFSYNC  Redis's appendfsync (MODE=redis): always (default: as
+#                durable as "fsync") or everysec
+#   REDIS_PORT   the Redis port (MODE=redis)      (18082)
 #   DURABILITY   the service's storage.durability (MODE=yardstick): fsync
 #                (default) or interval
 #   SPIN         the CPU the spun yardstick adds to a request (MODE=spin), e.g. 3us
@@ -71,6 +79,14 @@ case $MODE in
       *) echo "DURABILITY is fsync or interval" >&2; exit 2 ;;
     esac ;;
   edge) A=edge B=native TARGET=0.5 P99_TARGET= ;;
+  redis)
+    A=redis B=embedded TARGET=0.5 P99_TARGET=
+    REDIS_PORT=${REDIS_PORT:-18082}
+    case ${APPENDFSYNC:=always} in
+      always|everysec) ;;
+      *) echo "APPENDFSYNC is always or everysec" >&2; exit 2 ;;
+    esac
+    command -v redis-server >/dev/null || { echo "MODE=redis needs redis-server (apt-get install redis-server)" >&2; exit 2; } ;;
   spin) A=spun B=yardstick TARGET=0.8 P99_TARGET= SPIN=${SPIN:?MODE=spin needs SPIN, e.g. 3us} ;;
   *) echo "MODE is yardstick, edge or spin" >&2; exit 2 ;;
 esac
@@ -86,10 +102,10 @@ if [ -n "${KEEP:-}" ]; then
 else
   work=$(mktemp -d)
 fi
-svc_pid= yard_pid=
+svc_pid= yard_pid= redis_pid=
 cleanup() {
   set +e
-  for pid in $svc_pid $yard_pid; do
+  for pid in $svc_pid $yard_pid $redis_pid; do
     kill "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   done
@@ -122,6 +138,27 @@ if [ "$MODE" = edge ]; then
   "${srv_pin[@]}" "$work/edgehost" ${EDGE_FLAGS:-} -module "$work/service.wasm" -cache "$work/cache" -addr "127.0.0.1:$PORT" -data "$work/data-edge" >"$work/service.out" 2>"$work/service.err" &
   svc_pid=$!
   "${srv_pin[@]}" "$work/deeplink" -addr "127.0.0.1:$YARD_PORT" -data "$work/data" >"$work/yardstick.out" 2>"$work/yardstick.err" &
+  yard_pid=$!
+elif [ "$MODE" = redis ]; then
+  # A is the service on Redis on PORT, B the service on the embedded
+  # store (durability fsync) on YARD_PORT: both serve the demo store.
+  mkdir -p "$work/redis"
+  "${srv_pin[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$work/redis" --save "" \
+    --appendonly yes --appendfsync "$APPENDFSYNC" --logfile redis.log &
+  redis_pid=$!
+  extra='"storage": {"backend": "redis", "redis_url": "redis://127.0.0.1:'$REDIS_PORT'/0", "redis_prefix": "bench:"}, '
+  common=
+  if [ -n "${CODE_TTL:-}" ]; then
+    common+='"auth_code_ttl": "'$CODE_TTL'", '
+  fi
+  if [ "$ROUNDS" -gt 2 ]; then
+    common+='"max_live_entries": '$((100000 * (DURATION * ROUNDS + ${WARMUP:-2})))', '
+  fi
+  sed '0,/{/s#{#{'"$extra$common"'#' demo.json >"$work/config-redis.json"
+  sed '0,/{/s//{'"$common"'/' demo.json >"$work/config.json"
+  "${srv_pin[@]}" "$work/deeplink" -config "$work/config-redis.json" -addr "127.0.0.1:$PORT" >"$work/service.out" 2>"$work/service.err" &
+  svc_pid=$!
+  "${srv_pin[@]}" "$work/deeplink" -config "$work/config.json" -addr "127.0.0.1:$YARD_PORT" -data "$work/data" >"$work/yardstick.out" 2>"$work/yardstick.err" &
   yard_pid=$!
 elif [ "$MODE" = spin ]; then
   "${srv_pin[@]}" "$work/yardstick" -spin "$SPIN" -addr "127.0.0.1:$PORT" 2>"$work/service.err" &
@@ -192,7 +229,11 @@ to_ms() {
 # request is a second, steadier comparison: other jobs on the host take
 # wall time from a run but add little to the CPU each request costs.
 hz=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+cpu_ticks() { # pid... (summed)
+  local t=0 p
+  for p; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  echo "$t"
+}
 reqs_of() { awk '/ requests in / {print $1}' "$1"; }
 rps_of() { awk '/^Requests\/sec:/ {print $2}' "$1"; }
 p99_of() { to_ms "$(awk '$1 == "99%" {print $2}' "$1")"; }
@@ -209,10 +250,10 @@ declare -a svc_rps yard_rps svc_p99 yard_p99 svc_cpu yard_cpu
 svc_bad=0 yard_bad=0 sock_err=0
 for round in $(seq 1 "$ROUNDS"); do
   for who in "$A" "$B"; do
-    if [ "$who" = "$A" ]; then port=$PORT pid=$svc_pid; else port=$YARD_PORT pid=$yard_pid; fi
-    t0=$(cpu_ticks "$pid")
+    if [ "$who" = "$A" ]; then port=$PORT pid="$svc_pid $redis_pid"; else port=$YARD_PORT pid=$yard_pid; fi
+    t0=$(cpu_ticks $pid)
     log=$(run_wrk "$who-$round" "$port" "$DURATION")
-    t1=$(cpu_ticks "$pid")
+    t1=$(cpu_ticks $pid)
     rps=$(rps_of "$log"); p99=$(p99_of "$log"); bad=$(non200_of "$log"); se=$(errors_of "$log")
     if [ -z "$rps" ] || [ -z "$bad" ]; then
       echo "wrk run $who-$round failed:" >&2; cat "$log" >&2; exit 2

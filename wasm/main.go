@@ -102,6 +102,9 @@ func run() error {
 		if cfg, err = config.Parse(cfgBytes); err != nil {
 			return err
 		}
+		if cfg.Storage.Backend == "redis" { // the module would refuse it at its start
+			return errors.New(`config: storage.backend: "redis" is not in the edge build yet; use "embedded", or the native binary`)
+		}
 	}
 	if *addrFlag != "" {
 		cfg.Listen = *addrFlag

@@ -72,13 +72,41 @@ type WebhookConfig struct {
 // the state is kept, and when a change is acknowledged.
 type StorageConfig struct {
 	// Backend is "embedded": in memory, journaled to data_dir (one
-	// process). "redis" is for several replicas.
+	// process), or "redis": all state in one Redis, shared by any number
+	// of processes (API.md §9); data_dir is then not used.
 	Backend string `json:"backend"`
 	// Durability is "fsync" (a 2xx once the change is fsynced) or
-	// "interval" (written and fsynced within a second of the 2xx).
-	Durability  string `json:"durability"`
+	// "interval" (written and fsynced within a second of the 2xx);
+	// embedded only.
+	Durability string `json:"durability"`
+	// RedisURL is where the "redis" backend's Redis is; RedisPrefix
+	// starts every key the service writes there, so that one Redis can
+	// hold several deployments.
 	RedisURL    string `json:"redis_url"`
 	RedisPrefix string `json:"redis_prefix"`
+}
+
+// maxRedisPrefix bounds storage.redis_prefix: every key carries it.
+const maxRedisPrefix = 64
+
+// checkRedisPrefix reports what is wrong with p as storage.redis_prefix:
+// it must not be empty, so that the service's keys stand apart from any
+// other user's of the same database, and it is printable ASCII without
+// spaces, so that it reads the same in redis-cli, a log and a KEYS
+// pattern.
+func checkRedisPrefix(p string) error {
+	if p == "" {
+		return errors.New(`must not be empty (the default is "deeplink:")`)
+	}
+	if len(p) > maxRedisPrefix {
+		return fmt.Errorf("is %d bytes; at most %d", len(p), maxRedisPrefix)
+	}
+	for _, r := range p {
+		if r <= ' ' || r > '~' {
+			return fmt.Errorf("%q: only printable ASCII, no spaces", p)
+		}
+	}
+	return nil
 }
 
 // DashboardConfig is the "dashboard" object of the configuration file:
@@ -372,7 +400,12 @@ func (c *Config) validate() error {
 	switch c.Storage.Backend {
 	case "embedded":
 	case "redis":
-		return errors.New(`storage.backend: "redis" is not in this build yet; use "embedded"`)
+		if err := checkRedisURL(c.Storage.RedisURL); err != nil {
+			return fmt.Errorf("storage.redis_url: %v (want redis://[[user]:password@]host:port/db, rediss:// for TLS, or unix:///path?db=N)", err)
+		}
+		if err := checkRedisPrefix(c.Storage.RedisPrefix); err != nil {
+			return fmt.Errorf("storage.redis_prefix: %v", err)
+		}
 	default:
 		return fmt.Errorf(`storage.backend: %q must be "embedded" or "redis"`, c.Storage.Backend)
 	}

@@ -234,6 +234,19 @@ func TestParseErrors(t *testing.T) {
 		{"api key with DEL", `{` + store(id+`, "api_keys": ["ak_\u007f"]`) + `}`, "api_keys[0]"},
 		{"public_base_url port out of range", `{"public_base_url": "https://shop.example.com:99999", ` + store("") + `}`, "public_base_url"},
 		{"public_base_url port 0", `{"public_base_url": "https://shop.example.com:0", ` + store("") + `}`, "public_base_url"},
+
+		{"storage.backend unknown", `{"storage": {"backend": "postgres"}, ` + store("") + `}`, "storage.backend"},
+		{"storage.durability unknown", `{"storage": {"durability": "never"}, ` + store("") + `}`, "storage.durability"},
+		{"redis_url http", `{"storage": {"backend": "redis", "redis_url": "http://127.0.0.1:6379"}, ` + store("") + `}`, "storage.redis_url"},
+		{"redis_url empty", `{"storage": {"backend": "redis", "redis_url": ""}, ` + store("") + `}`, "storage.redis_url"},
+		{"redis_url bad db", `{"storage": {"backend": "redis", "redis_url": "redis://127.0.0.1:6379/zero"}, ` + store("") + `}`, "storage.redis_url"},
+		{"redis_url two path segments", `{"storage": {"backend": "redis", "redis_url": "redis://127.0.0.1:6379/0/1"}, ` + store("") + `}`, "storage.redis_url"},
+		{"redis_url unknown option", `{"storage": {"backend": "redis", "redis_url": "redis://127.0.0.1:6379/0?colour=red"}, ` + store("") + `}`, "storage.redis_url"},
+		{"redis_prefix empty", `{"storage": {"backend": "redis", "redis_prefix": ""}, ` + store("") + `}`, "storage.redis_prefix"},
+		{"redis_prefix with a space", `{"storage": {"backend": "redis", "redis_prefix": "deep link:"}, ` + store("") + `}`, "storage.redis_prefix"},
+		{"redis_prefix not ASCII", `{"storage": {"backend": "redis", "redis_prefix": "dé:"}, ` + store("") + `}`, "storage.redis_prefix"},
+		{"redis_prefix too long", `{"storage": {"backend": "redis", "redis_prefix": "` + strings.Repeat("p", 65) + `"}, ` + store("") + `}`, "storage.redis_prefix"},
+		{"unknown storage field", `{"storage": {"redis_host": "x"}, ` + store("") + `}`, "redis_host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,6 +261,53 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("Parse(%s) error = %q; want one line", tt.in, err)
 			}
 		})
+	}
+}
+
+// TestParseStorage: the storage backends and the Redis URLs the client
+// takes are accepted; the Redis fields are checked only for "redis".
+func TestParseStorage(t *testing.T) {
+	for _, tt := range []struct {
+		storage           string
+		backend, url, pfx string
+	}{
+		{`{}`, "embedded", "redis://127.0.0.1:6379/0", "deeplink:"},
+		{`{"backend": "embedded", "redis_url": "not a URL", "redis_prefix": ""}`, "embedded", "not a URL", ""},
+		{`{"backend": "redis"}`, "redis", "redis://127.0.0.1:6379/0", "deeplink:"},
+		{`{"backend": "redis", "redis_url": "redis://:s3cret@redis.internal:6380/2", "redis_prefix": "studio-a:"}`, "redis", "redis://:s3cret@redis.internal:6380/2", "studio-a:"},
+		{`{"backend": "redis", "redis_url": "rediss://user:pw@redis.example.com"}`, "redis", "rediss://user:pw@redis.example.com", "deeplink:"},
+		{`{"backend": "redis", "redis_url": "unix:///run/redis/redis.sock?db=1"}`, "redis", "unix:///run/redis/redis.sock?db=1", "deeplink:"},
+	} {
+		in := `{"storage": ` + tt.storage + `, "stores": [` + minimalStore + `]}`
+		cfg, err := Parse([]byte(in))
+		if err != nil {
+			t.Errorf("Parse(%s) = %v; want no error", in, err)
+			continue
+		}
+		if got := [3]string{cfg.Storage.Backend, cfg.Storage.RedisURL, cfg.Storage.RedisPrefix}; got != [3]string{tt.backend, tt.url, tt.pfx} {
+			t.Errorf("Parse(%s).storage = %q; want %q", in, got, [3]string{tt.backend, tt.url, tt.pfx})
+		}
+	}
+}
+
+// TestParseRedisURLPasswordNotInErrors: a redis_url that does not parse
+// is not echoed, as its userinfo is a password.
+func TestParseRedisURLPasswordNotInErrors(t *testing.T) {
+	for _, u := range []string{
+		"redis://:pw_secret_value@127.0.0.1:bad/0",
+		"redis://:pw_secret_value@127.0.0.1:6379/zero",
+		"http://:pw_secret_value@127.0.0.1:6379",
+		"redis://:pw_secret_value@[::1/0",
+	} {
+		in := `{"storage": {"backend": "redis", "redis_url": "` + u + `"}, "stores": [` + minimalStore + `]}`
+		_, err := Parse([]byte(in))
+		if err == nil {
+			t.Errorf("Parse(redis_url %q) = nil error; want one", u)
+			continue
+		}
+		if strings.Contains(err.Error(), "pw_secret_value") {
+			t.Errorf("Parse(redis_url %q) error = %q; want no password in it", u, err)
+		}
 	}
 }
 

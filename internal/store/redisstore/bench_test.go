@@ -14,6 +14,7 @@ import (
 
 	"deeplink/internal/store"
 	"deeplink/internal/store/embedded"
+	"deeplink/internal/store/redisstore/redistest"
 )
 
 // BenchmarkInsertTake is an auth code's life on each backend in one run:
@@ -26,7 +27,7 @@ import (
 func BenchmarkInsertTake(b *testing.B) {
 	for _, tc := range []struct {
 		name string
-		open func(b *testing.B) (store.Store, *server)
+		open func(b *testing.B) (store.Store, *redistest.Server)
 	}{
 		{"embedded-fsync", openEmbedded(embedded.Fsync)},
 		{"redis-always", openRedis("always")},
@@ -40,7 +41,7 @@ func BenchmarkInsertTake(b *testing.B) {
 			var seq atomic.Int64
 			b.SetParallelism(16)
 			b.ResetTimer()
-			cpu0 := processCPU() + sv.cpu()
+			cpu0 := processCPU() + serverCPU(sv)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					k := fmt.Sprintf("auth:%032x", seq.Add(1))
@@ -54,7 +55,7 @@ func BenchmarkInsertTake(b *testing.B) {
 					}
 				}
 			})
-			cpu := processCPU() + sv.cpu() - cpu0
+			cpu := processCPU() + serverCPU(sv) - cpu0
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
@@ -69,13 +70,13 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// cpu returns the CPU time the server has used, as Linux counts it in
+// serverCPU returns the CPU time sv has used, as Linux counts it in
 // /proc (in ticks of 10 ms); 0 for no server, or elsewhere.
-func (sv *server) cpu() time.Duration {
+func serverCPU(sv *redistest.Server) time.Duration {
 	if sv == nil {
 		return 0
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", sv.cmd.Process.Pid))
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", sv.Pid()))
 	if err != nil {
 		return 0
 	}
@@ -89,8 +90,8 @@ func (sv *server) cpu() time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-func openEmbedded(d embedded.Durability) func(b *testing.B) (store.Store, *server) {
-	return func(b *testing.B) (store.Store, *server) {
+func openEmbedded(d embedded.Durability) func(b *testing.B) (store.Store, *redistest.Server) {
+	return func(b *testing.B) (store.Store, *redistest.Server) {
 		db, err := embedded.Open(b.TempDir(), embedded.Options{Durability: d, Logger: quiet})
 		if err != nil {
 			b.Fatal(err)
@@ -99,10 +100,10 @@ func openEmbedded(d embedded.Durability) func(b *testing.B) (store.Store, *serve
 	}
 }
 
-func openRedis(fsync string) func(b *testing.B) (store.Store, *server) {
-	return func(b *testing.B) (store.Store, *server) {
-		sv := startServer(b, "--appendonly", "yes", "--appendfsync", fsync)
-		s, err := Open(Options{URL: sv.url(), Prefix: "bench:", Logger: quiet})
+func openRedis(fsync string) func(b *testing.B) (store.Store, *redistest.Server) {
+	return func(b *testing.B) (store.Store, *redistest.Server) {
+		sv := redistest.New(b, "--appendonly", "yes", "--appendfsync", fsync)
+		s, err := Open(Options{URL: sv.URL(), Prefix: "bench:", Logger: quiet})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"deeplink/internal/store"
+	"deeplink/internal/store/redisstore/redistest"
 	"deeplink/internal/store/storetest"
 )
 
@@ -27,9 +28,9 @@ var (
 
 // openStore opens a store on sv under prefix and closes it when the test
 // ends.
-func openStore(t testing.TB, sv *server, o Options) *Store {
+func openStore(t testing.TB, sv *redistest.Server, o Options) *Store {
 	t.Helper()
-	o.URL = sv.url()
+	o.URL = sv.URL()
 	if o.Logger == nil {
 		o.Logger = quiet
 	}
@@ -45,11 +46,11 @@ func openStore(t testing.TB, sv *server, o Options) *Store {
 // prefix of its own. The suite's clock is the store's Now; when the
 // suite moves it, the test moves the TTLs of the store's keys on Redis
 // by as much (Redis's own clock cannot be set).
-func backend(sv *server) storetest.Backend {
+func backend(sv *redistest.Server) storetest.Backend {
 	var n atomic.Int64
 	prefixes := map[store.Store]string{}
 	open := func(t *testing.T, prefix string, c *storetest.Clock) store.Store {
-		s, err := Open(Options{URL: sv.url(), Prefix: prefix, Now: c.Now, Logger: quiet})
+		s, err := Open(Options{URL: sv.URL(), Prefix: prefix, Now: c.Now, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,15 +60,15 @@ func backend(sv *server) storetest.Backend {
 	return storetest.Backend{
 		Open: func(t *testing.T, c *storetest.Clock) store.Store {
 			prefix := fmt.Sprintf("test%d:", n.Add(1))
-			c.OnAdvance(func(d time.Duration) { sv.advance(t, prefix, d) })
+			c.OnAdvance(func(d time.Duration) { sv.Advance(t, prefix, d) })
 			return open(t, prefix, c)
 		},
 		Restart: func(t *testing.T, s store.Store, c *storetest.Clock, crash bool) store.Store {
 			if crash {
-				sv.restart(t, syscall.SIGKILL)
+				sv.Restart(t, syscall.SIGKILL)
 			} else {
 				s.Close()
-				sv.restart(t, syscall.SIGTERM)
+				sv.Restart(t, syscall.SIGTERM)
 			}
 			s.Close() // after a crash: only its dead connections are left to release
 			return open(t, prefixes[s], c)
@@ -77,7 +78,7 @@ func backend(sv *server) storetest.Backend {
 }
 
 func TestContract(t *testing.T) {
-	storetest.Run(t, backend(startServer(t, persistent...)))
+	storetest.Run(t, backend(redistest.New(t, redistest.Persistent...)))
 }
 
 // TestUnavailable stops Redis under a store: every method fails with
@@ -104,20 +105,20 @@ func TestUnavailable(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name         string
-		stop, resume func(t *testing.T, sv *server)
+		stop, resume func(t *testing.T, sv *redistest.Server)
 		logged       string // what the client logs of it
 	}{
-		{"killed", func(t *testing.T, sv *server) { sv.stop(t, syscall.SIGKILL) }, func(t *testing.T, sv *server) {
-			if err := sv.start(); err != nil {
+		{"killed", func(t *testing.T, sv *redistest.Server) { sv.Stop(t, syscall.SIGKILL) }, func(t *testing.T, sv *redistest.Server) {
+			if err := sv.Start(); err != nil {
 				t.Fatal(err)
 			}
 		}, "connection refused"},
-		{"frozen", func(t *testing.T, sv *server) { sv.signal(syscall.SIGSTOP) }, func(t *testing.T, sv *server) {
-			sv.signal(syscall.SIGCONT)
+		{"frozen", func(t *testing.T, sv *redistest.Server) { sv.Signal(syscall.SIGSTOP) }, func(t *testing.T, sv *redistest.Server) {
+			sv.Signal(syscall.SIGCONT)
 		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sv := startServer(t, persistent...)
+			sv := redistest.New(t, redistest.Persistent...)
 			var log syncBuffer
 			s := openStore(t, sv, Options{
 				DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
@@ -184,13 +185,13 @@ func (b *syncBuffer) String() string {
 // TestDeadline: a caller's deadline shorter than the read timeout is the
 // one that counts.
 func TestDeadline(t *testing.T) {
-	sv := startServer(t)
+	sv := redistest.New(t)
 	s := openStore(t, sv, Options{})
 	if err := s.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sv.signal(syscall.SIGSTOP)
-	defer sv.signal(syscall.SIGCONT)
+	sv.Signal(syscall.SIGSTOP)
+	defer sv.Signal(syscall.SIGCONT)
 	c, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -203,7 +204,7 @@ func TestDeadline(t *testing.T) {
 // TestKeys: every key is under the prefix, an entry and a set may share
 // a name, and expiries are Redis TTLs.
 func TestKeys(t *testing.T) {
-	sv := startServer(t)
+	sv := redistest.New(t)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) // any clock: only exp − now reaches Redis
 	s := openStore(t, sv, Options{Prefix: "app:", Now: func() time.Time { return now }})
 	other := openStore(t, sv, Options{Prefix: "other:"})
@@ -226,7 +227,7 @@ func TestKeys(t *testing.T) {
 	if got, err := s.ZRange(ctx, "q", 0, 10, 0, false); err != nil || len(got) != 1 || got[0].Member != "member" {
 		t.Errorf("ZRange(%q) = %v, %v; want member", "q", got, err)
 	}
-	keys, err := sv.admin.Keys(ctx, "*").Result()
+	keys, err := sv.Admin.Keys(ctx, "*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestKeys(t *testing.T) {
 		{"app:z:q", -1, -1},
 		{"other:k:q", -1, -1},
 	} {
-		ttl, err := sv.admin.PTTL(ctx, tc.key).Result()
+		ttl, err := sv.Admin.PTTL(ctx, tc.key).Result()
 		if err != nil || ttl < tc.min || ttl > tc.max {
 			t.Errorf("PTTL(%q) = %v, %v; want %v to %v", tc.key, ttl, err, tc.min, tc.max)
 		}
@@ -255,7 +256,7 @@ func TestKeys(t *testing.T) {
 // TestScores: Redis keeps scores as doubles, so scores past ±2^53 are
 // refused rather than rounded, while ranges may still use any int64.
 func TestScores(t *testing.T) {
-	sv := startServer(t)
+	sv := redistest.New(t)
 	s := openStore(t, sv, Options{})
 	for _, tc := range []struct {
 		score int64
@@ -288,7 +289,7 @@ func TestScores(t *testing.T) {
 // TestFull: Redis over its maxmemory refuses a write, and that is the
 // contract's ErrFull; deleting still works and makes room.
 func TestFull(t *testing.T) {
-	sv := startServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	sv := redistest.New(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	s := openStore(t, sv, Options{})
 	big := make([]byte, 256<<10)
 	var err error

@@ -11,6 +11,7 @@ import (
 
 	"deeplink/internal/store"
 	"deeplink/internal/store/embedded"
+	"deeplink/internal/store/redisstore/redistest"
 	"deeplink/internal/store/storetest"
 )
 
@@ -20,10 +21,10 @@ import (
 // reach (an expiry that has passed already, an empty old value, a
 // counter's key holding text) mean the same on both.
 func TestSameAsEmbedded(t *testing.T) {
-	sv := startServer(t)
+	sv := redistest.New(t)
 	c := storetest.NewClock()
-	c.OnAdvance(func(d time.Duration) { sv.advance(t, "same:", d) })
-	r, err := Open(Options{URL: sv.url(), Prefix: "same:", Now: c.Now, Logger: quiet})
+	c.OnAdvance(func(d time.Duration) { sv.Advance(t, "same:", d) })
+	r, err := Open(Options{URL: sv.URL(), Prefix: "same:", Now: c.Now, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
