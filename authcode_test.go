@@ -1467,7 +1467,7 @@ func TestWellKnown(t *testing.T) {
 		}
 		if len(d.AppIDs) > 0 {
 			assert.Equal(t, []string{"TEAMID.com.example.game"}, d.AppIDs)
-			assert.Equal(t, []map[string]string{{"/": "/oauth/authorize"}}, d.Components)
+			assert.Equal(t, []map[string]any{{"/": "/oauth/authorize"}}, d.Components)
 		}
 		assert.True(t, d.AppID != "" || len(d.AppIDs) > 0, "no app id in %s", got.body)
 	})
