@@ -49,6 +49,7 @@ const (
 type dashSession struct {
 	Store *StoreConfig
 	CSRF  string
+	key   string // where it is kept in the store
 }
 
 // dashRoutes adds the dashboard of the merchant area.
@@ -173,7 +174,7 @@ func (s *server) dashSessionOf(r *http.Request) (*dashSession, error) {
 	if st == nil || !keyStill(st, parts[2]) { // the store, or the key signed in with, is no longer configured
 		return nil, nil
 	}
-	return &dashSession{Store: st, CSRF: parts[1]}, nil
+	return &dashSession{Store: st, CSRF: parts[1], key: dashKey(c.Value)}, nil
 }
 
 // tokenOf reports whether r carries the session's page token.

@@ -185,6 +185,9 @@ func TestDashboardWebhooks(t *testing.T) {
 	assert.Equal(t, rc.URL+"/hooks", eps[0]["url"])
 	assert.Equal(t, "orders", eps[0]["description"])
 
+	p = d.get("/dashboard/webhooks/" + id + "/new-secret")
+	assert.NotContains(t, p.body, secret, "the page after Save, opened again: the secret is shown once")
+	assert.Len(t, w.do(t, whReq{method: "GET", path: whHooksPath(whStoreA), key: whKeyA}).list(), 1, "and no second endpoint")
 	p = d.get("/dashboard/webhooks")
 	assert.Contains(t, p.body, rc.URL+"/hooks")
 	assert.NotContains(t, p.body, secret, "the list never shows the secret")

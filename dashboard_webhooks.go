@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -28,8 +29,9 @@ func (s *server) dashWebhookRoutes(mux *http.ServeMux) {
 	post(ep+"/disable", s.dashSetEnabled(false))
 	get(ep+"/delete", s.dashConfirmDelete)
 	post(ep+"/delete", s.dashDelete)
-	post(ep+"/secret", s.dashSecret("Signing secret", s.handleGetSecret))
-	post(ep+"/rotate", s.dashSecret("New signing secret", s.handleRotateSecret))
+	post(ep+"/secret", s.dashReveal)
+	post(ep+"/rotate", s.dashRotate)
+	get(ep+"/new-secret", s.dashNewSecret)
 	post(ep+"/test", s.dashSendTest)
 	get(ep+"/deliveries", s.dashDeliveries)
 	get(ep+"/deliveries/{delivery_id}", s.dashDelivery)
@@ -197,9 +199,58 @@ func (s *server) dashSaveEndpoint(w http.ResponseWriter, r *http.Request, sess *
 	}
 	var e endpointView
 	json.Unmarshal(a.Data, &e)
-	p := s.page(sess, "Endpoint saved", "webhooks")
-	p["Endpoint"], p["Secret"], p["Saved"] = e, e.Secret, true
+	s.showSecretNext(w, r, sess, e.ID, "saved")
+}
+
+// showSecretNext sends the browser, after a change that made a secret
+// (saved: a new endpoint; rotated), to the page that shows it once: a
+// reload of that page neither repeats the change nor shows it again.
+func (s *server) showSecretNext(w http.ResponseWriter, r *http.Request, sess *dashSession, id, what string) {
+	exp := s.now().Add(5 * time.Minute)
+	if err := s.store.Put(r.Context(), sess.key+":shown", []byte(what+"\x00"+id), exp); err != nil {
+		s.dashUnavailable(w, sess)
+		return
+	}
+	http.Redirect(w, r, "/dashboard/webhooks/"+url.PathEscape(id)+"/new-secret", http.StatusSeeOther)
+}
+
+// dashNewSecret shows, once, the secret that the change before it made;
+// opened again, or otherwise, it goes to the Webhooks page.
+func (s *server) dashNewSecret(w http.ResponseWriter, r *http.Request, sess *dashSession) {
+	v, err := s.store.Take(r.Context(), sess.key+":shown")
+	what, id, _ := strings.Cut(string(v), "\x00")
+	if err != nil || id != r.PathValue("endpoint_id") {
+		http.Redirect(w, r, "/dashboard/webhooks", http.StatusSeeOther)
+		return
+	}
+	e, a, ok := s.endpointOf(r, sess)
+	if !ok {
+		s.failed(w, sess, a)
+		return
+	}
+	a = s.call(r.Context(), sess.Store, apiCall{method: "GET", path: map[string]string{"endpoint_id": e.ID}}, s.inEndpoint(s.handleGetSecret))
+	var sec struct {
+		Secret string `json:"secret"`
+	}
+	if a.status != http.StatusOK || json.Unmarshal(a.Data, &sec) != nil {
+		s.failed(w, sess, a)
+		return
+	}
+	title := map[string]string{"saved": "Endpoint saved", "rotated": "New signing secret"}[what]
+	p := s.page(sess, title, "webhooks")
+	p["Endpoint"], p["Secret"], p["Saved"], p["Rotated"] = e, sec.Secret, what == "saved", what == "rotated"
 	s.render(w, http.StatusOK, "secret.html", p)
+}
+
+// dashRotate makes a new secret for the endpoint, then shows it once.
+func (s *server) dashRotate(w http.ResponseWriter, r *http.Request, sess *dashSession) {
+	id := r.PathValue("endpoint_id")
+	a := s.call(r.Context(), sess.Store, apiCall{method: "POST", change: true, path: map[string]string{"endpoint_id": id}}, s.inEndpoint(s.handleRotateSecret))
+	if a.status != http.StatusOK {
+		s.failed(w, sess, a)
+		return
+	}
+	s.showSecretNext(w, r, sess, id, "rotated")
 }
 
 func (s *server) dashSetEnabled(on bool) func(http.ResponseWriter, *http.Request, *dashSession) {
@@ -235,29 +286,25 @@ func (s *server) dashDelete(w http.ResponseWriter, r *http.Request, sess *dashSe
 	http.Redirect(w, r, "/dashboard/webhooks?done=deleted", http.StatusSeeOther)
 }
 
-// dashSecret shows the endpoint's secret as h (reveal or rotate) answers
-// it: only in answer to a POST, never in a page a link opens.
-func (s *server) dashSecret(title string, h func(http.ResponseWriter, *http.Request, *endpoint)) func(http.ResponseWriter, *http.Request, *dashSession) {
-	return func(w http.ResponseWriter, r *http.Request, sess *dashSession) {
-		e, a, ok := s.endpointOf(r, sess)
-		if !ok {
-			s.failed(w, sess, a)
-			return
-		}
-		call := apiCall{method: "POST", path: map[string]string{"endpoint_id": e.ID}}
-		call.change = title != "Signing secret"
-		a = s.call(r.Context(), sess.Store, call, s.inEndpoint(h))
-		var v struct {
-			Secret string `json:"secret"`
-		}
-		if a.status != http.StatusOK || json.Unmarshal(a.Data, &v) != nil {
-			s.failed(w, sess, a)
-			return
-		}
-		p := s.page(sess, title, "webhooks")
-		p["Endpoint"], p["Secret"], p["Rotated"] = e, v.Secret, call.change
-		s.render(w, http.StatusOK, "secret.html", p)
+// dashReveal shows the endpoint's secret: only in answer to a POST, never
+// in a page a link opens.
+func (s *server) dashReveal(w http.ResponseWriter, r *http.Request, sess *dashSession) {
+	e, a, ok := s.endpointOf(r, sess)
+	if !ok {
+		s.failed(w, sess, a)
+		return
 	}
+	a = s.call(r.Context(), sess.Store, apiCall{method: "GET", path: map[string]string{"endpoint_id": e.ID}}, s.inEndpoint(s.handleGetSecret))
+	var v struct {
+		Secret string `json:"secret"`
+	}
+	if a.status != http.StatusOK || json.Unmarshal(a.Data, &v) != nil {
+		s.failed(w, sess, a)
+		return
+	}
+	p := s.page(sess, "Signing secret", "webhooks")
+	p["Endpoint"], p["Secret"] = e, v.Secret
+	s.render(w, http.StatusOK, "secret.html", p)
 }
 
 func (s *server) dashSendTest(w http.ResponseWriter, r *http.Request, sess *dashSession) {
