@@ -216,3 +216,19 @@ func TestRedisWebhookState(t *testing.T) {
 		t.Errorf("data_dir %s holds %d entries on Redis; want none", data, len(entries))
 	}
 }
+
+// TestReplicaOnRedisRestartedEmpty: a Redis that comes back without its
+// data (no persistence configured) does not wedge a replica: it serves
+// again by itself, and a new code signs in; what Redis lost is lost (the
+// docs say which persistence settings keep it).
+func TestReplicaOnRedisRestartedEmpty(t *testing.T) {
+	rd := redistest.New(t) // no append-only file: a restart starts empty
+	a := startContractService(t, targetNative, ctRedisOpts(rd))
+	before := ctToken(t, a.redeem(t, ctStoreA, a.mustRegister(t)))
+
+	rd.Restart(t, syscall.SIGKILL)
+	require.NoError(t, a.p.waitReady(a.URL, time.Minute), "the replica after Redis came back empty")
+	ctStatus(t, a.me(t, ctStoreA, before), http.StatusUnauthorized) // its session went with Redis's data
+	after := ctToken(t, a.redeem(t, ctStoreA, a.mustRegister(t)))
+	ctStatus(t, a.me(t, ctStoreA, after), http.StatusOK)
+}
