@@ -130,10 +130,23 @@ func (s *server) handler() http.Handler {
 			route = "unmatched"
 		}
 		s.metrics.observe(r.Method, route, rw.code(), d)
-		// The path alone: query strings carry codes and states.
-		serving.LogRequest(s.log, r, id, route, rw.code(), rw.n, start.Add(d), d)
+		// Neither the query (codes, states) nor a path segment that is not
+		// the route's own or a configured store id: a client may put a key
+		// where the store id goes.
+		pattern := ""
+		if route != "unmatched" {
+			_, pattern, _ = strings.Cut(route, " ") // a 405's route has no method: all is path
+			if pattern == "" {
+				pattern = route
+			}
+		}
+		serving.LogRequest(s.log, r, id, serving.LoggedPath(r.URL.Path, pattern, s.configuredStore), route, rw.code(), rw.n, start.Add(d), d)
 	})
 }
+
+// configuredStore reports whether id names a configured store: such an
+// id is no secret, and a log line may show it.
+func (s *server) configuredStore(id string) bool { return s.cfg.Store(id) != nil }
 
 // notFound answers requests no route matched: 405 with Allow when the path
 // exists under other methods, 404 otherwise, both as JSON errors.
