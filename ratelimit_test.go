@@ -49,27 +49,32 @@ func TestKeyGuard(t *testing.T) {
 }
 
 // TestWrongKeysRateLimited checks the 429 of API.md §3 through the mux:
-// after a burst of wrong keys a client gets 429 rate_limited with
-// Retry-After, even with the right key, while a good client never does.
+// after a burst of wrong keys for a store, a client address gets 429
+// rate_limited with Retry-After for that store, even with its right key
+// (else the guesser would learn which guess is right), while another
+// store's right key from the same address, and a good client, never do.
 func TestWrongKeysRateLimited(t *testing.T) {
 	a, ts := startService(t, cfgOpts{})
 	a.srv.keys = newKeyGuard(5, time.Hour) // no refill during the test
-	register := func(key string) response {
-		return postJSON(t, registerURL(ts, storeA), key, registration(newAuthCode(t), oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())))
+	register := func(store, key string) response {
+		return postJSON(t, registerURL(ts, store), key, registration(newAuthCode(t), oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())))
 	}
 	for range 5 {
-		requireAPIError(t, register("wrong-key"), http.StatusUnauthorized, "unauthorized")
+		requireAPIError(t, register(storeA, "wrong-key"), http.StatusUnauthorized, "unauthorized")
 	}
-	r := register("wrong-key")
+	r := register(storeA, "wrong-key")
 	requireAPIError(t, r, http.StatusTooManyRequests, "rate_limited")
 	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
 	require.NoError(t, err, "Retry-After %q", r.header.Get("Retry-After"))
 	assert.Positive(t, ra)
-	requireAPIError(t, register(keyA), http.StatusTooManyRequests, "rate_limited")
+	requireAPIError(t, register(storeA, keyA), http.StatusTooManyRequests, "rate_limited")
+	// The guesser's store only: another studio at the same address is served.
+	require.Equal(t, http.StatusOK, register(storeB, keyB).status, "the right key of another store from the guesser's address")
+	requireAPIError(t, register(storeB, "wrong-key"), http.StatusUnauthorized, "unauthorized")
 
 	a.srv.keys = newKeyGuard(5, time.Hour)
 	for range 20 {
-		require.Equal(t, http.StatusOK, register(keyA).status, "a client with the right key is never limited")
+		require.Equal(t, http.StatusOK, register(storeA, keyA).status, "a client with the right key is never limited")
 	}
 }
 
