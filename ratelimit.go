@@ -11,12 +11,23 @@ import (
 	"time"
 )
 
-// A client may fail the API key check keyFailBurst times in a row, then
+// A client may fail a store's API key check keyFailBurst times in a row, then
 // once per keyFailInterval: a guesser gets one try a second, a client with
 // a misconfigured key notices long before it is throttled.
 const (
 	keyFailBurst    = 100
 	keyFailInterval = time.Second
+)
+
+// A client address may likewise have grantFailBurst
+// redemptions answered invalid_grant, then one per grantFailInterval: a
+// webshop's backend, which redeems for all its players from one address,
+// fails far more rarely than that (a reloaded callback page, a player
+// back after the code's TTL), while a guesser of codes gets one try a
+// second. Redemptions that succeed never spend it, and are never held up.
+const (
+	grantFailBurst    = 100
+	grantFailInterval = time.Second
 )
 
 // keyGuard slows down guessing API keys: each client address may fail

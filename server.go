@@ -27,7 +27,8 @@ type server struct {
 	log          *slog.Logger
 	metrics      *metrics
 	hooks        *hooks
-	keys         *keyGuard // failed API key attempts by client address
+	keys         *keyGuard // failed API key attempts by client address and store
+	grants       *keyGuard // failed redemptions (invalid_grant) by client address
 	demo         bool      // serve the demo game app and home page
 
 	ready    atomic.Bool // serving; /readyz answers 200
@@ -43,6 +44,7 @@ type server struct {
 func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) *server {
 	s := &server{cfg: cfg, store: st, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: newHooks(cfg),
 		keys:         newKeyGuard(keyFailBurst, keyFailInterval),
+		grants:       newKeyGuard(grantFailBurst, grantFailInterval),
 		live:         func() int { return 0 },
 		storeFailing: func() error { return nil },
 		now:          time.Now,
