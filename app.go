@@ -174,6 +174,7 @@ func (a *app) tick(now time.Time) {
 	defer logOut.Flush()
 	a.srv.keys.sweep(now)
 	a.srv.grants.sweep(now)
+	a.srv.tallies.sweep(context.Background(), a.srv, now)
 	if err := a.srv.hooks.tick(now); err != nil {
 		a.srv.log.Error("webhooks: writing the state failed; trying again at the next tick", "err", err)
 	}

@@ -29,6 +29,7 @@ type server struct {
 	hooks        *hooks
 	keys         *keyGuard // failed API key attempts by client address and store
 	grants       *keyGuard // failed redemptions (invalid_grant) by client address
+	tallies      tallies   // the fairness counters, as this process sees them
 	demo         bool      // serve the demo game app and home page
 
 	ready    atomic.Bool // serving; /readyz answers 200
@@ -45,6 +46,7 @@ func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) 
 	s := &server{cfg: cfg, store: st, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: newHooks(cfg),
 		keys:         newKeyGuard(keyFailBurst, keyFailInterval),
 		grants:       newKeyGuard(grantFailBurst, grantFailInterval),
+		tallies:      tallies{m: map[tallyID]*tally{}},
 		live:         func() int { return 0 },
 		storeFailing: func() error { return nil },
 		now:          time.Now,

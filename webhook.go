@@ -375,12 +375,17 @@ func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h
 			return
 		}
 	}
-	if !authorized(st, r) {
+	idx := keyIndex(st, r)
+	if idx < 0 {
 		if client == "" {
 			client = guardKey(clientAddr(r, s.cfg.Proxies()), st.ID)
 		}
 		s.keys.failed(client, time.Now())
 		writeError(w, errUnauthorized)
+		return
+	}
+	if e := s.overKeyBudget(r.Context(), st, idx); e != nil {
+		writeError(w, e)
 		return
 	}
 	h(w, r, st)

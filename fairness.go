@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"deeplink/internal/store"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Fairness (docs/configuration.md, fairness): each API key has a request
+// budget, and each store a share of the live auth codes. Both are counted
+// in the store, with Add counters that expire, so that replicas sharing a
+// store share the counts; each process tallies its own part in memory and
+// adds it to the store's counter at most every tallyEvery (tallies), so
+// that a request waits for no counter's write but a few a second.
+
+// limitPrefix starts the store keys of the fairness counters.
+const limitPrefix = "limit:"
+
+// keyIndex returns the index, among st's key hashes, of the API key r
+// carries, or -1. Every key is compared, in constant time, so timing
+// tells nothing of which matched.
+func keyIndex(st *StoreConfig, r *http.Request) int {
+	key := r.Header.Get("X-API-Key")
+	if key == "" {
+		return -1
+	}
+	sum := sha256.Sum256([]byte(key))
+	keys := st.KeyHashes()
+	idx := -1
+	for i := range keys {
+		eq := subtle.ConstantTimeCompare(sum[:], keys[i][:])
+		idx = subtle.ConstantTimeSelect(eq, i, idx)
+	}
+	return idx
+}
+
+// keyWindow returns the window the per-key budget is counted in, and how
+// many requests one window holds: the time the bucket takes to refill
+// from empty (fairness.key_burst over key_rate), at least a second.
+func (s *server) keyWindow() (w time.Duration, limit float64) {
+	f := s.cfg.Fairness
+	w = max(time.Second, time.Duration(float64(f.KeyBurst)/f.KeyRate*float64(time.Second)))
+	return w, math.Max(float64(f.KeyBurst), f.KeyRate*w.Seconds())
+}
+
+// overKeyBudget spends one request of the budget of st's key number idx,
+// and answers 429 rate_limited with Retry-After when there was none left
+// (the request then spends nothing). The bucket is counted as a sliding
+// window: this window's count, plus the last one's weighted by how much
+// of it the sliding window still covers.
+func (s *server) overKeyBudget(ctx context.Context, st *StoreConfig, idx int) *apiError {
+	w, limit := s.keyWindow()
+	now := s.now().UnixNano()
+	n := now / int64(w)
+	frac := float64(now%int64(w)) / float64(w)
+	cur := tallyID{kind: "key:", store: st.ID, sub: idx, n: n}
+	c := s.tallies.add(ctx, s, cur, 1, time.Unix(0, (n+2)*int64(w)), now)
+	prev := cur
+	prev.n--
+	p := s.tallies.add(ctx, s, prev, 0, time.Unix(0, (n+1)*int64(w)), now)
+	if float64(p)*(1-frac)+float64(c) <= limit {
+		return nil
+	}
+	s.tallies.add(ctx, s, cur, -1, time.Time{}, now)
+	wait := (1 - frac) * w.Seconds() // this window's end
+	if float64(c) <= limit && p > 0 {
+		// When the last window's weight has shrunk enough.
+		wait = (1 - (limit-float64(c))/float64(p) - frac) * w.Seconds()
+	}
+	return &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
+		Message:    "this API key is over its request budget; retry later",
+		retryAfter: max(1, int(math.Ceil(wait)))}
+}
+
+// errStoreFull is the answer of a store over its share of live codes.
+var errStoreFull = &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable",
+	Message: "this store is over its share of the service's memory budget; retry later", retryAfter: 5}
+
+// codeSlots is how many slots a store's live codes are counted in: a code
+// is counted in the slot of its expiry, a counter that expires when the
+// slot ends, when every code counted in it has.
+const codeSlots = 16
+
+// slotLen is the length of a slot of live codes.
+func (s *server) slotLen() int64 {
+	return max(int64(time.Second), int64(s.cfg.AuthCodeTTL.D())/codeSlots)
+}
+
+// overStoreShare reports whether st holds its share of live codes
+// (Config.StoreShare) or more: registered and not expired, redeemed ones
+// included (a redeemed code's entry lives out its TTL).
+func (s *server) overStoreShare(ctx context.Context, st *StoreConfig) bool {
+	share := int64(s.cfg.StoreShare())
+	now := s.now().UnixNano()
+	l := s.slotLen()
+	var n int64
+	for i := now / l; i <= (now+int64(s.cfg.AuthCodeTTL.D()))/l; i++ {
+		n += s.tallies.add(ctx, s, tallyID{kind: "codes:", store: st.ID, n: i}, 0, time.Unix(0, (i+1)*l), now)
+	}
+	return n >= share
+}
+
+// countCode counts a code of st, registered just now to expire at exp.
+func (s *server) countCode(ctx context.Context, st *StoreConfig, exp time.Time) {
+	l := s.slotLen()
+	i := exp.UnixNano() / l
+	s.tallies.add(ctx, s, tallyID{kind: "codes:", store: st.ID, n: i}, 1, time.Unix(0, (i+1)*l), s.now().UnixNano())
+}
+
+// tallyEvery is how often a process adds its tally of a counter to the
+// store's, reading the others' part back: what other replicas counted is
+// seen that late, and a process that stops loses at most that much of
+// its own.
+const tallyEvery = 100 * time.Millisecond
+
+// tallyID names a fairness counter: its kind, store, key index (sub) and
+// window or slot (n). Its store key is limitPrefix + kind + store + sub +
+// n; a struct, so that looking a tally up builds no string.
+type tallyID struct {
+	kind  string
+	store string
+	sub   int
+	n     int64
+}
+
+func (id tallyID) key() string {
+	return limitPrefix + id.kind + id.store + ":" + strconv.Itoa(id.sub) + ":" + strconv.FormatInt(id.n, 10)
+}
+
+// tallies are this process's view of the fairness counters.
+type tallies struct {
+	mu sync.Mutex
+	m  map[tallyID]*tally
+}
+
+// tally is one counter: the store's value when last read, which includes
+// what this process added before, plus what it added since.
+type tally struct {
+	stored, pending int64
+	read            int64     // when stored was read (Unix nanoseconds)
+	exp             time.Time // the counter's expiry
+	busy            bool      // a request is adding pending to the store
+}
+
+// add adds delta to the counter id (which expires at exp) and returns its
+// value. When the store's value is older than tallyEvery, this request
+// adds the pending part to the store and reads the sum back (Get when
+// there is nothing to add, so reading writes nothing); one at a time, the
+// others using the value they have. A store that cannot count keeps the
+// part pending: the budgets are guards, not reasons to refuse.
+func (ts *tallies) add(ctx context.Context, s *server, id tallyID, delta int64, exp time.Time, now int64) int64 {
+	ts.mu.Lock()
+	t := ts.m[id]
+	if t == nil {
+		// Nothing is read or written for a new tally before tallyEvery:
+		// a burst's first request waits for no write, and a process's
+		// first requests are counted against what it has seen so far.
+		t = &tally{exp: exp, read: now}
+		ts.m[id] = t
+	}
+	t.pending += delta
+	due := !t.busy && now-t.read >= int64(tallyEvery)
+	d := t.pending
+	if !due {
+		n := t.stored + t.pending
+		ts.mu.Unlock()
+		return n
+	}
+	t.busy, t.pending = true, 0
+	ts.mu.Unlock()
+
+	stored, err := int64(0), error(nil)
+	if d != 0 {
+		stored, err = s.store.Add(ctx, id.key(), d, t.exp)
+	} else {
+		var v []byte
+		if v, err = s.store.Get(ctx, id.key()); err == nil {
+			stored, _ = strconv.ParseInt(string(v), 10, 64)
+		} else if errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if err == nil {
+		t.stored = stored
+	} else {
+		t.pending += d
+	}
+	t.read, t.busy = now, false
+	return t.stored + t.pending
+}
+
+// sweep adds to the store what is pending of every tally not written for
+// tallyEvery (a burst's last requests, which no later request writes),
+// and forgets the tallies of counters that have expired. It is for the
+// timed work, not requests: it waits for the writes.
+func (ts *tallies) sweep(ctx context.Context, s *server, now time.Time) {
+	var due []tallyID
+	ts.mu.Lock()
+	for id, t := range ts.m {
+		switch {
+		case t.busy:
+		case !t.exp.IsZero() && t.exp.Before(now):
+			delete(ts.m, id)
+		case t.pending != 0 && now.UnixNano()-t.read >= int64(tallyEvery):
+			due = append(due, id)
+		}
+	}
+	ts.mu.Unlock()
+	for _, id := range due {
+		ts.add(ctx, s, id, 0, time.Time{}, now.UnixNano())
+	}
+}
