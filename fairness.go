@@ -84,19 +84,21 @@ func (s *server) overKeyBudget(ctx context.Context, st *StoreConfig, idx int) *a
 var errStoreFull = &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable",
 	Message: "this store is over its share of the service's memory budget; retry later", retryAfter: 5}
 
-// codeSlots is how many slots a store's live codes are counted in: a code
-// is counted in the slot of its expiry, a counter that expires when the
-// slot ends, when every code counted in it has.
+// codeSlots is how many slots a store's live codes (and sessions) are
+// counted in: a code is counted in the slot of its expiry, a counter that
+// expires when the slot ends, when every code counted in it has.
 const codeSlots = 16
 
-// slotLen is the length of a slot of live codes.
-func (s *server) slotLen() int64 {
-	return max(int64(time.Second), int64(s.cfg.AuthCodeTTL.D())/codeSlots)
+// slotLen is the length of a slot of live codes, or of sessions, which
+// live ttl.
+func slotLen(ttl time.Duration) int64 {
+	return max(int64(time.Second), int64(ttl)/codeSlots)
 }
 
-// overStoreShare reports whether st holds its share of live codes
-// (Config.StoreShare) or more: registered and not expired, redeemed ones
-// included (a redeemed code's entry lives out its TTL).
+// overStoreShare reports whether st's sign-ins hold their share of live
+// entries (Config.StoreShare) or more: each code registered and not
+// expired, redeemed ones included (a redeemed code's entry lives out its
+// TTL), and two for each session (its token, and its code's replay key).
 //
 // The slots' sum is kept for shareFresh, plus this process's codes since:
 // summing the slots on every registration would cost the register path
@@ -108,10 +110,15 @@ func (s *server) overStoreShare(ctx context.Context, st *StoreConfig) bool {
 	if n, at := v.n.Load(), v.at.Load(); now-at < int64(shareFresh) && now >= at && n < share {
 		return false
 	}
-	l := s.slotLen()
 	var n int64
-	for i := now / l; i <= (now+int64(s.cfg.AuthCodeTTL.D()))/l; i++ {
-		n += s.tallies.add(ctx, s, tallyID{kind: "codes:", store: st.ID, n: i}, 0, time.Unix(0, (i+1)*l), now)
+	for _, k := range [...]struct {
+		kind string
+		ttl  time.Duration
+	}{{"codes:", s.cfg.AuthCodeTTL.D()}, {"sessions:", s.cfg.SessionTTL.D()}} {
+		l := slotLen(k.ttl)
+		for i := now / l; i <= (now+int64(k.ttl))/l; i++ {
+			n += s.tallies.add(ctx, s, tallyID{kind: k.kind, store: st.ID, n: i}, 0, time.Unix(0, (i+1)*l), now)
+		}
 	}
 	v.n.Store(n)
 	v.at.Store(now)
@@ -120,10 +127,22 @@ func (s *server) overStoreShare(ctx context.Context, st *StoreConfig) bool {
 
 // countCode counts a code of st, registered just now to expire at exp.
 func (s *server) countCode(ctx context.Context, st *StoreConfig, exp time.Time) {
-	l := s.slotLen()
+	s.countLive(ctx, st, "codes:", s.cfg.AuthCodeTTL.D(), exp, 1)
+}
+
+// countSession counts the two entries of a session of st, made just now
+// to expire at exp.
+func (s *server) countSession(ctx context.Context, st *StoreConfig, exp time.Time) {
+	s.countLive(ctx, st, "sessions:", s.cfg.SessionTTL.D(), exp, 2)
+}
+
+// countLive adds n entries of st that expire at exp to the slot counter
+// of kind whose entries live ttl.
+func (s *server) countLive(ctx context.Context, st *StoreConfig, kind string, ttl time.Duration, exp time.Time, n int64) {
+	l := slotLen(ttl)
 	i := exp.UnixNano() / l
-	s.tallies.add(ctx, s, tallyID{kind: "codes:", store: st.ID, n: i}, 1, time.Unix(0, (i+1)*l), s.now().UnixNano())
-	s.shares.of(st.ID).n.Add(1)
+	s.tallies.add(ctx, s, tallyID{kind: kind, store: st.ID, n: i}, n, time.Unix(0, (i+1)*l), s.now().UnixNano())
+	s.shares.of(st.ID).n.Add(n)
 }
 
 // shareFresh is how long a store's sum of live codes is used before its

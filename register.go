@@ -113,7 +113,7 @@ func authorized(st *StoreConfig, r *http.Request) bool { return keyIndex(st, r) 
 // key-guessing guard (429), the key and the key's request budget (429)
 // (serveStore), media type, shutting down (503), size, JSON, fields
 // (every bad one at once), redirect host, conflict, capacity (the store's
-// share of live codes, then the service's cap).
+// share of live entries, then the service's cap).
 func (s *server) handleRegister(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		writeError(w, errMediaType)

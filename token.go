@@ -288,6 +288,7 @@ func (s *server) redeem(ctx context.Context, st *StoreConfig, code, redirectURI,
 		s.store.Delete(ctx, rk) // it names no token: do not hold it for session_ttl
 		return nil, errRedeemUnavailable
 	}
+	s.countSession(ctx, st, sessionExp)
 	// A replay that came in between, at the code's key or the replay key,
 	// marked it replayed and deleted a token not yet stored; if either
 	// mark is no longer ours, revoke the token now. It is still the one

@@ -8,16 +8,17 @@ type FairnessConfig struct {
 	// KeyBurst requests, refilled at KeyRate a second.
 	KeyRate  float64 `json:"key_rate"`
 	KeyBurst int     `json:"key_burst"`
-	// StoreMaxLiveCodes caps the auth codes one store holds live; 0, the
-	// default, is its share: MaxLiveEntries over the number of stores.
-	StoreMaxLiveCodes int `json:"store_max_live_codes"`
+	// StoreMaxLiveEntries caps the entries one store's sign-ins hold live
+	// (each code, two a session); 0, the default, is its share:
+	// MaxLiveEntries over the number of stores.
+	StoreMaxLiveEntries int `json:"store_max_live_entries"`
 }
 
-// StoreShare is how many auth codes one store may hold live
-// (StoreMaxLiveCodes, or its default share).
+// StoreShare is how many entries one store's sign-ins may hold live
+// (StoreMaxLiveEntries, or its default share).
 func (c *Config) StoreShare() int {
-	if c.Fairness.StoreMaxLiveCodes > 0 {
-		return c.Fairness.StoreMaxLiveCodes
+	if c.Fairness.StoreMaxLiveEntries > 0 {
+		return c.Fairness.StoreMaxLiveEntries
 	}
 	return max(1, c.MaxLiveEntries/max(1, len(c.Stores)))
 }
@@ -28,8 +29,8 @@ func (f *FairnessConfig) validate() error {
 		return errors.New("fairness.key_rate: must be positive (requests a second), at most 1e9")
 	case f.KeyBurst < 1:
 		return errors.New("fairness.key_burst: must be at least 1")
-	case f.StoreMaxLiveCodes < 0:
-		return errors.New("fairness.store_max_live_codes: must be 0 (the store's share of max_live_entries) or positive")
+	case f.StoreMaxLiveEntries < 0:
+		return errors.New("fairness.store_max_live_entries: must be 0 (the store's share of max_live_entries) or positive")
 	}
 	return nil
 }

@@ -19,15 +19,15 @@ func TestFairness(t *testing.T) {
 	if got := c.StoreShare(); got != 250 {
 		t.Errorf("StoreShare() of four stores = %d; want 250", got)
 	}
-	c.Fairness.StoreMaxLiveCodes = 600
+	c.Fairness.StoreMaxLiveEntries = 600
 	if got := c.StoreShare(); got != 600 {
-		t.Errorf("StoreShare() with store_max_live_codes 600 = %d; want 600", got)
+		t.Errorf("StoreShare() with store_max_live_entries 600 = %d; want 600", got)
 	}
 	for _, tt := range []struct{ in, want string }{
 		{`{"key_rate": 0}`, "config: fairness.key_rate: must be positive (requests a second), at most 1e9"},
 		{`{"key_rate": -1}`, "config: fairness.key_rate: must be positive (requests a second), at most 1e9"},
 		{`{"key_burst": 0}`, "config: fairness.key_burst: must be at least 1"},
-		{`{"store_max_live_codes": -1}`, "config: fairness.store_max_live_codes: must be 0 (the store's share of max_live_entries) or positive"},
+		{`{"store_max_live_entries": -1}`, "config: fairness.store_max_live_entries: must be 0 (the store's share of max_live_entries) or positive"},
 	} {
 		in := `{"fairness": ` + tt.in + `, "stores": [` + minimalStore + `]}`
 		if _, err := Parse([]byte(in)); err == nil || err.Error() != tt.want {
