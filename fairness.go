@@ -61,15 +61,21 @@ func (s *server) overKeyBudget(ctx context.Context, st *StoreConfig, idx int) *a
 	now := s.now().UnixNano()
 	n := now / int64(w)
 	frac := float64(now%int64(w)) / float64(w)
-	cur := tallyID{kind: "key:", store: st.ID, sub: idx, n: n}
-	c := s.tallies.add(ctx, s, cur, 1, time.Unix(0, (n+2)*int64(w)), now)
-	prev := cur
-	prev.n--
-	p := s.tallies.add(ctx, s, prev, 0, time.Unix(0, (n+1)*int64(w)), now)
+	kv := s.views.of(st.ID).key(idx)
+	kw := kv.Load()
+	if kw == nil || kw.n != n {
+		cur := tallyID{kind: "key:", store: st.ID, sub: idx, n: n}
+		prev := cur
+		prev.n--
+		kw = &keyWin{n: n, cur: s.tallies.get(cur, time.Unix(0, (n+2)*int64(w)), now), prev: s.tallies.get(prev, time.Unix(0, (n+1)*int64(w)), now)}
+		kv.Store(kw)
+	}
+	c := kw.cur.add(ctx, s, 1, now)
+	p := kw.prev.add(ctx, s, 0, now)
 	if float64(p)*(1-frac)+float64(c) <= limit {
 		return nil
 	}
-	s.tallies.add(ctx, s, cur, -1, time.Time{}, now)
+	kw.cur.add(ctx, s, -1, now)
 	wait := (1 - frac) * w.Seconds() // this window's end
 	if float64(c) <= limit && p > 0 {
 		// When the last window's weight has shrunk enough.
@@ -106,7 +112,7 @@ func slotLen(ttl time.Duration) int64 {
 func (s *server) overStoreShare(ctx context.Context, st *StoreConfig) bool {
 	share := int64(s.cfg.StoreShare())
 	now := s.now().UnixNano()
-	v := s.shares.of(st.ID)
+	v := s.views.of(st.ID)
 	if n, at := v.n.Load(), v.at.Load(); now-at < int64(shareFresh) && now >= at && n < share {
 		return false
 	}
@@ -127,55 +133,87 @@ func (s *server) overStoreShare(ctx context.Context, st *StoreConfig) bool {
 
 // countCode counts a code of st, registered just now to expire at exp.
 func (s *server) countCode(ctx context.Context, st *StoreConfig, exp time.Time) {
-	s.countLive(ctx, st, "codes:", s.cfg.AuthCodeTTL.D(), exp, 1)
+	s.countLive(ctx, st, &s.views.of(st.ID).codeSlot, "codes:", s.cfg.AuthCodeTTL.D(), exp, 1)
 }
 
 // countSession counts the two entries of a session of st, made just now
 // to expire at exp.
 func (s *server) countSession(ctx context.Context, st *StoreConfig, exp time.Time) {
-	s.countLive(ctx, st, "sessions:", s.cfg.SessionTTL.D(), exp, 2)
+	s.countLive(ctx, st, &s.views.of(st.ID).sessionSlot, "sessions:", s.cfg.SessionTTL.D(), exp, 2)
 }
 
 // countLive adds n entries of st that expire at exp to the slot counter
-// of kind whose entries live ttl.
-func (s *server) countLive(ctx context.Context, st *StoreConfig, kind string, ttl time.Duration, exp time.Time, n int64) {
+// of kind whose entries live ttl; last is the slot it added to last.
+func (s *server) countLive(ctx context.Context, st *StoreConfig, last *atomic.Pointer[slotWin], kind string, ttl time.Duration, exp time.Time, n int64) {
 	l := slotLen(ttl)
 	i := exp.UnixNano() / l
-	s.tallies.add(ctx, s, tallyID{kind: kind, store: st.ID, n: i}, n, time.Unix(0, (i+1)*l), s.now().UnixNano())
-	s.shares.of(st.ID).n.Add(n)
+	now := s.now().UnixNano()
+	sw := last.Load()
+	if sw == nil || sw.i != i {
+		sw = &slotWin{i: i, t: s.tallies.get(tallyID{kind: kind, store: st.ID, n: i}, time.Unix(0, (i+1)*l), now)}
+		last.Store(sw)
+	}
+	sw.t.add(ctx, s, n, now)
+	s.views.of(st.ID).n.Add(n)
 }
 
 // shareFresh is how long a store's sum of live codes is used before its
 // slots are summed again.
 const shareFresh = 10 * time.Millisecond
 
-// shares are the stores' sums of live codes as overStoreShare last made
-// them, plus this process's codes since, by configured store id: made
-// with the server, read-only after, so that looking one up takes no lock.
-type shares struct {
-	m map[string]*shareView
+// views are, by configured store id, what the hot paths keep at hand of
+// a store's counts: made with the server, read-only after, so that
+// looking one up takes no lock.
+type views struct {
+	m map[string]*storeView
 }
 
-func newShares(cfg *Config) shares {
-	sh := shares{m: map[string]*shareView{}}
+// storeView is one store's: the sum of its live entries as overStoreShare
+// last made it, plus this process's since; the tallies of the windows of
+// each of its keys, and of the slots it last counted codes and sessions
+// in.
+type storeView struct {
+	n                     atomic.Int64 // live entries
+	at                    atomic.Int64 // when summed (Unix nanoseconds); 0: never
+	keys                  []atomic.Pointer[keyWin]
+	codeSlot, sessionSlot atomic.Pointer[slotWin]
+}
+
+// keyWin is a key's current window and the last one.
+type keyWin struct {
+	n         int64
+	cur, prev *tally
+}
+
+// slotWin is a slot counter.
+type slotWin struct {
+	i int64
+	t *tally
+}
+
+func newViews(cfg *Config) views {
+	v := views{m: map[string]*storeView{}}
 	for _, st := range cfg.Stores {
-		sh.m[st.ID] = &shareView{}
+		v.m[st.ID] = &storeView{keys: make([]atomic.Pointer[keyWin], len(st.KeyHashes()))}
 	}
-	return sh
+	return v
 }
 
-type shareView struct {
-	n  atomic.Int64 // live codes
-	at atomic.Int64 // when summed (Unix nanoseconds); 0: never
+// of returns the view of the store whose configured id is id. (A store
+// not configured has a view of its own each time, never fresh.)
+func (v *views) of(id string) *storeView {
+	if sv := v.m[id]; sv != nil {
+		return sv
+	}
+	return &storeView{}
 }
 
-// of returns the view of the store whose configured id is id.
-// (A store not configured has a view of its own each time, never fresh.)
-func (sh *shares) of(id string) *shareView {
-	if v := sh.m[id]; v != nil {
-		return v
+// key returns where the windows of the store's key number idx are kept.
+func (sv *storeView) key(idx int) *atomic.Pointer[keyWin] {
+	if idx < len(sv.keys) {
+		return &sv.keys[idx]
 	}
-	return &shareView{}
+	return new(atomic.Pointer[keyWin])
 }
 
 // tallyEvery is how often a process adds its tally of a counter to the
@@ -200,66 +238,80 @@ func (id tallyID) key() string {
 
 // tallies are this process's view of the fairness counters.
 type tallies struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards m; a tally's own fields are atomic
 	m  map[tallyID]*tally
 }
 
 // tally is one counter: the store's value when last read, which includes
-// what this process added before, plus what it added since.
+// what this process added before, plus what it added since. Its fields
+// are atomic, so that requests counting with it take no lock: 32 of them
+// woken at once by a shared fsync would queue on one.
 type tally struct {
-	stored, pending int64
-	read            int64     // when stored was read (Unix nanoseconds)
+	id              tallyID
 	exp             time.Time // the counter's expiry
-	busy            bool      // a request is adding pending to the store
+	stored, pending atomic.Int64
+	read            atomic.Int64 // when stored was read (Unix nanoseconds)
+	busy            atomic.Bool  // a request is adding pending to the store
 }
 
-// add adds delta to the counter id (which expires at exp) and returns its
-// value. When the store's value is older than tallyEvery, this request
-// adds the pending part to the store and reads the sum back (Get when
-// there is nothing to add, so reading writes nothing); one at a time, the
-// others using the value they have. A store that cannot count keeps the
-// part pending: the budgets are guards, not reasons to refuse.
-func (ts *tallies) add(ctx context.Context, s *server, id tallyID, delta int64, exp time.Time, now int64) int64 {
+// get returns the tally of the counter id, which expires at exp.
+func (ts *tallies) get(id tallyID, exp time.Time, now int64) *tally {
 	ts.mu.Lock()
+	defer ts.mu.Unlock()
 	t := ts.m[id]
 	if t == nil {
 		// Nothing is read or written for a new tally before tallyEvery:
 		// a burst's first request waits for no write, and a process's
 		// first requests are counted against what it has seen so far.
-		t = &tally{exp: exp, read: now}
+		t = &tally{id: id, exp: exp}
+		t.read.Store(now)
 		ts.m[id] = t
 	}
-	t.pending += delta
-	due := !t.busy && now-t.read >= int64(tallyEvery)
-	d := t.pending
-	if !due {
-		n := t.stored + t.pending
-		ts.mu.Unlock()
-		return n
-	}
-	t.busy, t.pending = true, 0
-	ts.mu.Unlock()
+	return t
+}
 
-	stored, err := int64(0), error(nil)
+// add adds delta to the counter id (which expires at exp) and returns its
+// value (tally.add).
+func (ts *tallies) add(ctx context.Context, s *server, id tallyID, delta int64, exp time.Time, now int64) int64 {
+	return ts.get(id, exp, now).add(ctx, s, delta, now)
+}
+
+// add adds delta to t and returns its value. When the store's value is
+// older than tallyEvery, this request adds the pending part to the store
+// and reads the sum back (Get when there is nothing to add, so reading
+// writes nothing); one at a time, the others using the value they have.
+// A store that cannot count keeps the part pending: the budgets are
+// guards, not reasons to refuse.
+func (t *tally) add(ctx context.Context, s *server, delta int64, now int64) int64 {
+	if delta != 0 {
+		t.pending.Add(delta)
+	}
+	if now-t.read.Load() < int64(tallyEvery) || !t.busy.CompareAndSwap(false, true) {
+		return t.stored.Load() + t.pending.Load()
+	}
+	d := t.pending.Swap(0)
+	t.stored.Add(d) // counted meanwhile as it was
+	var stored int64
+	var err error
 	if d != 0 {
-		stored, err = s.store.Add(ctx, id.key(), d, t.exp)
+		stored, err = s.store.Add(ctx, t.id.key(), d, t.exp)
 	} else {
 		var v []byte
-		if v, err = s.store.Get(ctx, id.key()); err == nil {
+		if v, err = s.store.Get(ctx, t.id.key()); err == nil {
 			stored, _ = strconv.ParseInt(string(v), 10, 64)
 		} else if errors.Is(err, store.ErrNotFound) {
 			err = nil
 		}
 	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
 	if err == nil {
-		t.stored = stored
+		t.stored.Store(stored)
 	} else {
-		t.pending += d
+		t.stored.Add(-d)
+		t.pending.Add(d)
 	}
-	t.read, t.busy = now, false
-	return t.stored + t.pending
+	t.read.Store(now)
+	t.busy.Store(false)
+	return t.stored.Load() + t.pending.Load()
 }
 
 // sweep adds to the store what is pending of every tally not written for
@@ -267,19 +319,18 @@ func (ts *tallies) add(ctx context.Context, s *server, id tallyID, delta int64, 
 // and forgets the tallies of counters that have expired. It is for the
 // timed work, not requests: it waits for the writes.
 func (ts *tallies) sweep(ctx context.Context, s *server, now time.Time) {
-	var due []tallyID
+	var due []*tally
 	ts.mu.Lock()
 	for id, t := range ts.m {
 		switch {
-		case t.busy:
 		case !t.exp.IsZero() && t.exp.Before(now):
 			delete(ts.m, id)
-		case t.pending != 0 && now.UnixNano()-t.read >= int64(tallyEvery):
-			due = append(due, id)
+		case t.pending.Load() != 0:
+			due = append(due, t)
 		}
 	}
 	ts.mu.Unlock()
-	for _, id := range due {
-		ts.add(ctx, s, id, 0, time.Time{}, now.UnixNano())
+	for _, t := range due {
+		t.add(ctx, s, 0, now.UnixNano())
 	}
 }

@@ -30,7 +30,7 @@ type server struct {
 	keys         *keyGuard // failed API key attempts by client address and store
 	grants       *keyGuard // failed redemptions (invalid_grant) by client address
 	tallies      tallies   // the fairness counters, as this process sees them
-	shares       shares    // the stores' live codes, as last summed
+	views        views     // the stores' counts at hand (fairness.go)
 	demo         bool      // serve the demo game app and home page
 
 	ready    atomic.Bool // serving; /readyz answers 200
@@ -48,7 +48,7 @@ func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) 
 		keys:         newKeyGuard(keyFailBurst, keyFailInterval),
 		grants:       newKeyGuard(grantFailBurst, grantFailInterval),
 		tallies:      tallies{m: map[tallyID]*tally{}},
-		shares:       newShares(cfg),
+		views:        newViews(cfg),
 		live:         func() int { return 0 },
 		storeFailing: func() error { return nil },
 		now:          time.Now,
