@@ -214,12 +214,14 @@ func importEarlierBuild(dir string, logger *slog.Logger) error {
 	return errors.Join(err, st.Close())
 }
 
-// tick does the timed work: the API-key guard's sweep, webhook
+// tick does the timed work: the API-key and redemption guards' sweeps, webhook
 // housekeeping. One caller at a time.
 func (a *app) tick(now time.Time) {
 	a.lastTick = now
 	defer logOut.Flush()
 	a.srv.keys.sweep(now)
+	a.srv.grants.sweep(now)
+	a.srv.tallies.sweep(context.Background(), a.srv, now)
 	if err := a.srv.hooks.tick(now); err != nil {
 		a.srv.log.Error("webhooks: writing the state failed; trying again at the next tick", "err", err)
 	}

@@ -213,18 +213,23 @@ func (s *server) dashSignInPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // dashSignIn checks a store id and API key; a wrong one counts toward the
-// API's failed-key limit of the client's address (keyGuard).
+// API's failed-key limit of the client's address for that store
+// (keyGuard), ids that name no store all toward one.
 func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 	id, key := strings.TrimSpace(r.PostFormValue("store_id")), r.PostFormValue("api_key")
 	page := map[string]any{"Title": "Sign in", "StoreID": id}
-	client := clientAddr(r, s.cfg.Proxies())
+	st := s.cfg.Store(id)
+	storeID := ""
+	if st != nil {
+		storeID = st.ID
+	}
+	client := guardKey(clientAddr(r, s.cfg.Proxies()), storeID)
 	if blocked, wait := s.keys.blocked(client, time.Now); blocked {
-		page["Error"] = "Too many wrong keys from this address. Try again in " + roughly(wait) + "."
+		page["Error"] = "Too many wrong keys for this store from this address. Try again in " + roughly(wait) + "."
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
 		s.render(w, http.StatusTooManyRequests, "signin.html", page)
 		return
 	}
-	st := s.cfg.Store(id)
 	if st == nil || !keyOf(st, key) {
 		s.keys.failed(client, time.Now())
 		page["Error"] = "That store ID and API key do not match a store of this service."

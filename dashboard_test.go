@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -142,9 +143,17 @@ func TestDashboardFailedSignInsAreLimited(t *testing.T) {
 		p = d.signIn(whStoreA, "ak_wrong")
 	}
 	assert.Equal(t, http.StatusTooManyRequests, p.status, "after %d wrong keys", keyFailBurst+1)
+	assert.Equal(t, http.StatusTooManyRequests, d.signIn(whStoreA, whKeyA).status, "the right key of the store guessed at")
 	// The API's check counts the same failures.
 	r := w.do(t, whReq{method: "GET", path: whHooksPath(whStoreA), key: "ak_wrong"})
 	assert.Equal(t, http.StatusTooManyRequests, r.status, "the API after the dashboard's failures")
+	// Another store's staff at the same address can still sign in.
+	assert.Equal(t, http.StatusOK, d.signIn(whStoreB, whKeyB).status, "another store from the same address")
+	// Store ids that name no store share one budget: inventing them buys no fresh tries.
+	for i := range keyFailBurst + 1 {
+		p = d.signIn(fmt.Sprintf("no-such-store-%d", i), "ak_wrong")
+	}
+	assert.Equal(t, http.StatusTooManyRequests, p.status, "after %d unknown stores", keyFailBurst+1)
 }
 
 func TestDashboardHeaders(t *testing.T) {

@@ -25,8 +25,8 @@ import (
 //   - an object anywhere in b, nested ones included, has a member name
 //     twice (names compared once unescaped): parsers disagree on which of
 //     two wins, and an event's data.object reaches merchants as sent;
-//   - a member name of the top-level object is not valid Unicode (invalid
-//     UTF-8, or an escaped UTF-16 surrogate that is not half of a pair);
+//   - a member name, at any depth, is not valid Unicode (invalid UTF-8,
+//     or an escaped UTF-16 surrogate that is not half of a pair);
 //   - a member no field takes holds invalid Unicode anywhere in its value.
 //
 // A known member's value goes to its field as it is, invalid Unicode

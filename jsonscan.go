@@ -28,7 +28,7 @@ const maxJSONDepth = 10000
 // an invalid_json *apiError saying why, possibly after some calls, unless
 // b is exactly one valid JSON object with optional white space around it,
 // no object in it has a member name twice (names compared unescaped), and
-// the top-level names are valid Unicode (validUnicode).
+// every name, at any depth, is valid Unicode (validUnicode).
 func scanObject(b []byte, member func(name, value []byte, plain bool)) error {
 	var names [16]objectName
 	s := scanner{b: b, names: names[:0]}
@@ -60,13 +60,11 @@ type scanner struct {
 	err       *apiError    // why the body is refused, when not for its syntax
 }
 
-// objectName is a member name as objects compare them: unescaped, or raw
-// when it is not valid Unicode (two different ones unescape alike). It
+// objectName is a member name as objects compare them: unescaped. It
 // holds no pointer, so that sorting thousands of them writes no barrier.
 type objectName struct {
 	off, end  int  // the name is s.b[off:end], or s.unescaped[off:end]
 	unescaped bool // in s.unescaped
-	raw       bool // not valid Unicode: as it is in the body
 }
 
 func (s *scanner) name(n objectName) []byte {
@@ -77,12 +75,6 @@ func (s *scanner) name(n objectName) []byte {
 }
 
 func (s *scanner) compareNames(a, b objectName) int {
-	if a.raw != b.raw {
-		if a.raw {
-			return 1
-		}
-		return -1
-	}
 	return bytes.Compare(s.name(a), s.name(b))
 }
 
@@ -155,19 +147,17 @@ func (s *scanner) object(depth int, member func(name, value []byte, plain bool))
 }
 
 // addName records the name s.b[off:end], raw as str scanned it, of a
-// member of an object at depth; a top-level one that is not valid Unicode
-// ends the scan.
+// member of an object at depth; one that is not valid Unicode, at any
+// depth, ends the scan: a name is never a field's value to refuse as a
+// 422, and two different bad names would unescape alike.
 func (s *scanner) addName(off, end, depth int) bool {
 	n := objectName{off: off, end: end}
 	raw := s.b[off:end]
 	switch {
 	case s.plain: // printable ASCII, no escapes: as it is
 	case !validUnicode(raw):
-		if depth == 1 {
-			s.err = jsonError("a member name is not valid UTF-8")
-			return false
-		}
-		n.raw = true
+		s.err = jsonError("a member name is not valid UTF-8")
+		return false
 	case bytes.IndexByte(raw, '\\') >= 0:
 		n.off = len(s.unescaped)
 		s.unescaped = append(s.unescaped, jsonName(raw)...)

@@ -232,7 +232,7 @@ func unavailableHandler(logger *slog.Logger, m *metrics, route, why string) http
 		serving.Unavailable(rw, r, why)
 		d := time.Since(start)
 		m.observe(r.Method, route, rw.code(), d)
-		serving.LogRequest(logger, r, id, route, rw.code(), rw.n, start.Add(d), d)
+		serving.LogRequest(logger, r, id, serving.LoggedPath(r.URL.Path, "", nil), route, rw.code(), rw.n, start.Add(d), d)
 	})
 }
 

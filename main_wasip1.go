@@ -150,7 +150,7 @@ func serveEdge(rec *recorder, req *wire.Request) {
 	defer func() {
 		if p := recover(); p != nil {
 			path, _, _ := strings.Cut(req.URI, "?") // the query may carry codes and states
-			edge.app.srv.log.Error("handler panicked", "panic", fmt.Sprint(p), "path", serving.CutPath(path),
+			edge.app.srv.log.Error("handler panicked", "panic", fmt.Sprint(p), "path", serving.LoggedPath(path, "", nil),
 				"request_id", req.Header.Get(serving.RequestIDHeader)) // the host's: always a valid one
 			*rec = recorder{header: http.Header{}}
 			writeError(rec, &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"})

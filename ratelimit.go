@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// A client may fail the API key check keyFailBurst times in a row, then
+// A client may fail a store's API key check keyFailBurst times in a row, then
 // once per keyFailInterval: a guesser gets one try a second, a client with
 // a misconfigured key notices long before it is throttled.
 const (
@@ -19,12 +19,30 @@ const (
 	keyFailInterval = time.Second
 )
 
+// A client address may likewise have grantFailBurst
+// redemptions answered invalid_grant, then one per grantFailInterval: a
+// webshop's backend, which redeems for all its players from one address,
+// fails far more rarely than that (a reloaded callback page, a player
+// back after the code's TTL), while a guesser of codes gets one try a
+// second. Redemptions that succeed never spend it, and are never held up.
+const (
+	grantFailBurst    = 100
+	grantFailInterval = time.Second
+)
+
 // keyGuard slows down guessing API keys: each client address may fail
-// authentication a burst of times, then once per interval; past that its
-// requests to API-key endpoints answer 429 rate_limited with Retry-After,
-// whatever key they carry, until the budget refills. Clients that send a
-// right key never spend any of it; only one that shares its address (a
-// NAT, a proxy) with a guesser can be throttled.
+// authentication of one store a burst of times, then once per interval;
+// past that its requests to that store's API-key endpoints answer 429
+// rate_limited with Retry-After, whatever key they carry, until the
+// budget refills. Clients that send a right key never spend any of it.
+//
+// A budget is of an address and a store (guardKey), not of an address
+// alone: a guesser behind a NAT or an untrusted proxy then throttles, at
+// that address, only the store it guesses at, not every studio sharing
+// the address. The right key of that one store is throttled with it, on
+// purpose: were a right key let through before the budget is looked at,
+// a throttled guesser would still learn, at full speed, which of its
+// guesses is right, and the guard would slow nothing.
 type keyGuard struct {
 	burst    float64
 	interval time.Duration
@@ -45,6 +63,11 @@ type failBudget struct {
 func newKeyGuard(burst int, interval time.Duration) *keyGuard {
 	return &keyGuard{burst: float64(burst), interval: interval, clients: map[string]*failBudget{}}
 }
+
+// guardKey names the budget of the client at address client for the
+// store whose configured id is storeID ("" for a store id that names
+// none, so that inventing ids buys no fresh budgets).
+func guardKey(client, storeID string) string { return client + " " + storeID }
 
 // clientAddr is the address a budget belongs to: the peer's IP, or, when
 // the peer is one of the trusted proxies, the client their

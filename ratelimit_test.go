@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -49,27 +50,32 @@ func TestKeyGuard(t *testing.T) {
 }
 
 // TestWrongKeysRateLimited checks the 429 of API.md §3 through the mux:
-// after a burst of wrong keys a client gets 429 rate_limited with
-// Retry-After, even with the right key, while a good client never does.
+// after a burst of wrong keys for a store, a client address gets 429
+// rate_limited with Retry-After for that store, even with its right key
+// (else the guesser would learn which guess is right), while another
+// store's right key from the same address, and a good client, never do.
 func TestWrongKeysRateLimited(t *testing.T) {
 	a, ts := startService(t, cfgOpts{})
 	a.srv.keys = newKeyGuard(5, time.Hour) // no refill during the test
-	register := func(key string) response {
-		return postJSON(t, registerURL(ts, storeA), key, registration(newAuthCode(t), oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())))
+	register := func(store, key string) response {
+		return postJSON(t, registerURL(ts, store), key, registration(newAuthCode(t), oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())))
 	}
 	for range 5 {
-		requireAPIError(t, register("wrong-key"), http.StatusUnauthorized, "unauthorized")
+		requireAPIError(t, register(storeA, "wrong-key"), http.StatusUnauthorized, "unauthorized")
 	}
-	r := register("wrong-key")
+	r := register(storeA, "wrong-key")
 	requireAPIError(t, r, http.StatusTooManyRequests, "rate_limited")
 	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
 	require.NoError(t, err, "Retry-After %q", r.header.Get("Retry-After"))
 	assert.Positive(t, ra)
-	requireAPIError(t, register(keyA), http.StatusTooManyRequests, "rate_limited")
+	requireAPIError(t, register(storeA, keyA), http.StatusTooManyRequests, "rate_limited")
+	// The guesser's store only: another studio at the same address is served.
+	require.Equal(t, http.StatusOK, register(storeB, keyB).status, "the right key of another store from the guesser's address")
+	requireAPIError(t, register(storeB, "wrong-key"), http.StatusUnauthorized, "unauthorized")
 
 	a.srv.keys = newKeyGuard(5, time.Hour)
 	for range 20 {
-		require.Equal(t, http.StatusOK, register(keyA).status, "a client with the right key is never limited")
+		require.Equal(t, http.StatusOK, register(storeA, keyA).status, "a client with the right key is never limited")
 	}
 }
 
@@ -154,4 +160,47 @@ func testWrongKeysBehindProxy(t *testing.T, trusted []netip.Prefix, player int) 
 	}
 	requireAPIError(t, register(keyA, guesser), http.StatusTooManyRequests, "rate_limited")
 	assert.Equal(t, player, register(keyA, other).status, "another client behind the same proxy")
+}
+
+// TestFailedRedemptionsRateLimited: past a budget of failed redemptions
+// (invalid_grant), a client address gets 429 rate_limited with
+// Retry-After for any redemption that would fail, and the code it named is
+// not used up; a redemption that succeeds is never held up, a replay still
+// revokes, and another address is not affected.
+func TestFailedRedemptionsRateLimited(t *testing.T) {
+	a, ts := startService(t, cfgOpts{})
+	a.srv.grants = newKeyGuard(5, time.Hour) // no refill during the test
+	a.srv.cfg.SetProxies([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})
+	const guesser, other = "203.0.113.7", "198.51.100.9"
+	redeem := func(v url.Values, client string) response {
+		return postForm(t, tokenURL(ts, storeA), v, "X-Forwarded-For", client)
+	}
+	unknown := func() url.Values {
+		return registered{code: newAuthCode(t), verifier: oauth2.GenerateVerifier(), redirectURI: shopCB}.form()
+	}
+	live, next := mustRegister(t, ts, storeA, keyA), mustRegister(t, ts, storeA, keyA)
+	for range 5 {
+		requireTokenError(t, redeem(unknown(), guesser), "invalid_grant")
+	}
+
+	r := redeem(unknown(), guesser)
+	require.Equal(t, http.StatusTooManyRequests, r.status, "after the budget: %s", r.body)
+	var e tokenErrorBody
+	require.NoError(t, json.Unmarshal(r.body, &e), "body %s", r.body)
+	assert.Equal(t, "rate_limited", e.Error, "body %s", r.body)
+	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After %q", r.header.Get("Retry-After"))
+	assert.Positive(t, ra)
+
+	wrong := live.form()
+	wrong.Set("code_verifier", oauth2.GenerateVerifier())
+	assert.Equal(t, http.StatusTooManyRequests, redeem(wrong, guesser).status, "a wrong verifier for a live code")
+	tok := requireToken(t, redeem(live.form(), guesser)) // the wrong verifier did not use it up
+	requireToken(t, redeem(next.form(), guesser))
+	requireTokenError(t, redeem(live.form(), guesser), "invalid_grant") // a replay: revokes
+	assert.Equal(t, http.StatusUnauthorized, me(t, ts, storeA, tok.AccessToken).status, "the token after the replay")
+	requireTokenError(t, redeem(unknown(), other), "invalid_grant")
+	for range 20 {
+		requireToken(t, redeem(mustRegister(t, ts, storeA, keyA).form(), other))
+	}
 }

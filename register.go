@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"deeplink/internal/config"
 	"deeplink/internal/store"
 	"errors"
@@ -105,28 +103,17 @@ func (s *server) storeNamed(w http.ResponseWriter, id string) *StoreConfig {
 	return st
 }
 
-// authorized reports whether the request carries one of st's API keys. Every
-// key is compared, in constant time, so timing tells nothing of which.
-func authorized(st *StoreConfig, r *http.Request) bool {
-	key := r.Header.Get("X-API-Key")
-	if key == "" {
-		return false
-	}
-	sum := sha256.Sum256([]byte(key))
-	keys := st.KeyHashes()
-	ok := 0
-	for i := range keys {
-		ok |= subtle.ConstantTimeCompare(sum[:], keys[i][:])
-	}
-	return ok == 1
-}
+// authorized reports whether the request carries one of st's API keys
+// (keyIndex).
+func authorized(st *StoreConfig, r *http.Request) bool { return keyIndex(st, r) >= 0 }
 
 // handleRegister is POST /stores/{store_id}/auth/auth-code (docs/api.md),
 // behind serveStore. Checks run in this order, the first that fails
 // answering (the order the external contract fixes): store, the
-// key-guessing guard (429) and the key (serveStore), media type, shutting
-// down (503), size, JSON, fields (every bad one at once), redirect host,
-// conflict, capacity.
+// key-guessing guard (429), the key and the key's request budget (429)
+// (serveStore), media type, shutting down (503), size, JSON, fields
+// (every bad one at once), redirect host, conflict, capacity (the store's
+// share of live entries, then the service's cap).
 func (s *server) handleRegister(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		writeError(w, errMediaType)
@@ -190,12 +177,20 @@ func (s *server) register(ctx context.Context, st *StoreConfig, req *registerReq
 		},
 	}
 	exp := s.now().Add(s.cfg.AuthCodeTTL.D())
+	ck := codeKey(st.ID, req.AuthCode.s).name()
+	if s.overStoreShare(ctx, st) {
+		if _, err := s.store.Get(ctx, ck); err == nil {
+			return errCodeConflict // the order of the checks: conflict, then capacity
+		}
+		return errStoreFull
+	}
 	buf := recordBufs.Get().(*[]byte)
 	defer recordBufs.Put(buf)
 	*buf = rec.appendTo((*buf)[:0])
-	err := s.store.Insert(ctx, codeKey(st.ID, req.AuthCode.s).name(), *buf, exp)
+	err := s.store.Insert(ctx, ck, *buf, exp)
 	switch {
 	case err == nil:
+		s.countCode(ctx, st, exp)
 		return nil
 	case errors.Is(err, store.ErrExists):
 		return errCodeConflict

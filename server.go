@@ -28,7 +28,10 @@ type server struct {
 	log          *slog.Logger
 	metrics      *metrics
 	hooks        *hooks
-	keys         *keyGuard // failed API key attempts by client address
+	keys         *keyGuard // failed API key attempts by client address and store
+	grants       *keyGuard // failed redemptions (invalid_grant) by client address
+	tallies      tallies   // the fairness counters, as this process sees them
+	views        views     // the stores' counts at hand (fairness.go)
 	demo         bool      // serve the demo game app and home page
 
 	ready    atomic.Bool // serving; /readyz answers 200
@@ -44,6 +47,9 @@ type server struct {
 func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) *server {
 	s := &server{cfg: cfg, store: st, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: newHooks(cfg),
 		keys:         newKeyGuard(keyFailBurst, keyFailInterval),
+		grants:       newKeyGuard(grantFailBurst, grantFailInterval),
+		tallies:      tallies{m: map[tallyID]*tally{}},
+		views:        newViews(cfg),
 		live:         func() int { return 0 },
 		storeFailing: func() error { return nil },
 		now:          time.Now,
@@ -140,10 +146,23 @@ func (s *server) handler() http.Handler {
 			route = "unmatched"
 		}
 		s.metrics.observe(r.Method, route, rw.code(), d)
-		// The path alone: query strings carry codes and states.
-		serving.LogRequest(s.log, r, id, route, rw.code(), rw.n, start.Add(d), d)
+		// Neither the query (codes, states) nor a path segment that is not
+		// the route's own or a configured store id: a client may put a key
+		// where the store id goes.
+		pattern := ""
+		if route != "unmatched" {
+			_, pattern, _ = strings.Cut(route, " ") // a 405's route has no method: all is path
+			if pattern == "" {
+				pattern = route
+			}
+		}
+		serving.LogRequest(s.log, r, id, serving.LoggedPath(r.URL.Path, pattern, s.configuredStore), route, rw.code(), rw.n, start.Add(d), d)
 	})
 }
+
+// configuredStore reports whether id names a configured store: such an
+// id is no secret, and a log line may show it.
+func (s *server) configuredStore(id string) bool { return s.cfg.Store(id) != nil }
 
 // notFound answers requests no route matched: 405 with Allow when the path
 // exists under other methods, 404 otherwise, both as JSON errors.

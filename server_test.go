@@ -33,28 +33,48 @@ func (b *lockedBuffer) String() string {
 	return string(b.buf)
 }
 
-// TestLoggedPathIsCut: anyone can send a path of nearly 64 KiB; its log
-// line shows the first serving.MaxLoggedPath bytes and says how long it was.
-func TestLoggedPathIsCut(t *testing.T) {
+// TestLoggedPath: a request's log line shows the route's path with the
+// store id only when it is a configured store, never a segment of the
+// path that is neither the route's own nor such an id: a client that puts
+// its key where the store id goes (or anything else there) does not have
+// it logged. Long paths are cut at serving.MaxLoggedPath bytes.
+func TestLoggedPath(t *testing.T) {
 	a, ts := startService(t, cfgOpts{})
 	var logs lockedBuffer
 	a.srv.log = newLogger(&logs)
+	const secret = "ak_live_swapped_with_the_store_id"
+	long := "/stores/" + strings.Repeat("x/", 2000)
 	for _, tt := range []struct {
-		path, want string
+		method, path string
+		status       int
+		want         string
 	}{
-		{"/" + strings.Repeat("a", 99), "/" + strings.Repeat("a", 99)},
-		{"/" + strings.Repeat("b", serving.MaxLoggedPath-1), "/" + strings.Repeat("b", serving.MaxLoggedPath-1)},
-		{"/" + strings.Repeat("c", 5000), "/" + strings.Repeat("c", serving.MaxLoggedPath-1) + "…(5001 bytes)"},
+		{"GET", "/stores/" + secret + "/webhooks", 404, "/stores/{store_id}/webhooks"},
+		{"POST", "/stores/" + secret + "/auth/auth-code", 404, "/stores/{store_id}/auth/auth-code"},
+		{"GET", "/stores/" + storeA + "/webhooks/" + secret, 401, "/stores/" + storeA + "/webhooks/{endpoint_id}"},
+		{"GET", "/stores/" + storeA + "/webhooks", 401, "/stores/" + storeA + "/webhooks"},
+		{"GET", "/stores/" + strings.ToUpper(storeA) + "/webhooks", 401, "/stores/" + strings.ToUpper(storeA) + "/webhooks"},
+		{"PUT", "/stores/" + secret + "/auth/auth-code", 405, "/stores/{store_id}/auth/auth-code"},
+		{"PUT", "/stores/" + storeA + "/auth/auth-code", 405, "/stores/" + storeA + "/auth/auth-code"},
+		{"GET", "/stores/" + secret + "/no/such/" + secret, 404, "/stores/…/…/…/…"},
+		{"GET", "/stores/" + storeA + "/auth/x%3Fcode=" + secret, 404, "/stores/" + storeA + "/auth/…"},
+		{"GET", "/" + secret, 404, "/…"},
+		{"GET", "/stores/" + storeA + "/auth/link?code=" + secret, 302, "/stores/" + storeA + "/auth/link"},
+		{"GET", "/", 404, "/"},
+		{"GET", "/healthz", 200, "/healthz"},
+		{"GET", long, 404, serving.CutPath(strings.ReplaceAll(long, "x", "…"))},
 	} {
-		resp, err := http.Get(ts.URL + tt.path)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusNotFound, resp.StatusCode)
-		var line struct{ Path string }
+		got := call(t, tt.method, ts.URL+tt.path, nil)
+		require.Equal(t, tt.status, got.status, "%s %s: %s", tt.method, tt.path, got.body)
 		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
-		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &line))
+		last := lines[len(lines)-1]
+		var line struct{ Path string }
+		require.NoError(t, json.Unmarshal([]byte(last), &line))
 		if line.Path != tt.want {
-			t.Errorf("logged path of a %d-byte path = %.40q… (%d bytes); want %.40q… (%d bytes)", len(tt.path), line.Path, len(line.Path), tt.want, len(tt.want))
+			t.Errorf("logged path of %s %.80q = %.80q; want %.80q", tt.method, tt.path, line.Path, tt.want)
+		}
+		if strings.Contains(last, "ak_live_") {
+			t.Errorf("log line of %s %.80q carries the key: %s", tt.method, tt.path, last)
 		}
 	}
 }

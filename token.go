@@ -79,11 +79,64 @@ func (s *server) token(r *http.Request) (*tokenResponse, *tokenError) {
 	case p.CodeVerifier == "":
 		return nil, invalidRequest("code_verifier is required")
 	}
-	st := s.cfg.Store(r.PathValue("store_id"))
+	// The address's budget of failed redemptions (grantGuard): looked up
+	// only once some address has failed, as the key guard's is.
+	client := ""
+	if s.grants.anyFailing() {
+		client = clientAddr(r, s.cfg.Proxies())
+		if terr := s.overGrantBudget(r.Context(), client, r.PathValue("store_id"), p); terr != nil {
+			return nil, terr
+		}
+	}
+	resp, terr := s.redeemIn(r.Context(), r.PathValue("store_id"), p)
+	if terr != nil && terr.Err == "invalid_grant" {
+		if client == "" {
+			client = clientAddr(r, s.cfg.Proxies())
+		}
+		s.grants.failed(client, time.Now())
+	}
+	return resp, terr
+}
+
+// redeemIn redeems p's code in the store named storeID.
+func (s *server) redeemIn(ctx context.Context, storeID string, p tokenParams) (*tokenResponse, *tokenError) {
+	st := s.cfg.Store(storeID)
 	if st == nil {
 		return nil, invalidGrant("no store with that id")
 	}
-	return s.redeem(r.Context(), st, p.Code, p.RedirectURI, p.CodeVerifier)
+	return s.redeem(ctx, st, p.Code, p.RedirectURI, p.CodeVerifier)
+}
+
+// overGrantBudget answers 429 rate_limited, with Retry-After, a request
+// for the store named storeID from client when that address has no failed redemptions left
+// (grantGuard) and the request would fail too: a redemption that would
+// succeed is never held up, and neither is a replay of a redeemed code,
+// which revokes what that code issued. It only reads the code: a request
+// it refuses uses nothing up, so a throttled guesser cannot burn the
+// codes of others at any rate either.
+func (s *server) overGrantBudget(ctx context.Context, client, storeID string, p tokenParams) *tokenError {
+	blocked, wait := s.grants.blocked(client, time.Now)
+	if !blocked {
+		return nil
+	}
+	if st := s.cfg.Store(storeID); st != nil && len(p.Code) <= 255 {
+		old, err := s.store.Get(ctx, codeKey(st.ID, p.Code).name())
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return errRedeemUnavailable
+		default:
+			if _, _, redeemed := decodeMarker(old); redeemed {
+				return nil
+			}
+			if _, terr := checkExchange(old, p.RedirectURI, p.CodeVerifier); terr == nil {
+				return nil
+			}
+		}
+	}
+	return &tokenError{status: http.StatusTooManyRequests, Err: "rate_limited",
+		Description: "too many failed redemptions from this address; retry later",
+		retryAfter:  max(1, int(wait.Seconds()+0.999))}
 }
 
 // tokenParams are the parameters of a token request.
@@ -235,6 +288,7 @@ func (s *server) redeem(ctx context.Context, st *StoreConfig, code, redirectURI,
 		s.store.Delete(ctx, rk) // it names no token: do not hold it for session_ttl
 		return nil, errRedeemUnavailable
 	}
+	s.countSession(ctx, st, sessionExp)
 	// A replay that came in between, at the code's key or the replay key,
 	// marked it replayed and deleted a token not yet stored; if either
 	// mark is no longer ours, revoke the token now. It is still the one

@@ -382,20 +382,25 @@ func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h
 	// no client has failed, a request with the right key never is.
 	client := ""
 	if s.keys.anyFailing() {
-		client = clientAddr(r, s.cfg.Proxies())
+		client = guardKey(clientAddr(r, s.cfg.Proxies()), st.ID)
 		if blocked, wait := s.keys.blocked(client, time.Now); blocked {
 			writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
-				Message:    "too many requests with a wrong or missing X-API-Key from this address; retry later",
+				Message:    "too many requests with a wrong or missing X-API-Key for this store from this address; retry later",
 				retryAfter: max(1, int(wait.Seconds()+0.999))})
 			return
 		}
 	}
-	if !authorized(st, r) {
+	idx := keyIndex(st, r)
+	if idx < 0 {
 		if client == "" {
-			client = clientAddr(r, s.cfg.Proxies())
+			client = guardKey(clientAddr(r, s.cfg.Proxies()), st.ID)
 		}
 		s.keys.failed(client, time.Now())
 		writeError(w, errUnauthorized)
+		return
+	}
+	if e := s.overKeyBudget(r.Context(), st, idx); e != nil {
+		writeError(w, e)
 		return
 	}
 	h(w, r, st)

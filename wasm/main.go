@@ -447,7 +447,7 @@ func (h *host) answer(w http.ResponseWriter, r *http.Request, id string, start t
 	w.WriteHeader(status)
 	n, _ := io.WriteString(w, body+"\n")
 	d := time.Since(start)
-	serving.LogRequest(slog.Default(), r, id, "host", status, int64(n), start.Add(d), d)
+	serving.LogRequest(slog.Default(), r, id, serving.LoggedPath(r.URL.Path, "", nil), "host", status, int64(n), start.Add(d), d)
 }
 
 // pokeIfDue asks the loop to tick now when the module has a webhook
@@ -481,7 +481,7 @@ func serveUnavailable(route, why string) http.Handler {
 		w.Header().Set(serving.RequestIDHeader, id)
 		status, n := serving.Unavailable(w, r, why)
 		d := time.Since(start)
-		serving.LogRequest(slog.Default(), r, id, route, status, int64(n), start.Add(d), d)
+		serving.LogRequest(slog.Default(), r, id, serving.LoggedPath(r.URL.Path, "", nil), route, status, int64(n), start.Add(d), d)
 	})
 }
 

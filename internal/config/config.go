@@ -40,6 +40,9 @@ type Config struct {
 	// default (about 1 GiB of heap at 2 M entries).
 	MaxLiveEntries int `json:"max_live_entries"`
 
+	// Fairness keeps one store or one key from taking what others need.
+	Fairness FairnessConfig `json:"fairness"`
+
 	// TrustedProxies are the addresses (or CIDR prefixes) of the proxies
 	// in front of the service, whose X-Forwarded-For names the client
 	// that the API-key guard counts failures for; none by
@@ -197,6 +200,7 @@ func defaultConfig() *Config {
 		},
 		Dashboard:      DashboardConfig{Enabled: true, SessionTTL: Duration(8 * time.Hour)},
 		MaxLiveEntries: 2_000_000,
+		Fairness:       FairnessConfig{KeyRate: 1000, KeyBurst: 10_000},
 	}
 }
 
@@ -396,6 +400,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxLiveEntries <= 0 {
 		return errors.New("max_live_entries: must be positive")
+	}
+	if err := c.Fairness.validate(); err != nil {
+		return err
 	}
 	switch c.Storage.Backend {
 	case "embedded":

@@ -39,11 +39,12 @@ func validRequestID(h string) bool {
 }
 
 // LogRequest writes the log line of one served request, both builds' (the
-// contract's line a request): method, path without the query (CutPath),
-// route, status, bytes written, duration in nanoseconds and request_id.
+// contract's line a request): method, path (as LoggedPath shows it: never
+// a segment that could be a secret), route, status, bytes written,
+// duration in nanoseconds and request_id.
 // The record is built here rather than by Logger.LogAttrs, which would
 // also look up the caller for a source nobody logs.
-func LogRequest(log *slog.Logger, r *http.Request, id, route string, status int, n int64, end time.Time, d time.Duration) {
+func LogRequest(log *slog.Logger, r *http.Request, id, path, route string, status int, n int64, end time.Time, d time.Duration) {
 	h := log.Handler()
 	if !h.Enabled(context.Background(), slog.LevelInfo) {
 		return
@@ -51,7 +52,7 @@ func LogRequest(log *slog.Logger, r *http.Request, id, route string, status int,
 	rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
 	rec.AddAttrs(
 		slog.String("method", r.Method),
-		slog.String("path", CutPath(r.URL.Path)),
+		slog.String("path", path),
 		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Int64("bytes", n),

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Server is an http.Server with the service's connection limits, whose
@@ -214,6 +215,9 @@ const MaxLoggedPath = 512
 // use it.
 func CutPath(p string) string {
 	n := min(len(p), MaxLoggedPath)
+	for n < len(p) && n > 0 && !utf8.RuneStart(p[n]) {
+		n-- // not mid-character: the log would show U+FFFD
+	}
 	if i := strings.IndexAny(p[:n], "?#"); i >= 0 {
 		n = i
 	}

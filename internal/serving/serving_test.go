@@ -227,3 +227,26 @@ func TestCutPath(t *testing.T) {
 		}
 	}
 }
+
+func TestLoggedPath(t *testing.T) {
+	store := func(s string) bool { return s == "st1" }
+	for _, tt := range []struct {
+		path, pattern string
+		isStore       func(string) bool
+		want          string
+	}{
+		{"/stores/st1/webhooks/we_x", "/stores/{store_id}/webhooks/{endpoint_id}", store, "/stores/st1/webhooks/{endpoint_id}"},
+		{"/stores/ak_live_x/webhooks", "/stores/{store_id}/webhooks", store, "/stores/{store_id}/webhooks"},
+		{"/stores/st1/webhooks", "/stores/{store_id}/webhooks", nil, "/stores/{store_id}/webhooks"},
+		{"/", "/{$}", nil, "/"},
+		{"/dashboard/static/app.css", "/dashboard/static/", nil, "/dashboard/static/"},
+		{"/stores/st1/ak_live_x/", "", store, "/stores/st1/…/"},
+		{"/stores/st1/webhooks", "", nil, "/stores/…/webhooks"},
+		{"/", "", nil, "/"},
+		{"//x", "", nil, "//…"},
+	} {
+		if got := LoggedPath(tt.path, tt.pattern, tt.isStore); got != tt.want {
+			t.Errorf("LoggedPath(%q, %q) = %q; want %q", tt.path, tt.pattern, got, tt.want)
+		}
+	}
+}

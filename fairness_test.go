@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"deeplink/internal/store/embedded"
+	"io"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
+)
+
+// registerAt registers a fresh code for store with key.
+func registerAt(t *testing.T, base, store, key string) response {
+	t.Helper()
+	return postJSON(t, base+"/stores/"+store+"/auth/auth-code", key, registration(newAuthCode(t), oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())))
+}
+
+// requireRetryAfter checks that r has a Retry-After of whole seconds, at
+// least one.
+func requireRetryAfter(t *testing.T, r response) {
+	t.Helper()
+	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After %q", r.header.Get("Retry-After"))
+	assert.Positive(t, ra, "Retry-After")
+}
+
+// TestKeyBudget: each API key has its own bucket; past it, that key's
+// requests (any API-key endpoint) answer 429 rate_limited with
+// Retry-After, while the store's other key and another store are served.
+func TestKeyBudget(t *testing.T) {
+	a, ts := startService(t, cfgOpts{})
+	// A bucket of 5 that refills so slowly that the test never sees it.
+	a.srv.cfg.Fairness.KeyRate, a.srv.cfg.Fairness.KeyBurst = 0.001, 5
+	for i := range 5 {
+		require.Equal(t, http.StatusOK, registerAt(t, ts.URL, storeA, keyA).status, "request %d of the burst", i+1)
+	}
+	for _, r := range []response{
+		registerAt(t, ts.URL, storeA, keyA),
+		call(t, http.MethodGet, ts.URL+"/stores/"+storeA+"/webhooks", nil, "X-API-Key", keyA),
+	} {
+		requireAPIError(t, r, http.StatusTooManyRequests, "rate_limited")
+		requireRetryAfter(t, r)
+	}
+	require.Equal(t, http.StatusOK, registerAt(t, ts.URL, storeA, keyAHashed).status, "the store's other key")
+	require.Equal(t, http.StatusOK, registerAt(t, ts.URL, storeB, keyB).status, "another store")
+	requireAPIError(t, registerAt(t, ts.URL, storeA, "wrong"), http.StatusUnauthorized, "unauthorized")
+}
+
+// TestStoreShare: a store's sign-ins hold at most its share of live
+// entries (a code one, a session two), by default max_live_entries over
+// the number of stores; past it, its registrations answer 503 with
+// Retry-After (a conflict still 409), while the other store registers as
+// before, and once its codes expire it registers again.
+func TestStoreShare(t *testing.T) {
+	a, ts := startService(t, cfgOpts{maxLive: 60}) // two stores: 30 each
+	require.Equal(t, 30, a.srv.cfg.StoreShare())
+	for range 4 { // 4 codes and 4 sessions: 12
+		requireToken(t, postForm(t, tokenURL(ts, storeA), mustRegister(t, ts, storeA, keyA).form()))
+	}
+	var code string
+	for i := range 18 {
+		code = newAuthCode(t)
+		r := postJSON(t, registerURL(ts, storeA), keyA, registration(code, rfc7636Challenge))
+		require.Equal(t, http.StatusOK, r.status, "code %d: %s", i+1, r.body)
+	}
+	r := registerAt(t, ts.URL, storeA, keyA)
+	requireAPIError(t, r, http.StatusServiceUnavailable, "unavailable")
+	requireRetryAfter(t, r)
+	requireAPIError(t, postJSON(t, registerURL(ts, storeA), keyA, registration(code, rfc7636Challenge)), http.StatusConflict, "auth_code_conflict")
+	for i := range 10 {
+		require.Equal(t, http.StatusOK, registerAt(t, ts.URL, storeB, keyB).status, "store B's code %d", i+1)
+	}
+	// Past auth_code_ttl, 8 entries of 4 sessions are left. (Not up to the
+	// share again: expired entries not yet swept still fill the store's
+	// own cap of 60.)
+	advance(a, 6*time.Minute)
+	for i := range 10 {
+		require.Equal(t, http.StatusOK, registerAt(t, ts.URL, storeA, keyA).status, "store A once its codes expired, code %d", i+1)
+	}
+
+	a.srv.cfg.Fairness.StoreMaxLiveEntries = 25 // configured rather than the share
+	assert.Equal(t, 25, a.srv.cfg.StoreShare())
+}
+
+// TestFairnessAcrossReplicas: two servers on one store share the counts:
+// each sees the other's part once it is older than tallyEvery.
+func TestFairnessAcrossReplicas(t *testing.T) {
+	st, err := embedded.Open("", embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	cfg, err := ParseConfig([]byte(testConfig(cfgOpts{})))
+	require.NoError(t, err)
+	cfg.Fairness.KeyRate, cfg.Fairness.KeyBurst = 0.001, 10
+	now := time.Now()
+	clock := func() time.Time { return now }
+	var srvs [2]*server
+	for i := range srvs {
+		srvs[i] = newServer(cfg, st, make([]byte, 32), newLogger(io.Discard))
+		srvs[i].now = clock
+	}
+	sc := cfg.Store(storeA)
+	ctx := context.Background()
+	for i := range 5 {
+		require.Nil(t, srvs[0].overKeyBudget(ctx, sc, 0), "replica 0, request %d", i+1)
+		require.Nil(t, srvs[1].overKeyBudget(ctx, sc, 0), "replica 1, request %d", i+1)
+	}
+	now = now.Add(tallyEvery)
+	// Each has written its part by now, or writes it with this request.
+	srvs[0].overKeyBudget(ctx, sc, 0)
+	srvs[1].overKeyBudget(ctx, sc, 0)
+	now = now.Add(tallyEvery)
+	e := srvs[0].overKeyBudget(ctx, sc, 0)
+	require.NotNil(t, e, "replica 0 after 10 requests over both")
+	assert.Equal(t, http.StatusTooManyRequests, e.Status)
+	require.NotNil(t, srvs[1].overKeyBudget(ctx, sc, 0), "replica 1 after 10 requests over both")
+}
