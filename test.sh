@@ -3,7 +3,8 @@
 # with the race detector (the contract tests among them, against the native
 # binary), the allocation tests that need it off, promtool's check of a
 # /metrics scrape, the contract tests against the edge module under the
-# wazero host, and the native contract tests again with the state on Redis.
+# wazero host, the native contract tests again with the state on Redis, and
+# a minute of fuzzing.
 # Installs what the tests need (php, node and python3 for the merchants'
 # snippets, promtool, chromium for the browser tests, redis-server), then says what it runs as each step starts, and each
 # step's time when it ends. Steps that do not depend on each other run side
@@ -108,7 +109,17 @@ rest() {
   step "allocation tests (race detector off)" go test -count=1 -run 'Allocations' . &&
   step "promtool check metrics, on a scrape of /metrics" go test -count=1 -run '^TestPromtoolCheckMetrics$' -v . &&
   step "contract tests against the edge module (wasm)" go test -count=1 -run 'TestContract' . -args -target=wasm &&
-  step "contract tests with the state on Redis" env DEEPLINK_STORAGE=redis go test -count=1 -run 'TestContract$' .
+  step "contract tests with the state on Redis" env DEEPLINK_STORAGE=redis go test -count=1 -run 'TestContract$' . &&
+  step "fuzzing, about a minute in all" fuzz_briefly
+}
+
+# fuzz_briefly explores a little at every run: the crash target (a torn
+# journal), the store's records, the JSON bodies and the configuration.
+fuzz_briefly() {
+  go test -run '^$' -fuzz '^FuzzCrash$' -fuzztime 20s ./internal/store/embedded &&
+  go test -run '^$' -fuzz '^FuzzRecord$' -fuzztime 10s ./internal/store/embedded &&
+  go test -run '^$' -fuzz '^FuzzDecodeObject$' -fuzztime 15s . &&
+  go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 10s ./internal/config
 }
 
 lanes static vet_wasip1

@@ -365,7 +365,13 @@ func (db *DB) readRecords(b []byte, path string, f stateFile, last bool) ([]reco
 	}
 	if bad >= 0 {
 		_, _, err := nextRecord(b[bad:])
-		if last && !f.snap && (errors.Is(err, errShort) || tornAt(b[bad:])) {
+		// The last record written, cut short: its bytes reach the end of
+		// the file, or all that follows where it says it ends are the
+		// zeros the journal is filled with ahead (a write of several
+		// records that only partly reached the disk).
+		n, framed := framedSize(b[bad:])
+		torn := errors.Is(err, errShort) || tornAt(b[bad:]) || framed && allZero(b[bad+n:])
+		if last && !f.snap && torn {
 			db.log.Warn("store: dropping the end of the journal, cut short by a crash", "file", path, "offset", bad, "bytes", len(b)-bad)
 			return recs, truncate(path, int64(bad))
 		}
