@@ -297,22 +297,8 @@ func TestDashboardRefusesCrossSite(t *testing.T) {
 // TestDashboardSessionLifetime: a session lasts across a restart, ends at
 // sign-out, and is of one store only.
 func TestDashboardSessionLifetime(t *testing.T) {
-	c := whFast()
-	c.DataDir = t.TempDir()
-	w := whStart(t, c)
-	d := newDashClient(t, w.srv.URL)
-	require.Equal(t, http.StatusOK, d.signIn(whStoreA, whKeyA).status)
-	w.close()
-
-	cfg := whParseConfig(t, c)
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
-	require.NoError(t, err)
-	w2 := &whApp{t: t, cfg: cfg, app: a, srv: httptestServer(t, a)}
-	t.Cleanup(w2.close)
-	u, _ := url.Parse(w.srv.URL)
-	u2, _ := url.Parse(w2.srv.URL)
-	d.c.Jar.SetCookies(u2, d.c.Jar.Cookies(&url.URL{Scheme: "http", Host: u.Host, Path: "/dashboard/"}))
-	d.base = w2.srv.URL
+	c, d, old := signedInThenStopped(t)
+	restartedFor(t, d, old, whParseConfig(t, c))
 
 	p := d.get("/dashboard/settings")
 	require.Equal(t, http.StatusOK, p.status)
@@ -430,31 +416,19 @@ func TestEndpointStats(t *testing.T) {
 // TestDashboardSessionEndsWithItsKey: a session started with a key that the
 // configuration no longer lists is over.
 func TestDashboardSessionEndsWithItsKey(t *testing.T) {
-	c := whFast()
-	c.DataDir = t.TempDir()
-	w := whStart(t, c)
-	d := newDashClient(t, w.srv.URL)
-	require.Equal(t, http.StatusOK, d.signIn(whStoreA, whKeyA).status)
-	w.close()
-
+	c, d, old := signedInThenStopped(t)
 	cfg := whParseConfig(t, c)
 	cfg.Stores[0].APIKeys = []string{"ak_test_the_new_key_of_store_a"}
 	cfg, err := ParseConfig(mustJSON(t, cfg))
 	require.NoError(t, err)
-	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
-	require.NoError(t, err)
-	t.Cleanup(func() { a.Close() })
-	srv := httptestServer(t, a)
-	u, _ := url.Parse(w.srv.URL)
-	u2, _ := url.Parse(srv.URL + "/dashboard/sign-in") // the cookie's path: /dashboard
-	d.c.Jar.SetCookies(u2, d.c.Jar.Cookies(&url.URL{Scheme: "http", Host: u.Host, Path: "/dashboard/"}))
-	d.base = srv.URL
+	restartedFor(t, d, old, cfg)
 	assert.Contains(t, d.get("/dashboard/settings").body, `action="/dashboard/sign-in"`, "after the key was removed")
 
 	p := d.post("/dashboard/sign-out", nil)
 	assert.Equal(t, http.StatusOK, p.status, "signing out of an ended session")
 	assert.Contains(t, p.body, `action="/dashboard/sign-in"`)
-	assert.Empty(t, d.c.Jar.Cookies(&url.URL{Scheme: "http", Host: u2.Host, Path: "/dashboard/"}), "the cookie is forgotten")
+	u, _ := url.Parse(d.base)
+	assert.Empty(t, d.c.Jar.Cookies(&url.URL{Scheme: "http", Host: u.Host, Path: "/dashboard/"}), "the cookie is forgotten")
 }
 
 func TestDashboardNotFound(t *testing.T) {
@@ -465,4 +439,29 @@ func TestDashboardNotFound(t *testing.T) {
 		assert.Equal(t, http.StatusNotFound, p.status, "GET %s", path)
 		assert.Contains(t, p.header.Get("Content-Security-Policy"), "default-src 'none'", "GET %s", path)
 	}
+}
+
+// signedInThenStopped starts the service, signs a browser in to store A
+// and stops the service: the session is in data_dir, for a restart.
+func signedInThenStopped(t *testing.T) (whConf, *dashClient, string) {
+	c := whFast()
+	c.DataDir = t.TempDir()
+	w := whStart(t, c)
+	d := newDashClient(t, w.srv.URL)
+	require.Equal(t, http.StatusOK, d.signIn(whStoreA, whKeyA).status)
+	w.close()
+	return c, d, w.srv.URL
+}
+
+// restartedFor serves cfg on the same data_dir and moves d's cookies from
+// the service at old to it.
+func restartedFor(t *testing.T, d *dashClient, old string, cfg *Config) {
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	srv := httptestServer(t, a)
+	u, _ := url.Parse(old)
+	u2, _ := url.Parse(srv.URL + "/dashboard/sign-in") // the cookie's path: /dashboard
+	d.c.Jar.SetCookies(u2, d.c.Jar.Cookies(&url.URL{Scheme: "http", Host: u.Host, Path: "/dashboard/"}))
+	d.base = srv.URL
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -49,7 +48,7 @@ func FuzzCrash(f *testing.F) {
 		if err := db.Sync(); err != nil {
 			t.Fatal(err)
 		}
-		journal := newestJournal(t, dir)
+		journal := lastJournal(t, dir)
 		acked := recordsEnd(t, journal)
 		for _, op := range ops[split:] {
 			op.apply(ctx, t, db)
@@ -156,20 +155,6 @@ func sameState(a, b map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func newestJournal(t *testing.T, dir string) string {
-	files, err := listFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := len(files) - 1; i >= 0; i-- {
-		if !files[i].snap {
-			return filepath.Join(dir, files[i].name)
-		}
-	}
-	t.Fatal("no journal")
-	return ""
 }
 
 // recordsEnd is where the records of the journal at path end and its
