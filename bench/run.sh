@@ -140,9 +140,10 @@ fairness='"fairness": {"key_rate": 1000000000, "key_burst": 1000000000}, '
 if [ "$MODE" = edge ]; then
   # A is the edge host on PORT, B the native build on YARD_PORT: both
   # serve the demo store, each with its own data.
-  "${srv_pin[@]}" "$work/edgehost" ${EDGE_FLAGS:-} -module "$work/service.wasm" -cache "$work/cache" -addr "127.0.0.1:$PORT" -data "$work/data-edge" >"$work/service.out" 2>"$work/service.err" &
+  sed '0,/{/s//{'"$fairness"'/' demo.json >"$work/config.json"
+  "${srv_pin[@]}" "$work/edgehost" ${EDGE_FLAGS:-} -config "$work/config.json" -module "$work/service.wasm" -cache "$work/cache" -addr "127.0.0.1:$PORT" -data "$work/data-edge" >"$work/service.out" 2>"$work/service.err" &
   svc_pid=$!
-  "${srv_pin[@]}" "$work/deeplink" -addr "127.0.0.1:$YARD_PORT" -data "$work/data" >"$work/yardstick.out" 2>"$work/yardstick.err" &
+  "${srv_pin[@]}" "$work/deeplink" -config "$work/config.json" -addr "127.0.0.1:$YARD_PORT" -data "$work/data" >"$work/yardstick.out" 2>"$work/yardstick.err" &
   yard_pid=$!
 elif [ "$MODE" = redis ]; then
   # A is the service on Redis on PORT, B the service on the embedded
