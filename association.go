@@ -179,17 +179,21 @@ func checkApple(f *assocFile, v any, apps []config.AppleApp, authorize string) {
 	f.Points = append(f.Points, assocPoint{OK: covered, What: "the authorize path " + authorize + " is covered", Detail: "no path of the configured apps matches it, so iOS opens it in the browser, not the game"})
 }
 
+// assetLinks is what an assetlinks.json file says: statements granting
+// apps relations to the site.
+type assetLinks []struct {
+	Relation []string `json:"relation"`
+	Target   struct {
+		Namespace    string   `json:"namespace"`
+		PackageName  string   `json:"package_name"`
+		Fingerprints []string `json:"sha256_cert_fingerprints"`
+	} `json:"target"`
+}
+
 // checkAndroid checks the assetlinks.json v: each configured package with
 // the handle_all_urls relation and each of its certificate fingerprints.
 func checkAndroid(f *assocFile, v any, apps []config.AndroidApp) {
-	var stmts []struct {
-		Relation []string `json:"relation"`
-		Target   struct {
-			Namespace    string   `json:"namespace"`
-			PackageName  string   `json:"package_name"`
-			Fingerprints []string `json:"sha256_cert_fingerprints"`
-		} `json:"target"`
-	}
+	var stmts assetLinks
 	b, _ := json.Marshal(v)
 	if json.Unmarshal(b, &stmts) != nil {
 		f.Points = append(f.Points, assocPoint{What: "is a list of statements", Detail: "the file is not a JSON list of statements"})

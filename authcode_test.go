@@ -1475,14 +1475,7 @@ func TestWellKnown(t *testing.T) {
 		got := call(t, http.MethodGet, with.URL+"/.well-known/assetlinks.json", nil)
 		require.Equal(t, http.StatusOK, got.status, "status (no redirect)")
 		requireJSON(t, got)
-		var links []struct {
-			Relation []string `json:"relation"`
-			Target   struct {
-				Namespace    string   `json:"namespace"`
-				PackageName  string   `json:"package_name"`
-				Fingerprints []string `json:"sha256_cert_fingerprints"`
-			} `json:"target"`
-		}
+		var links assetLinks
 		require.NoError(t, json.Unmarshal(got.body, &links), "body %s", got.body)
 		require.Len(t, links, 1)
 		assert.Equal(t, []string{"delegate_permission/common.handle_all_urls"}, links[0].Relation)

@@ -24,11 +24,10 @@ import (
 // limitPrefix starts the store keys of the fairness counters.
 const limitPrefix = "limit:"
 
-// keyIndex returns the index, among st's key hashes, of the API key r
-// carries, or -1. Every key is compared, in constant time, so timing
-// tells nothing of which matched.
-func keyIndex(st *StoreConfig, r *http.Request) int {
-	key := r.Header.Get("X-API-Key")
+// keyIndex returns the index, among st's key hashes, of key (a request's
+// X-API-Key, a dashboard sign-in's), or -1. Every key is compared, in
+// constant time, so timing tells nothing of which matched.
+func keyIndex(st *StoreConfig, key string) int {
 	if key == "" {
 		return -1
 	}

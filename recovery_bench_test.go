@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
-
-	"deeplink/internal/store/embedded"
 )
 
 // BenchmarkRecovery is the start after a crash with a million live codes:
@@ -25,7 +21,10 @@ func BenchmarkRecovery(b *testing.B) {
 	}
 	dir := b.TempDir()
 	data := filepath.Join(dir, "data")
-	fillCodesDir(b, data, n)
+	fillStore(b, data, n, func(i int) (string, []byte) { // shaped as registrations make them
+		rec := benchRecord(uint64(i))
+		return codeKey(benchStoreID, fmt.Sprintf("recovery-%016d", i)).name(), rec.appendTo(nil)
+	})
 	cfgFile := filepath.Join(dir, "config.json")
 	cfg, err := json.Marshal(map[string]any{
 		"max_live_entries": 2 * n,
@@ -61,34 +60,4 @@ func BenchmarkRecovery(b *testing.B) {
 		}
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "readyz-s")
-}
-
-// fillCodesDir writes n code records, shaped as registrations make them,
-// into a store in dir and closes it: the files are then those a crash
-// leaves, a snapshot and the journal after it.
-func fillCodesDir(b *testing.B, dir string, n int) {
-	s, err := embedded.Open(dir, embedded.Options{Durability: embedded.Interval})
-	if err != nil {
-		b.Fatal(err)
-	}
-	exp := time.Now().Add(time.Hour)
-	var wg sync.WaitGroup
-	for w := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += 64 {
-				rec := benchRecord(uint64(i))
-				key := codeKey(benchStoreID, fmt.Sprintf("recovery-%016d", i)).name()
-				if err := s.Put(context.Background(), key, rec.appendTo(nil), exp); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err := s.Close(); err != nil {
-		b.Fatal(err)
-	}
 }

@@ -392,7 +392,7 @@ func TestSIGTERMWhileStarting(t *testing.T) {
 	// Enough state that restoring it takes a while, against a poll every
 	// millisecond.
 	const n = 300_000
-	fillStore(t, data, n)
+	fillStore(t, data, n, shortEntry)
 	cfg, err := json.Marshal(map[string]any{
 		"stores": []map[string]any{{
 			"id": testStoreID, "name": "Test store", "api_keys": []string{testAPIKey},
@@ -443,29 +443,35 @@ func TestSIGTERMWhileStarting(t *testing.T) {
 	assert.NotContains(t, string(log), `"msg":"serving"`, "log: it never became ready")
 }
 
-// fillStore writes n entries into a store in dir, from 64 goroutines so
-// that they share their fsyncs, and closes it.
-func fillStore(t *testing.T, dir string, n int) {
-	t.Helper()
+// fillStore writes the n entries entry(0)…entry(n-1) (key, value) into a
+// store in dir, from 64 goroutines so that they share their fsyncs, each
+// for an hour, and closes it: the files are then those a crash leaves, a
+// snapshot and the journal after it.
+func fillStore(tb testing.TB, dir string, n int, entry func(i int) (string, []byte)) {
+	tb.Helper()
 	s, err := embedded.Open(dir, embedded.Options{Durability: embedded.Interval})
-	require.NoError(t, err)
-	val := []byte("a value of the state, as long as a short code record")
+	require.NoError(tb, err)
 	exp := time.Now().Add(time.Hour)
 	var wg sync.WaitGroup
 	for w := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := w; i < n; i += 64 {
-				if err := s.Put(t.Context(), "k"+strconv.Itoa(i), val, exp); err != nil {
-					t.Error(err)
+				k, v := entry(i)
+				if err := s.Put(context.Background(), k, v, exp); err != nil {
+					tb.Error(err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	require.NoError(t, s.Close())
+	require.NoError(tb, s.Close())
+}
+
+// shortEntry is a fillStore entry: a small key and a value as long as a
+// short code record.
+func shortEntry(i int) (string, []byte) {
+	return "k" + strconv.Itoa(i), []byte("a value of the state, as long as a short code record")
 }
 
 // TestTempFilesRemovedAtStart: the temporary files a crash leaves while

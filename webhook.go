@@ -390,7 +390,7 @@ func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h
 			return
 		}
 	}
-	idx := keyIndex(st, r)
+	idx := keyIndex(st, r.Header.Get("X-API-Key"))
 	if idx < 0 {
 		if client == "" {
 			client = guardKey(clientAddr(r, s.cfg.Proxies()), st.ID)
