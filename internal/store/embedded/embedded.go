@@ -158,8 +158,13 @@ func (db *DB) writable() error {
 
 // commit waits until the record that ends at pos is as durable as the
 // DB's durability asks.
+// Through a Deferred, it notes the ticket for the Deferred's Wait.
 func (db *DB) commit(ctx context.Context, t ticket) error {
 	if db.j == nil {
+		return nil
+	}
+	if d, ok := ctx.Value(deferKey{}).(*Deferred); ok {
+		d.add(t)
 		return nil
 	}
 	return db.j.wait(ctx, t)
