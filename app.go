@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	_ "time/tzdata" // timezone checks must work in a static binary without /usr/share/zoneinfo
-
 	"deeplink/internal/store"
 	"deeplink/internal/store/embedded"
 )
@@ -27,6 +25,16 @@ type app struct {
 	idle  chan struct{} // closed when the ticker has stopped
 
 	lastTick time.Time // of the last timed work, for callers that tick often
+}
+
+// state is the store openState opened, with what it can tell of itself.
+type state struct {
+	store  appStore
+	db     *embedded.DB // store, when it is the embedded one in this process
+	dir    string       // where an earlier build's files may be; "" where none can be
+	remote bool         // a store of its own (Redis): reads need it too
+	live   func() int   // live entries, when the store counts them cheaply; else nil
+	codes  func() int   // live auth codes, likewise
 }
 
 // appStore is what the app needs of its store beyond the contract.
@@ -118,19 +126,12 @@ func openApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 
 // openAppAt is openApp with now as the clock of expiries.
 func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time) (*app, error) {
-	a := &app{}
-	var err error
-	dir := "" // where an earlier build's files may be: none on Redis
-	if cfg.Storage.Backend == "redis" {
-		a.store, err = openRedis(cfg, logger, now)
-	} else {
-		dir = cfg.DataDir
-		a.db, err = openEmbedded(cfg, logger, demo, now)
-		a.store = a.db
-	}
+	st, err := openState(cfg, logger, demo, now)
 	if err != nil {
 		return nil, err
 	}
+	a := &app{store: st.store, db: st.db}
+	dir := st.dir
 	ctx := context.Background()
 	key, err := cookieKey(ctx, a.store, dir)
 	if err != nil {
@@ -144,17 +145,10 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	srv.now = now
 	srv.hooks.now = now
 	srv.storeFailing = a.store.Failing
-	if db := a.db; db != nil {
-		srv.live = db.Len
-		srv.liveCodes = &costlyGauge{
-			compute: func() int { return db.Count(keyPrefix, func(v []byte) bool { return len(v) > 0 && v[0] == kindCode }) },
-			size:    db.Len,
-		}
-	} else {
-		// Redis has no cheap count of a prefix's keys: a scan of them
-		// all at each scrape would cost Redis as much as the requests.
-		// Redis's own INFO keyspace (redis_exporter) counts them.
-		srv.live, srv.remote = nil, true
+	srv.remote = st.remote
+	srv.live = st.live
+	if st.codes != nil {
+		srv.liveCodes = &costlyGauge{compute: st.codes, size: st.live}
 	}
 	srv.demo = demo
 	srv.hooks.st = a.store
@@ -170,48 +164,6 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	}
 	a.srv = srv
 	return a, nil
-}
-
-// openEmbedded opens the embedded store in cfg.DataDir, after taking in
-// what an earlier build left there.
-func openEmbedded(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time) (*embedded.DB, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data_dir: %w", err)
-	}
-	if entries, _ := os.ReadDir(cfg.DataDir); !demo && len(entries) == 0 {
-		// Made just now, or empty: a typo in the path or a volume not
-		// mounted would start afresh without a word otherwise.
-		logger.Warn("data_dir holds no saved state: starting empty (if a state was expected, check the path, and that its volume is mounted)", "data_dir", cfg.DataDir)
-	}
-	removeTempFiles(cfg.DataDir, logger)
-	if err := importEarlierBuild(cfg.DataDir, logger); err != nil {
-		return nil, err
-	}
-	db, err := embedded.Open(cfg.DataDir, embedded.Options{
-		Durability: embedded.Durability(cfg.Storage.Durability),
-		MaxLive:    cfg.MaxLiveEntries,
-		Logger:     logger,
-		Now:        now,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("data_dir: %w", err)
-	}
-	return db, nil
-}
-
-// importEarlierBuild reads an earlier build's files in dir, if there are
-// any, into the store once (importLegacy), with every entry on disk
-// before those files are moved away.
-func importEarlierBuild(dir string, logger *slog.Logger) error {
-	if !exists(filepath.Join(dir, legacyPrefix+"00.snap")) && !exists(filepath.Join(dir, legacyPrefix+"00.log")) {
-		return nil
-	}
-	st, err := embedded.Open(dir, embedded.Options{Durability: embedded.Fsync, Logger: logger})
-	if err != nil {
-		return fmt.Errorf("data_dir: %w", err)
-	}
-	err = importLegacy(dir, st, time.Now(), logger)
-	return errors.Join(err, st.Close())
 }
 
 // tick does the timed work: the API-key and redemption guards' sweeps, webhook

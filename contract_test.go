@@ -178,9 +178,11 @@ func buildWasm() (ctArtifacts, error) {
 		errs := make([]error, 3)
 		var wg sync.WaitGroup
 		wg.Go(func() { errs[0] = ctGoBuild(nil, "-o", a.host, "./wasm") })
-		wg.Go(func() { errs[1] = ctGoBuild(wasip1, append(module, "-o", a.module, ".")...) })
 		wg.Go(func() {
-			errs[2] = ctGoBuild(wasip1, append(module, "-tags", "edgefault", "-o", a.faultModule, ".")...)
+			errs[1] = ctGoBuild(wasip1, slices.Concat(module, []string{"-tags", "nethttpomithttp2", "-o", a.module, "."})...)
+		})
+		wg.Go(func() {
+			errs[2] = ctGoBuild(wasip1, slices.Concat(module, []string{"-tags", "nethttpomithttp2,edgefault", "-o", a.faultModule, "."})...)
 		})
 		wg.Wait()
 		if wasmBuild.err = errors.Join(errs...); wasmBuild.err != nil {
@@ -362,8 +364,12 @@ type ctOpts struct {
 	// are about data_dir (embeddedOnly).
 	redisURL, redisPrefix string
 	embeddedOnly          bool
-	noWait                bool   // start without waiting for /readyz 200
-	publicBaseURL         string // another's than the service's own URL: a replica's behind one name
+	noWait                bool // start without waiting for /readyz 200
+	// loadTest raises the per-key request budget past any load a test
+	// makes: a load test is not about the budget, and on a fast machine
+	// would meet it.
+	loadTest      bool
+	publicBaseURL string // another's than the service's own URL: a replica's behind one name
 }
 
 // ctStorageEnv names the backend TestContract runs its native cases on:
@@ -436,7 +442,12 @@ func startContractService(t *testing.T, target string, o ctOpts) *ctService {
 			"android": []map[string]any{{"package_name": "com.example.game", "sha256_cert_fingerprints": []string{"AB:CD:EF"}}},
 		}
 	}
+	fairness := map[string]any{}
+	if o.loadTest {
+		fairness = map[string]any{"key_rate": 1e9, "key_burst": 1e9}
+	}
 	cfg, err := json.Marshal(map[string]any{
+		"fairness":        fairness,
 		"listen":          addr,
 		"data_dir":        data,
 		"public_base_url": cmp.Or(o.publicBaseURL, s.URL),
@@ -1884,6 +1895,21 @@ func contractCases() []contractCase {
 			start := time.Now()
 			ctFault(t, s, "/__fault/spin")
 			assert.Less(t, time.Since(start), ctCallTimeout+10*time.Second, "bounded by -call-timeout %v", ctCallTimeout)
+		}},
+		// A call that never calls the host cannot be cut off: the host
+		// answers it 500 a moment past the deadline, serves on with a
+		// fresh instance in its slot, and asks to be restarted.
+		{name: "fault/a runaway call that never calls the host is given up", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
+			c := s.mustRegister(t)
+			start := time.Now()
+			ctError(t, s.do(t, http.MethodGet, "/__fault/spin-bare", nil), http.StatusInternalServerError, "internal")
+			assert.Less(t, time.Since(start), ctCallTimeout+10*time.Second, "bounded by -call-timeout %v", ctCallTimeout)
+			r := s.do(t, http.MethodGet, "/healthz", nil)
+			ctError(t, r, http.StatusServiceUnavailable, "unavailable")
+			assert.Contains(t, string(r.body), "restart the host")
+			ctStatus(t, s.do(t, http.MethodGet, "/readyz", nil), http.StatusOK)
+			ctToken(t, s.redeem(t, ctStoreA, c))
+			ctToken(t, s.redeem(t, ctStoreA, s.mustRegister(t)))
 		}},
 		// Start restores the whole store, which for a large one takes
 		// longer than any call may: it runs without the call deadline, at

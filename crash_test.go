@@ -2,7 +2,8 @@ package main
 
 // TestCrash holds the service to what API.md §6 promises of kill -9 with
 // the embedded store's default durability: nothing acknowledged with a
-// 2xx is lost. It runs the native binary under concurrent load, kills it
+// 2xx is lost. It runs the native binary (or, with -target=wasm, the edge
+// host and its module, as TestContract does) under concurrent load, kills it
 // with SIGKILL at a moment drawn from a seeded generator, starts it again
 // on the same data_dir, and checks what the answers received before the
 // kill promised, round after round:
@@ -136,8 +137,9 @@ func TestCrash(t *testing.T) {
 		}
 	})
 	start := time.Now()
-	s := startContractService(t, targetNative, ctOpts{
-		retry: []string{"50ms", "100ms", "200ms", "400ms", "800ms", "1s", "1s"},
+	s := startContractService(t, contractTarget(t), ctOpts{
+		retry:    []string{"50ms", "100ms", "200ms", "400ms", "800ms", "1s", "1s"},
+		loadTest: true,
 	})
 	s.client.Transport = &http.Transport{MaxIdleConnsPerHost: crashWorkers + 2}
 	rc := &ctReceiver{status: ctAlways(http.StatusOK)}

@@ -30,10 +30,10 @@ var faultSink uint64
 // memory the module has, so a store there is a wasm trap, not a Go panic.
 var faultOffset = 3 << 30
 
-// failNextChange, set by /__fault/persist, makes the next change to the
-// store fail as a failed write would, changing nothing. The module runs
-// one call at a time, so a plain field does.
-var failNextChange bool
+// faultKey, put by /__fault/persist, makes the next change to the store
+// fail as a failed write would, changing nothing: kept in the host's
+// store, so that it holds whichever instance serves that change.
+const faultKey = "fault:persist"
 
 // errPersistFault is the write failure /__fault/persist stands in for.
 var errPersistFault = fmt.Errorf("%w: edgefault: writing state failed (injected)", store.ErrUnavailable)
@@ -43,11 +43,8 @@ var errPersistFault = fmt.Errorf("%w: edgefault: writing state failed (injected)
 type faultyStore struct{ store.Store }
 
 func (f faultyStore) fail() bool {
-	if failNextChange {
-		failNextChange = false
-		return true
-	}
-	return false
+	_, err := f.Store.Take(context.Background(), faultKey)
+	return err == nil
 }
 
 func (f faultyStore) Insert(ctx context.Context, key string, val []byte, exp time.Time) error {
@@ -96,11 +93,20 @@ func init() {
 		// The next change to the store cannot be written: the request
 		// that makes it answers 503, and nothing of it is kept.
 		mux.HandleFunc("POST /__fault/persist", func(w http.ResponseWriter, _ *http.Request) {
-			failNextChange = true
+			if err := edge.app.store.Put(context.Background(), faultKey, []byte{1}, time.Time{}); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
 			w.WriteHeader(http.StatusNoContent)
 		})
-		// A call that never returns.
+		// A call that never returns, reading the clock as it goes.
 		mux.HandleFunc("/__fault/spin", func(http.ResponseWriter, *http.Request) {
+			for {
+				faultSink += uint64(time.Now().UnixNano())
+			}
+		})
+		// A call that never returns and never calls the host.
+		mux.HandleFunc("/__fault/spin-bare", func(http.ResponseWriter, *http.Request) {
 			for {
 				faultSink++
 			}

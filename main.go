@@ -18,8 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	_ "time/tzdata" // timezone checks must work in a static binary without /usr/share/zoneinfo
-
 	"deeplink/internal/serving"
 	"deeplink/internal/store"
 )

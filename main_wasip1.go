@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"runtime"
 	"strings"
 	"time"
 	"unsafe"
@@ -43,6 +42,9 @@ var edge struct {
 	in, out []byte
 	jobs    map[uint64]*job // handed to the host, not yet finished
 	nextJob uint64
+	worker  bool // serves no webhook state (wire.StartArgs.Worker)
+
+	logPath, logRoute string // of the request handle serves, for its host to log
 }
 
 // result keeps b for the host and returns its address and length.
@@ -96,19 +98,26 @@ func wasmStart(n uint32) (res uint64) {
 	if err != nil {
 		return result([]byte(err.Error()))
 	}
-	for _, w := range a.srv.configWarnings() {
-		logger.Warn(w)
+	if args.Worker {
+		// The primary instance holds the webhook state (wire.Primary):
+		// a worker's stays empty, and is never written.
+		a.srv.hooks = newHooks(cfg)
+		a.srv.hooks.log = logger
+	} else {
+		for _, w := range a.srv.configWarnings() { // once, not once per instance
+			logger.Warn(w)
+		}
 	}
 	if wrapStore != nil {
 		a.srv.store = wrapStore(a.srv.store)
 	}
-	// Start has no call deadline and every later call has one: the
-	// garbage of restoring the state (the files read, their decoded
-	// records) is collected here, not by the first request's allocation.
-	runtime.GC()
 	a.srv.ready.Store(true)
-	edge.app, edge.handler = a, a.srv.handler()
-	if demo && args.BaseURL != "" {
+	// The host writes each request's line, natively (wire.Response).
+	a.srv.logRequest = func(_ *http.Request, _, path, route string, _ int, _ int64, _ time.Time, _ time.Duration) {
+		edge.logPath, edge.logRoute = path, route
+	}
+	edge.app, edge.handler, edge.worker = a, a.srv.handler(), args.Worker
+	if demo && args.BaseURL != "" && !args.Worker {
 		printDemoBanner(cfg, args.BaseURL)
 	}
 	edge.jobs = map[uint64]*job{}
@@ -128,22 +137,29 @@ func wasmStart(n uint32) (res uint64) {
 func wasmHandle(n uint32) uint64 {
 	req, err := wire.ParseRequest(edge.in[:n])
 	rec := &recorder{header: http.Header{}}
-	if err != nil {
+	switch {
+	case err != nil:
 		rec.status = http.StatusBadRequest
-	} else {
+	case edge.worker && wire.Primary(pathOf(req.URI)):
+		// The host sends these to the primary: a worker's empty webhook
+		// state must never answer for the real one.
+		writeError(rec, &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error: request sent to a worker instance"})
+	default:
 		serveEdge(rec, req)
 	}
 	// An instance can die between calls (a trap, a runaway call), taking
-	// its memory: what a request changed reaches data_dir before the
-	// answer does. If it cannot, this instance holds changes that disk
-	// does not: it exits, and the host answers 503 and starts a fresh
-	// instance from data_dir.
+	// its memory: what a request changed in the webhook state's working
+	// copy reaches the host's store before the answer does. If it cannot,
+	// this instance holds changes that the store does not: it exits, and
+	// the host answers 503 and starts a fresh instance from the store.
 	if err := persistEdge(); err != nil {
 		edge.app.srv.log.Error("edge: cannot write state; exiting for a fresh instance", "err", err)
 		logOut.Flush()
 		os.Exit(exitCannotPersist)
 	}
-	return result(wire.AppendResponse(edge.out[:0], &wire.Response{Status: rec.code(), Header: rec.header, Body: rec.body.Bytes()}))
+	resp := &wire.Response{Status: rec.code(), Header: rec.header, Body: rec.body.Bytes(), LogPath: edge.logPath, LogRoute: edge.logRoute}
+	edge.logPath, edge.logRoute = "", ""
+	return result(wire.AppendResponse(edge.out[:0], resp))
 }
 
 func serveEdge(rec *recorder, req *wire.Request) {
@@ -174,10 +190,17 @@ func serveEdge(rec *recorder, req *wire.Request) {
 // in wasm/service.wasm it is nil.
 var wrapStore func(store.Store) store.Store
 
-// persistEdge writes what changed since the last call to data_dir.
+// persistEdge writes the webhook state's changes since the last call to
+// the host's store. (Every other change went to the host's store as it
+// was made, and was durable before the handler went on.)
 func persistEdge() error {
-	a := edge.app
-	return errors.Join(a.srv.hooks.persist(context.Background()), a.db.Sync())
+	return edge.app.srv.hooks.persist(context.Background())
+}
+
+// pathOf is the path of a request URI (path and query, as sent).
+func pathOf(uri string) string {
+	p, _, _ := strings.Cut(uri, "?")
+	return p
 }
 
 // wasmTick does the timed work due at now (unix nanoseconds): sweeps and
@@ -259,14 +282,27 @@ func wasmStop() uint64 {
 }
 
 // wasmWake reports whether a webhook delivery became due since the last
-// call, so the host should tick now rather than at its next timer.
+// call, so the host should tick now rather than at its next timer: a
+// result of one byte if so, none if not.
 //
 //go:wasmexport wake
-func wasmWake() uint32 {
+func wasmWake() uint64 {
 	select {
 	case <-edge.app.srv.hooks.wake:
-		return 1
+		return result([]byte{1})
 	default:
-		return 0
+		return result(nil)
 	}
+}
+
+// wasmMetrics returns this instance's /metrics text, without counting or
+// logging a request: the host asks every worker for it when it serves
+// /metrics through the primary, and adds the counts up.
+//
+//go:wasmexport metrics
+func wasmMetrics() uint64 {
+	rec := &recorder{header: http.Header{}}
+	r, _ := http.NewRequest(http.MethodGet, "/metrics", nil)
+	edge.app.srv.metrics.serve(edge.app.srv)(rec, r)
+	return result(rec.body.Bytes())
 }

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 )
 
@@ -330,10 +329,9 @@ func isLanguageTag(s string) bool {
 	}
 }
 
-// knownZone reports whether name is a zone of the IANA database (bundled
-// with the binary through time/tzdata). Loading a zone parses the database,
-// so the names found are remembered; only real zone names are, so the
-// cache is bounded by the database.
+// knownZone reports whether name is a zone of the IANA database (isZone).
+// Loading a zone parses the database, so the names found are remembered;
+// only real zone names are, so the cache is bounded by the database.
 func (s *server) knownZone(name string) bool {
 	if _, ok := s.zones.Load(name); ok {
 		return true
@@ -341,7 +339,7 @@ func (s *server) knownZone(name string) bool {
 	if name == "Local" || strings.HasPrefix(name, "/") {
 		return false
 	}
-	if _, err := time.LoadLocation(name); err != nil {
+	if !isZone(name) {
 		return false
 	}
 	s.zones.Store(name, true)

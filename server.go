@@ -34,6 +34,10 @@ type server struct {
 	views        views     // the stores' counts at hand (fairness.go)
 	demo         bool      // serve the demo game app and home page
 
+	// logRequest writes a request's log line; nil: serving.LogRequest to
+	// log. The edge module hands the line to its host instead.
+	logRequest func(r *http.Request, id, path, route string, status int, n int64, end time.Time, d time.Duration)
+
 	ready    atomic.Bool // serving; /readyz answers 200
 	draining atomic.Bool // shutting down; writes answer 503
 
@@ -156,7 +160,12 @@ func (s *server) handler() http.Handler {
 				pattern = route
 			}
 		}
-		serving.LogRequest(s.log, r, id, serving.LoggedPath(r.URL.Path, pattern, s.configuredStore), route, rw.code(), rw.n, start.Add(d), d)
+		path := serving.LoggedPath(r.URL.Path, pattern, s.configuredStore)
+		if s.logRequest != nil {
+			s.logRequest(r, id, path, route, rw.code(), rw.n, start.Add(d), d)
+		} else {
+			serving.LogRequest(s.log, r, id, path, route, rw.code(), rw.n, start.Add(d), d)
+		}
 	})
 }
 

@@ -108,18 +108,20 @@ race() { step "go test -race ./..." go test -race -count=1 ./...; }
 rest() {
   step "allocation tests (race detector off)" go test -count=1 -run 'Allocations' . &&
   step "promtool check metrics, on a scrape of /metrics" go test -count=1 -run '^TestPromtoolCheckMetrics$' -v . &&
-  step "contract tests against the edge module (wasm)" go test -count=1 -run 'TestContract' . -args -target=wasm &&
+  step "contract and crash tests against the edge module (wasm)" go test -count=1 -run 'TestContract|TestCrash' . -args -target=wasm &&
   step "contract tests with the state on Redis" env DEEPLINK_STORAGE=redis go test -count=1 -run 'TestContract$' . &&
   step "fuzzing, about a minute in all" fuzz_briefly
 }
 
 # fuzz_briefly explores a little at every run: the crash target (a torn
-# journal), the store's records, the JSON bodies and the configuration.
+# journal), the store's records, the JSON bodies, the configuration and
+# the frames the edge module sends its host.
 fuzz_briefly() {
   go test -run '^$' -fuzz '^FuzzCrash$' -fuzztime 20s ./internal/store/embedded &&
   go test -run '^$' -fuzz '^FuzzRecord$' -fuzztime 10s ./internal/store/embedded &&
   go test -run '^$' -fuzz '^FuzzDecodeObject$' -fuzztime 15s . &&
-  go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 10s ./internal/config
+  go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 10s ./internal/config &&
+  go test -run '^$' -fuzz '^FuzzServe$' -fuzztime 5s ./internal/store/hoststore
 }
 
 lanes static vet_wasip1

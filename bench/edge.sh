@@ -19,7 +19,7 @@ if curl -s -o /dev/null "http://127.0.0.1:$PORT/"; then
   echo "port $PORT is already in use; set PORT" >&2
   exit 2
 fi
-GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-s -o "$work/service.wasm" .
+GOOS=wasip1 GOARCH=wasm go build -tags nethttpomithttp2 -buildmode=c-shared -trimpath -ldflags=-s -o "$work/service.wasm" .
 go build -o "$work/edgehost" ./wasm
 size=$(stat -c %s "$work/service.wasm")
 

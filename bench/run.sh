@@ -119,7 +119,7 @@ echo "building into $work"
 go build -o "$work/deeplink" .
 go build -o "$work/yardstick" ./bench/yardstick
 if [ "$MODE" = edge ]; then
-  GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags=-s -o "$work/service.wasm" .
+  GOOS=wasip1 GOARCH=wasm go build -tags nethttpomithttp2 -buildmode=c-shared -trimpath -ldflags=-s -o "$work/service.wasm" .
   go build -o "$work/edgehost" ./wasm
 fi
 

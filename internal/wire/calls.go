@@ -1,6 +1,9 @@
 package wire
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // The arguments and results of the module's start, tick and finish
 // exports, passed as JSON (they are rare next to handle).
@@ -10,6 +13,9 @@ type StartArgs struct {
 	Config  []byte `json:"config"`   // the configuration file's bytes; empty for the demo
 	DataDir string `json:"data_dir"` // where the host mounted data_dir
 	BaseURL string `json:"base_url"` // the demo's own address
+	// Worker: an instance that serves only the requests Primary does not
+	// send to the primary; it keeps no webhook state.
+	Worker bool `json:"worker,omitempty"`
 }
 
 // Job is a webhook request the host makes for the module.
@@ -40,4 +46,20 @@ type Result struct {
 	Err        string `json:"err"`
 	Timeout    bool   `json:"timeout"`
 	Canceled   bool   `json:"canceled"` // the host is stopping: not an attempt
+}
+
+// Primary reports whether a request for path goes to the edge host's
+// primary instance, the one that holds the webhook state's working copy
+// and works the deliveries: the webhook, event and dashboard routes (and
+// the edgefault build's test routes). Any instance serves the others.
+func Primary(path string) bool {
+	if strings.HasPrefix(path, "/dashboard") || strings.HasPrefix(path, "/__fault/") {
+		return true
+	}
+	rest, ok := strings.CutPrefix(path, "/stores/")
+	if !ok {
+		return false
+	}
+	_, rest, _ = strings.Cut(rest, "/")
+	return rest == "webhooks" || strings.HasPrefix(rest, "webhooks/") || rest == "events" || strings.HasPrefix(rest, "events/")
 }

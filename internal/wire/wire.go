@@ -23,6 +23,10 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	// The request's log line, which the host writes (natively, where it
+	// costs a tenth): its path as it may be logged and its route; an
+	// empty route when the module logged the request itself.
+	LogPath, LogRoute string
 }
 
 var errShort = errors.New("wire: truncated or malformed frame")
@@ -50,7 +54,9 @@ func ParseRequest(b []byte) (*Request, error) {
 func AppendResponse(b []byte, r *Response) []byte {
 	b = binary.AppendUvarint(b, uint64(r.Status))
 	b = appendHeader(b, r.Header)
-	return appendBytes(b, r.Body)
+	b = appendBytes(b, r.Body)
+	b = appendStr(b, r.LogPath)
+	return appendStr(b, r.LogRoute)
 }
 
 // ParseResponse decodes a response encoded by AppendResponse. The body
@@ -60,6 +66,7 @@ func ParseResponse(b []byte) (*Response, error) {
 	r := &Response{Status: int(d.uint())}
 	r.Header = d.header()
 	r.Body = d.bytes()
+	r.LogPath, r.LogRoute = d.str(), d.str()
 	return r, d.done()
 }
 

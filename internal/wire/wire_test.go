@@ -18,7 +18,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("ParseRequest(AppendRequest(%+v)) = %+v, %v; want the same back", want, got, err)
 		}
-		resp := &Response{Status: 422, Header: want.Header, Body: want.Body}
+		resp := &Response{Status: 422, Header: want.Header, Body: want.Body, LogPath: want.URI, LogRoute: "POST /x/{id}"}
 		gotResp, err := ParseResponse(AppendResponse(nil, resp))
 		if err != nil || !reflect.DeepEqual(gotResp, resp) {
 			t.Errorf("ParseResponse(AppendResponse(%+v)) = %+v, %v; want the same back", resp, gotResp, err)
@@ -42,4 +42,29 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("re-encoding %+v gave %+v, %v", r, again, err)
 		}
 	})
+}
+
+func TestPrimary(t *testing.T) {
+	for _, tt := range []struct {
+		path string
+		want bool
+	}{
+		{"/stores/s1/webhooks", true},
+		{"/stores/s1/webhooks/ep_1/deliveries", true},
+		{"/stores/s1/events", true},
+		{"/dashboard", true},
+		{"/dashboard/sign-in", true},
+		{"/__fault/trap", true},
+		{"/stores/s1/auth/auth-code", false},
+		{"/stores/s1/auth/token", false},
+		{"/stores/webhooks/auth/me", false},
+		{"/stores/s1/webhooksx", false},
+		{"/metrics", false},
+		{"/readyz", false},
+		{"/demo/game/authorize", false},
+	} {
+		if got := Primary(tt.path); got != tt.want {
+			t.Errorf("Primary(%q) = %v; want %v", tt.path, got, tt.want)
+		}
+	}
 }

@@ -1,0 +1,436 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"deeplink/internal/serving"
+	"deeplink/internal/store"
+	"deeplink/internal/store/embedded"
+	"deeplink/internal/wire"
+)
+
+// host runs a pool of instances of the module, one slot each. An
+// instance runs one call at a time; none keeps state the store does not
+// have, so a request may go to any of them, except those wire.Primary
+// sends to the primary (slot 0), the one instance that holds the webhook
+// state's working copy and works the deliveries.
+type host struct {
+	db       *embedded.DB // the state
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	args     wire.StartArgs
+	client   *http.Client
+	kick     chan struct{} // asks the loop to tick now
+
+	slots   []atomic.Pointer[instance] // the instance in each slot now; the primary first
+	free    chan *instance             // those free to take a request any may serve
+	started atomic.Uint64              // numbers the instances started
+	stuck   atomic.Int64               // instances given up while they ran (watch)
+}
+
+// instance is one instance of the module.
+type instance struct {
+	h      *host
+	slot   int
+	worker bool
+	// id is the instance's number among those the host started: the loop
+	// cancels the requests of one replaced, whose outcomes its successor,
+	// knowing none of their jobs, would drop (it sends what is pending
+	// again).
+	id uint64
+
+	lock    chan struct{}             // full while a call runs: one at a time
+	gone    chan struct{}             // closed when the host gives up on the instance (watch)
+	running atomic.Pointer[callState] // the call under way, for watch
+
+	// Owned by the holder of lock.
+	mod api.Module // nil after a failed start
+	fn  map[string]api.Function
+}
+
+var exports = []string{"buffer", "start", "handle", "tick", "finish", "wake", "stop", "metrics"}
+
+// errGivenUp is the error of a call whose instance the host gave up on.
+var errGivenUp = errors.New("the call ran past its deadline without calling the host: instance given up")
+
+// newHost starts the primary, and returns once it serves: the workers
+// start meanwhile, each taking requests once it has started (a slot is
+// empty until then), so that a launch is ready as soon as one instance
+// is.
+func newHost(db *embedded.DB, rt wazero.Runtime, compiled wazero.CompiledModule, n int, args wire.StartArgs) (*host, error) {
+	h := &host{db: db, rt: rt, compiled: compiled, args: args, kick: make(chan struct{}, 1),
+		slots: make([]atomic.Pointer[instance], n), free: make(chan *instance, 2*n)}
+	in, err := h.startInstance(0)
+	if err != nil {
+		return nil, err
+	}
+	h.slots[0].Store(in)
+	h.free <- in
+	for i := 1; i < n; i++ {
+		go func() {
+			in, err := h.startInstance(i)
+			if err != nil {
+				slog.Error("edge module: a worker instance did not start; serving with fewer", "err", err)
+				return
+			}
+			h.slots[i].Store(in)
+			h.free <- in
+		}()
+	}
+	return h, nil
+}
+
+func (h *host) primary() *instance { return h.slots[0].Load() }
+
+// startInstance starts a fresh instance for slot.
+func (h *host) startInstance(slot int) (*instance, error) {
+	in := &instance{h: h, slot: slot, worker: slot > 0, lock: make(chan struct{}, 1), gone: make(chan struct{})}
+	in.lock <- struct{}{}
+	defer func() { <-in.lock }()
+	view := h.db.Defer()
+	if err := in.instantiateLocked(view); err != nil {
+		return nil, err
+	}
+	return in, view.Wait(context.Background())
+}
+
+// instantiateLocked starts a fresh module instance, its start changing
+// the store through view. The caller holds in.lock.
+func (in *instance) instantiateLocked(view *embedded.Deferred) error {
+	ctx := context.Background()
+	in.id = in.h.started.Add(1)
+	if in.mod != nil {
+		in.mod.Close(ctx)
+		in.mod = nil
+	}
+	cfg := wazero.NewModuleConfig().
+		WithName(""). // anonymous, so that many can be instantiated
+		WithStartFunctions("_initialize").
+		// wazero's defaults are a fake clock and a deterministic random
+		// source: codes, secrets and TTLs need the real ones.
+		WithSysWalltime().
+		WithSysNanotime().
+		WithSysNanosleep().
+		WithRandSource(rand.Reader).
+		WithStdout(os.Stdout).
+		WithStderr(os.Stderr).
+		WithArgs("deeplink")
+	mod, err := in.h.rt.InstantiateModule(ctx, in.h.compiled, cfg)
+	if err != nil {
+		return fmt.Errorf("module: %w", err)
+	}
+	fn := map[string]api.Function{}
+	for _, name := range exports {
+		if fn[name] = mod.ExportedFunction(name); fn[name] == nil {
+			mod.Close(ctx)
+			return fmt.Errorf("module: no export %q; is it the edge build of this version?", name)
+		}
+	}
+	in.mod, in.fn = mod, fn
+	args := in.h.args
+	args.Worker = in.worker
+	b, _ := json.Marshal(args)
+	msg, err := in.callLocked(view, "start", b)
+	if err == nil && len(msg) > 0 {
+		err = errors.New(string(msg))
+	}
+	if err != nil { // a half-started instance must not serve
+		mod.Close(ctx)
+		in.mod = nil
+	}
+	return err
+}
+
+// callLocked calls export name with b as its input buffer and returns its
+// result, copied out of the module's memory. A trap, a panic that escaped
+// the module or a call cut off at its deadline fails the instance; the
+// caller replaces it. The call's changes to the store are made through
+// view, and are durable only once view.Wait has returned. The caller
+// holds in.lock.
+func (in *instance) callLocked(view *embedded.Deferred, name string, b []byte, args ...uint64) ([]byte, error) {
+	if in.mod == nil {
+		return nil, errors.New("module is not running")
+	}
+	c := &callState{view: view, name: name}
+	// Start has no deadline: the primary's reads the whole webhook state
+	// back from the store, which for a long delivery log takes longer
+	// than a request may; under the deadline it could neither start nor
+	// replace a failed instance.
+	if *callTimeout > 0 && name != "start" {
+		c.deadline = time.Now().Add(*callTimeout)
+	}
+	in.running.Store(c)
+	defer in.running.Store(nil)
+	ctx := context.WithValue(context.Background(), callKey{}, c)
+	if b != nil {
+		res, err := in.fn["buffer"].Call(ctx, uint64(len(b)))
+		if err != nil {
+			return nil, err
+		}
+		if !in.mod.Memory().Write(uint32(res[0]), b) {
+			return nil, errors.New("module buffer out of range")
+		}
+		args = append([]uint64{uint64(len(b))}, args...)
+	}
+	res, err := in.fn[name].Call(ctx, args...)
+	if err != nil || len(res) == 0 {
+		return nil, err
+	}
+	ptr, n := uint32(res[0]>>32), uint32(res[0])
+	if n == 0 {
+		return nil, nil
+	}
+	out, ok := in.mod.Memory().Read(ptr, n)
+	if !ok {
+		return nil, errors.New("module result out of range")
+	}
+	return append([]byte(nil), out...), nil
+}
+
+// call runs export name on the instance in slot and returns once what it
+// changed is durable. It also returns the id of the instance that ran it.
+//
+// A slot whose worker has not started yet answers nothing, and no error.
+func (h *host) call(slot int, name string, b []byte, args ...uint64) (out []byte, id uint64, err error) {
+	for {
+		in := h.slots[slot].Load()
+		if in == nil {
+			return nil, 0, nil
+		}
+		select {
+		case in.lock <- struct{}{}:
+		case <-in.gone: // replaced meanwhile: the slot's next
+			continue
+		}
+		out, id, wait, err := in.callHeld(name, b, args...)
+		return out, id, errors.Join(err, wait())
+	}
+}
+
+// callHeld runs callLocked, on a goroutine of its own so that the caller
+// can stop waiting for an instance the host gives up on (watch): the
+// caller holds in.lock, which callHeld releases, except for such an
+// instance. When the call fails, the instance is replaced in place by a
+// fresh one. It returns wait, which returns once what the call changed is
+// durable (an error wrapping store.ErrUnavailable when it cannot be): the
+// caller must not acknowledge anything of the call before. The instance
+// is free for another call meanwhile.
+func (in *instance) callHeld(name string, b []byte, args ...uint64) (out []byte, id uint64, wait func() error, err error) {
+	view := in.h.db.Defer()
+	wait = func() error { return view.Wait(context.Background()) }
+	id = in.id
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := in.callLocked(view, name, b, args...)
+		if err != nil {
+			slog.Error("edge module failed; replacing the instance", "call", name, "worker", in.worker, "err", err)
+			if rerr := in.instantiateLocked(view); rerr != nil {
+				slog.Error("edge module restart failed", "err", rerr)
+			}
+		}
+		done <- result{out, err}
+		<-in.lock
+	}()
+	select {
+	case r := <-done:
+		return r.out, id, wait, r.err
+	case <-in.gone:
+		return nil, id, wait, errGivenUp
+	}
+}
+
+// handle has an instance serve the framed request req for path.
+func (h *host) handle(path string, req []byte) (*wire.Response, error) {
+	var (
+		out  []byte
+		wait func() error
+		err  error
+	)
+	if wire.Primary(path) {
+		out, _, err = h.call(0, "handle", req)
+		wait = func() error { return nil }
+	} else {
+		for {
+			in := <-h.free
+			select {
+			case in.lock <- struct{}{}:
+			case <-in.gone: // given up: never again in the pool
+				continue
+			}
+			out, _, wait, err = in.callHeld("handle", req)
+			if err != errGivenUp {
+				h.free <- in // free for the next request while this one's changes are written
+			}
+			break
+		}
+	}
+	if err := errors.Join(err, wait()); err != nil {
+		return nil, err
+	}
+	return wire.ParseResponse(out)
+}
+
+func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	// The id is decided here, so that an answer of the host's own (below)
+	// carries it too; the module keeps it, a valid one, as its own.
+	id := serving.RequestID(r.Header.Get(serving.RequestIDHeader))
+	w.Header().Set(serving.RequestIDHeader, id)
+	if r.URL.Path == "/healthz" && h.stuck.Load() > 0 {
+		// An instance given up on still runs, a core busy for nothing,
+		// until the process ends: the platform should restart the host.
+		w.Header().Set("Retry-After", "1")
+		h.answer(w, r, id, start, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"an instance ran away past its call deadline; restart the host"}}`)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		h.answer(w, r, id, start, http.StatusBadRequest, `{"error":{"code":"invalid_request","message":"could not read the body"}}`)
+		return
+	}
+	hdr := r.Header.Clone()
+	hdr.Set("Host", r.Host)
+	hdr.Set(serving.RequestIDHeader, id)
+	req := wire.AppendRequest(nil, &wire.Request{Method: r.Method, URI: r.RequestURI, RemoteAddr: r.RemoteAddr, Header: hdr, Body: body})
+	var resp *wire.Response
+	if r.URL.Path == "/metrics" {
+		resp, err = h.metrics(req)
+	} else {
+		resp, err = h.handle(r.URL.Path, req)
+	}
+	if err != nil {
+		var exit *sys.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == exitCannotPersist || errors.Is(err, store.ErrUnavailable) {
+			// What the request changed could not be written: the module
+			// exited rather than acknowledge it (its replacement starts
+			// from what is stored), or the store could not make it
+			// durable after the call.
+			w.Header().Set("Retry-After", "1")
+			h.answer(w, r, id, start, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"the service cannot persist its state; retry later"}}`)
+			return
+		}
+		h.answer(w, r, id, start, http.StatusInternalServerError, `{"error":{"code":"internal","message":"internal error"}}`)
+		return
+	}
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.Status)
+	n, _ := w.Write(resp.Body)
+	if resp.LogRoute != "" {
+		d := time.Since(start)
+		serving.LogRequest(slog.Default(), r, id, resp.LogPath, resp.LogRoute, resp.Status, int64(n), start.Add(d), d)
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && wire.Primary(r.URL.Path) {
+		h.pokeIfDue()
+	}
+}
+
+// answer sends an error of the host's own, body a JSON error, when the
+// module did not answer r, and logs r's line with the route "host": the
+// module logged none, or one for an answer it could not give.
+func (h *host) answer(w http.ResponseWriter, r *http.Request, id string, start time.Time, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	n, _ := io.WriteString(w, body+"\n")
+	d := time.Since(start)
+	serving.LogRequest(slog.Default(), r, id, serving.LoggedPath(r.URL.Path, "", nil), "host", status, int64(n), start.Add(d), d)
+}
+
+// pokeIfDue asks the loop to tick now when the primary has a webhook
+// delivery that became due.
+func (h *host) pokeIfDue() {
+	out, _, err := h.call(0, "wake", nil)
+	if err == nil && len(out) > 0 {
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// stop has every instance write what it holds (the primary its webhook
+// state, each its share of the fairness counts), workers first.
+func (h *host) stop() error {
+	var errs []error
+	for i := len(h.slots) - 1; i >= 0; i-- {
+		out, _, err := h.call(i, "stop", nil)
+		if err == nil && len(out) > 0 {
+			err = errors.New(string(out))
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// watch gives up on an instance whose call has run past its deadline by
+// more than grace without calling the host (a call that does is cut off
+// there, storeCall): no such call can be stopped, so the host answers
+// its request 500, puts a fresh instance in the slot, and /healthz
+// answers 503 from then on, for the platform to restart the host (the
+// call keeps a core busy until the process ends). It returns when ctx
+// ends.
+func (h *host) watch(ctx context.Context, grace time.Duration) {
+	t := time.NewTicker(grace / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for i := range h.slots {
+				in := h.slots[i].Load()
+				if in == nil {
+					continue
+				}
+				c := in.running.Load()
+				if c == nil || c.deadline.IsZero() || now.Sub(c.deadline) < grace {
+					continue
+				}
+				h.stuck.Add(1)
+				close(in.gone)
+				slog.Error("edge instance ran past its call deadline without calling the host: given up; it keeps a core busy until the host restarts, and /healthz answers 503", "call", c.name, "worker", in.worker)
+				fresh, err := h.startInstance(i)
+				if err != nil {
+					slog.Error("edge module restart failed", "err", err)
+					continue
+				}
+				h.slots[i].Store(fresh)
+				go func() { h.free <- fresh }()
+			}
+		}
+	}
+}
+
+// serveUnavailable answers while the modules are compiled and started, and
+// while the host shuts down, as the native build does then
+// (serving.Unavailable), why saying which. It logs each request, with
+// route as its route.
+func serveUnavailable(route, why string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := serving.RequestID(r.Header.Get(serving.RequestIDHeader))
+		w.Header().Set(serving.RequestIDHeader, id)
+		status, n := serving.Unavailable(w, r, why)
+		d := time.Since(start)
+		serving.LogRequest(slog.Default(), r, id, serving.LoggedPath(r.URL.Path, "", nil), route, status, int64(n), start.Add(d), d)
+	})
+}
