@@ -136,9 +136,9 @@ func (c *conns) wait(all bool, done <-chan struct{}) bool {
 	}
 }
 
-// stopAccepting closes the listening socket, so that connection attempts
-// are refused, and returns a channel closed once no connection can be
-// added any more.
+// stopAccepting stops the listener (listener.stop), after which
+// connection attempts are refused, and returns a channel closed once no
+// connection can be added any more.
 func (c *conns) stopAccepting() <-chan struct{} {
 	c.mu.Lock()
 	l := c.ln
@@ -153,9 +153,9 @@ func (c *conns) stopAccepting() <-chan struct{} {
 }
 
 // listener is the server's listener, wrapping each connection it accepts
-// in a conn. Stop closes its socket (stop) before the server is shut
-// down: Accept then waits for Close, so that Serve returns
-// http.ErrServerClosed as after Shutdown alone.
+// in a conn. Stop stops it before the server is shut down: Accept then
+// waits for Close, so that Serve returns http.ErrServerClosed as after
+// Shutdown alone.
 type listener struct {
 	net.Listener
 	conns *conns

@@ -82,13 +82,13 @@ func (s *Server) Unready(stopping http.Handler, d time.Duration, cut <-chan stru
 	if d <= 0 {
 		return
 	}
-	serving := *s.handler.h.Load()
+	current := *s.handler.h.Load()
 	s.handler.set(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/readyz" {
 			stopping.ServeHTTP(w, r)
 			return
 		}
-		serving.ServeHTTP(w, r)
+		current.ServeHTTP(w, r)
 	}))
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -104,7 +104,8 @@ func (s *Server) Unready(stopping http.Handler, d time.Duration, cut <-chan stru
 // /readyz says the service is going, rather than a refused connection
 // saying nothing), each response saying "Connection: close" and its
 // connection closed after it. A connection waiting for a request (an idle
-// keep-alive, or a new one) is left open for its linger, so that a
+// keep-alive, a new one, or one whose response was under way when Stop
+// began and so did not say so) is left open for its linger, so that a
 // request its client sends meanwhile is answered too, and then closed
 // without a reset: no request the server has read goes unanswered. Once
 // the connections open when Stop began have closed (their requests under
