@@ -35,30 +35,11 @@ func run(f serveFlags) error {
 	// Signals are caught from the start: a SIGTERM while the state is
 	// restored (a while, for a large store, with /healthz already up)
 	// ends the start-up as it would end serving, state written, exit 0.
-	// The first ends ctx (as a failed Serve does); the next one closes
-	// again: it cuts shutdown.delay short, and should writing the state
-	// then fail, exits without it. One channel takes both from the start,
-	// so that no second signal is lost, however soon after the first it
-	// comes.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	again, returned := make(chan struct{}), make(chan struct{})
-	defer close(returned)
-	go func() {
-		select {
-		case <-sigs:
-			stop()
-		case <-ctx.Done():
-		}
-		select {
-		case <-sigs:
-			close(again)
-		case <-returned:
-		}
-	}()
+	// The first ends ctx (as a failed Serve does, with stop); the next
+	// one closes again: it cuts shutdown.delay short, and should writing
+	// the state then fail, exits without it.
+	ctx, stop, again, release := serving.Signals()
+	defer release()
 	// A write to standard error after its reader has gone (a log pipe
 	// closed) would kill the process with SIGPIPE, in the middle of a
 	// request, with the last second's registrations unwritten. Ignored,
