@@ -33,21 +33,11 @@ func run(f serveFlags) error {
 	// Signals are caught from the start: a SIGTERM while the state is
 	// restored (a while, for a large store, with /healthz already up)
 	// ends the start-up as it would end serving, state written, exit 0.
-	// The first ends ctx; a second, should writing the state then fail,
-	// exits without it. One channel takes both from the start, so that
-	// no second signal is lost, however soon after the first it comes.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	go func() {
-		select {
-		case <-sigs:
-			stop()
-		case <-ctx.Done():
-		}
-	}()
+	// The first ends ctx (as a failed Serve does, with stop); the next
+	// one closes again: it cuts shutdown.delay short, and should writing
+	// the state then fail, exits without it.
+	ctx, stop, again, release := serving.Signals()
+	defer release()
 	// A write to standard error after its reader has gone (a log pipe
 	// closed) would kill the process with SIGPIPE, in the middle of a
 	// request, with the last second's registrations unwritten. Ignored,
@@ -136,14 +126,24 @@ func run(f serveFlags) error {
 	// signal's, requests under way drained and the state written with
 	// the same retries, not a Close that left connections open.
 	var serveFailed error
+	stopping := unavailableHandler(logger, m, "stopping", "the service is shutting down; retry shortly")
 	select {
 	case serveFailed = <-serveErr:
 		logger.Error("serving failed; shutting down", "err", serveFailed)
+		stop() // a signal from now on is the second
 	case <-ctx.Done():
+		// A balancer's health checks see /readyz 503 first, while
+		// what it still sends is served (never ready: nothing to wait
+		// for).
+		if d := cfg.Shutdown.Delay.D(); d > 0 && a.srv.ready.Load() {
+			logger.Info("shutting down: /readyz answers 503, requests are served until shutdown.delay has passed", "delay", d.String())
+			logOut.Flush()
+			srv.Unready(stopping, d, again)
+		}
 		logger.Info("shutting down")
 	}
 	a.srv.draining.Store(true) // for the requests under way
-	if err := srv.Stop(unavailableHandler(logger, m, "stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
+	if err := srv.Stop(stopping, 10*time.Second); err != nil {
 		logger.Warn("shutdown: in-flight requests cut off", "err", err)
 	}
 	defer logOut.Flush()
@@ -156,7 +156,7 @@ func run(f serveFlags) error {
 			"err", firstLine(err))
 		logOut.Flush()
 		select {
-		case <-sigs: // the second
+		case <-again:
 			return false
 		case <-time.After(time.Second):
 			return true

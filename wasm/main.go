@@ -141,8 +141,11 @@ func run() error {
 	}
 	defer ln.Close()
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	// The first signal ends ctx (as a failed Serve does, with stop); the
+	// next one closes again, which cuts shutdown.delay short, as in the
+	// native build.
+	ctx, stop, again, release := serving.Signals()
+	defer release()
 	// Until the module is compiled and started (seconds on a cold cache),
 	// /healthz answers 200 and everything else 503, as the native build
 	// answers while it restores its state: probes see "starting".
@@ -187,13 +190,15 @@ func run() error {
 	}
 	h.client = client
 	loopDone := make(chan struct{})
-	// The loop has its own end, for a failed Serve: stop would also let a
-	// second signal kill the host before it wrote its state.
-	loopCtx, endLoop := context.WithCancel(ctx)
+	// The loop has its own end: it goes on through shutdown.delay, the
+	// module's timed work and webhooks with it, and ends when the stop
+	// proper begins.
+	loopCtx, endLoop := context.WithCancel(context.Background())
 	defer endLoop()
 	// A signal while the module started: never ready, straight to the
 	// shutdown, as the native build after a signal while restoring.
-	if ctx.Err() == nil {
+	ready := ctx.Err() == nil
+	if ready {
 		srv.Set(h)
 		slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
 		go func() { defer close(loopDone); h.loop(loopCtx) }()
@@ -207,13 +212,20 @@ func run() error {
 	// Serve fails only when the listener does; the state is written all
 	// the same, as after a signal.
 	var serveFailed error
+	stopping := serveUnavailable("stopping", "the service is shutting down; retry shortly")
 	select {
 	case serveFailed = <-serveErr:
-		endLoop()
+		stop() // a signal from now on is the second
 	case <-ctx.Done():
+		// /readyz 503 first, the rest served, as in the native build.
+		if d := cfg.Shutdown.Delay.D(); d > 0 && ready {
+			slog.Info("shutting down: /readyz answers 503, requests are served until shutdown.delay has passed", "delay", d.String())
+			srv.Unready(stopping, d, again)
+		}
 		slog.Info("shutting down")
 	}
-	if err := srv.Stop(serveUnavailable("stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
+	endLoop()
+	if err := srv.Stop(stopping, 10*time.Second); err != nil {
 		slog.Warn("shutdown: in-flight requests cut off", "err", err)
 	}
 	<-loopDone // webhook requests under way are cancelled and reported

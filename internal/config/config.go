@@ -41,6 +41,9 @@ type Config struct {
 	// Fairness keeps one store or one key from taking what others need.
 	Fairness FairnessConfig `json:"fairness"`
 
+	// Shutdown says how the service stops.
+	Shutdown ShutdownConfig `json:"shutdown"`
+
 	// TrustedProxies are the addresses (or CIDR prefixes) of the proxies
 	// in front of the service, whose X-Forwarded-For names the client
 	// that the API-key guard counts failures for; none by
@@ -388,6 +391,9 @@ func (c *Config) validate() error {
 		return errors.New("max_live_entries: must be positive")
 	}
 	if err := c.Fairness.validate(); err != nil {
+		return err
+	}
+	if err := c.Shutdown.validate(); err != nil {
 		return err
 	}
 	switch c.Storage.Backend {

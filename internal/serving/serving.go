@@ -9,13 +9,11 @@ import (
 	"html"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -59,6 +57,7 @@ func NewServer(h http.Handler) *Server {
 		MaxHeaderBytes: 64 << 10,
 		ConnState:      s.conns.track,
 	}
+	s.conns.linger = linger
 	return s
 }
 
@@ -66,75 +65,94 @@ func NewServer(h http.Handler) *Server {
 // "starting" until their state is ready, on the listener they keep.
 func (s *Server) Set(h http.Handler) { s.handler.set(h) }
 
+// Serve serves on ln as http.Server's Serve does, through connections
+// that Stop closes between requests only. It is called once.
+func (s *Server) Serve(ln net.Listener) error {
+	l := s.conns.listen(ln)
+	defer l.served()
+	return s.Server.Serve(l)
+}
+
+// Unready is the first step of a stop behind a load balancer: for d, or
+// until cut is closed, stopping answers /readyz (503) while every other
+// request is served as before, so that the balancer's health checks take
+// the server out of rotation while it still answers what is sent its way.
+// With d <= 0 it returns at once. Stop follows.
+func (s *Server) Unready(stopping http.Handler, d time.Duration, cut <-chan struct{}) {
+	if d <= 0 {
+		return
+	}
+	current := *s.handler.h.Load()
+	s.handler.set(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			stopping.ServeHTTP(w, r)
+			return
+		}
+		current.ServeHTTP(w, r)
+	}))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-cut:
+	}
+}
+
 // Stop shuts the server down as both servers do on SIGTERM or SIGINT
-// (docs/operations.md). Until the requests under way finish, the listener
-// stays open and stopping answers whoever asks (503s with Retry-After:
+// (docs/operations.md), after Unready when they wait for a load balancer.
+// From now on stopping answers every request (503s with Retry-After:
 // /readyz says the service is going, rather than a refused connection
-// saying nothing), each connection closing after its request. Then the
-// listener closes and Stop waits for what is left; connections still busy
-// when grace runs out are closed, so that none of them can answer once the
-// caller has written the state without what it did (a request whose body
-// is still arriving, say), and the error says so.
+// saying nothing), each response saying "Connection: close" and its
+// connection closed after it. A connection waiting for a request (an idle
+// keep-alive, a new one, or one whose response was under way when Stop
+// began and so did not say so) is left open for its linger, so that a
+// request its client sends meanwhile is answered too, and then closed
+// without a reset: no request the server has read goes unanswered. Once
+// the connections open when Stop began have closed (their requests under
+// way answered), the listener closes, and Stop waits for the connections
+// accepted meanwhile in the same way. Connections still busy when grace
+// runs out are closed, so that none of them can answer once the caller
+// has written the state without what it did (a request whose body is
+// still arriving, say), and the error says so.
 func (s *Server) Stop(stopping http.Handler, grace time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	s.handler.set(stopping)
-	s.SetKeepAlivesEnabled(false) // closes the idle connections
-	select {
-	case <-s.conns.drain():
-	case <-ctx.Done():
-	}
-	if err := s.Shutdown(ctx); err != nil {
-		s.Close()
-		return err
-	}
-	return nil
-}
-
-// conns tracks a server's open connections, through its ConnState hook,
-// so that Stop can wait for those open when it began.
-type conns struct {
-	mu      sync.Mutex // guards the fields below
-	open    map[net.Conn]struct{}
-	old     map[net.Conn]struct{} // open when drain was called, not closed since
-	drained chan struct{}         // closed when old is empty; nil before drain
-}
-
-// track is the server's ConnState hook. It returns at once for a request's
-// start and end (StateActive, StateIdle), which are on every request's path.
-func (c *conns) track(nc net.Conn, state http.ConnState) {
-	switch state {
-	case http.StateNew:
-		c.mu.Lock()
-		if c.open == nil {
-			c.open = make(map[net.Conn]struct{})
+	// Not SetKeepAlivesEnabled(false): it closes the idle connections
+	// at once, and each connection whose response was under way as soon
+	// as it is written, though the response did not say so: the next
+	// request its client sends meets a closed connection. Instead the
+	// responses from now on say "Connection: close" (net/http then closes
+	// the connection), and the connections waiting for a request linger.
+	s.handler.set(closing{stopping})
+	s.conns.drain()
+	done := s.conns.wait(false, ctx.Done())
+	if done {
+		select {
+		case <-s.conns.stopAccepting():
+			done = s.conns.wait(true, ctx.Done())
+		case <-ctx.Done():
+			done = false
 		}
-		c.open[nc] = struct{}{}
-		c.mu.Unlock()
-	case http.StateClosed, http.StateHijacked:
-		c.mu.Lock()
-		delete(c.open, nc)
-		if _, ok := c.old[nc]; ok {
-			delete(c.old, nc)
-			if len(c.old) == 0 {
-				close(c.drained)
-			}
-		}
-		c.mu.Unlock()
 	}
+	// Nothing is left to answer: Shutdown closes the listener and
+	// returns. (It drops any request a connection reads once it has
+	// begun, which is why it comes last.)
+	err := ctx.Err()
+	if done {
+		if err = s.Shutdown(ctx); err == nil {
+			return nil
+		}
+	}
+	s.Close()
+	return err
 }
 
-// drain returns a channel that is closed once every connection open now
-// has closed. It is called once.
-func (c *conns) drain() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.drained = make(chan struct{})
-	c.old = maps.Clone(c.open)
-	if len(c.old) == 0 {
-		close(c.drained)
-	}
-	return c.drained
+// closing is a handler whose responses close their connection.
+type closing struct{ http.Handler }
+
+func (h closing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	h.Handler.ServeHTTP(w, r)
 }
 
 // handlerSwitch is a handler that passes each request to its current
