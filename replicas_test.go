@@ -30,7 +30,8 @@ func ctRedisOpts(rd *redistest.Server) ctOpts {
 }
 
 // TestReplicas runs the native binary as two replicas on one Redis
-// (API.md §9), each its own process with its own data_dir, and checks
+// (API.md §9), each its own process with its own data_dir, and the edge
+// host as a third, and checks
 // that the sign-in state is shared: a code registered on one redeems on
 // the other, exactly once however the redemptions race, and a replay on
 // either revokes the token. Then Redis stops: what needs state answers
@@ -43,12 +44,18 @@ func TestReplicas(t *testing.T) {
 	bo := ctRedisOpts(rd)
 	bo.publicBaseURL = a.URL // as behind a load balancer: one public name
 	b := startContractService(t, targetNative, bo)
-	replicas := map[string]*ctService{"A": a, "B": b}
+	// E is the edge host and its module on the same Redis: the same
+	// state, served by the other build.
+	eo := ctRedisOpts(rd)
+	eo.publicBaseURL = a.URL
+	e := startContractService(t, targetWasm, eo)
+	replicas := map[string]*ctService{"A": a, "B": b, "E": e}
 
 	var kept string // a token issued before Redis stops
-	t.Run("registered on A redeems on B", func(t *testing.T) {
+	t.Run("registered on A redeems on B; on E, on A", func(t *testing.T) {
 		c := a.mustRegister(t)
 		kept = ctToken(t, b.redeem(t, ctStoreA, c))
+		ctToken(t, a.redeem(t, ctStoreA, e.mustRegister(t)))
 		for _, s := range replicas {
 			ctStatus(t, s.me(t, ctStoreA, kept), http.StatusOK)
 		}
@@ -78,7 +85,7 @@ func TestReplicas(t *testing.T) {
 		ctStatus(t, a.do(t, http.MethodGet, "/stores/"+ctStoreA+"/auth/me", nil, "Cookie", session), http.StatusOK)
 	})
 
-	t.Run("50 redemptions over both give one token", func(t *testing.T) {
+	t.Run("50 redemptions over all three give one token", func(t *testing.T) {
 		c := a.mustRegister(t)
 		const n = 50
 		statuses := map[string]int{}
@@ -89,7 +96,7 @@ func TestReplicas(t *testing.T) {
 			start  = make(chan struct{})
 		)
 		for i := range n {
-			s := []*ctService{a, b}[i%2]
+			s := []*ctService{a, b, e}[i%3]
 			wg.Go(func() {
 				<-start
 				r, err := s.send(http.MethodPost, "/stores/"+ctStoreA+"/auth/token", c.tokenForm(),
@@ -125,11 +132,17 @@ func TestReplicas(t *testing.T) {
 		}
 	})
 
-	t.Run("a replay on B revokes A's token", func(t *testing.T) {
+	t.Run("a replay on B revokes A's token; on E, B's", func(t *testing.T) {
 		c := a.mustRegister(t)
 		tok := ctToken(t, a.redeem(t, ctStoreA, c))
 		ctStatus(t, b.me(t, ctStoreA, tok), http.StatusOK)
 		ctTokenError(t, b.redeem(t, ctStoreA, c), "invalid_grant")
+		c2 := a.mustRegister(t)
+		tok2 := ctToken(t, b.redeem(t, ctStoreA, c2))
+		ctTokenError(t, e.redeem(t, ctStoreA, c2), "invalid_grant")
+		for _, s := range replicas {
+			ctError(t, s.me(t, ctStoreA, tok2), http.StatusUnauthorized, "unauthorized")
+		}
 		for _, s := range []*ctService{a, b} {
 			ctError(t, s.me(t, ctStoreA, tok), http.StatusUnauthorized, "unauthorized")
 		}

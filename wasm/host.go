@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,7 +20,6 @@ import (
 
 	"deeplink/internal/serving"
 	"deeplink/internal/store"
-	"deeplink/internal/store/embedded"
 	"deeplink/internal/wire"
 )
 
@@ -29,7 +29,7 @@ import (
 // sends to the primary (slot 0), the one instance that holds the webhook
 // state's working copy and works the deliveries.
 type host struct {
-	db       *embedded.DB // the state
+	state    *hostState
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	args     wire.StartArgs
@@ -39,7 +39,7 @@ type host struct {
 	slots   []atomic.Pointer[instance] // the instance in each slot now; the primary first
 	free    chan *instance             // those free to take a request any may serve
 	started atomic.Uint64              // numbers the instances started
-	stuck   atomic.Int64               // instances given up while they ran (watch)
+	dog     *watchdog                  // kills the host when a call runs away (nil: no deadline)
 }
 
 // instance is one instance of the module.
@@ -53,27 +53,20 @@ type instance struct {
 	// again).
 	id uint64
 
-	lock    chan struct{}             // full while a call runs: one at a time
-	gone    chan struct{}             // closed when the host gives up on the instance (watch)
-	running atomic.Pointer[callState] // the call under way, for watch
-
-	// Owned by the holder of lock.
+	mu  sync.Mutex // guards the fields below: one call at a time
 	mod api.Module // nil after a failed start
 	fn  map[string]api.Function
 }
 
 var exports = []string{"buffer", "start", "handle", "tick", "finish", "wake", "stop", "metrics"}
 
-// errGivenUp is the error of a call whose instance the host gave up on.
-var errGivenUp = errors.New("the call ran past its deadline without calling the host: instance given up")
-
 // newHost starts the primary, and returns once it serves: the workers
 // start meanwhile, each taking requests once it has started (a slot is
 // empty until then), so that a launch is ready as soon as one instance
 // is.
-func newHost(db *embedded.DB, rt wazero.Runtime, compiled wazero.CompiledModule, n int, args wire.StartArgs) (*host, error) {
-	h := &host{db: db, rt: rt, compiled: compiled, args: args, kick: make(chan struct{}, 1),
-		slots: make([]atomic.Pointer[instance], n), free: make(chan *instance, 2*n)}
+func newHost(state *hostState, dog *watchdog, rt wazero.Runtime, compiled wazero.CompiledModule, n int, args wire.StartArgs) (*host, error) {
+	h := &host{state: state, dog: dog, rt: rt, compiled: compiled, args: args, kick: make(chan struct{}, 1),
+		slots: make([]atomic.Pointer[instance], n), free: make(chan *instance, n)}
 	in, err := h.startInstance(0)
 	if err != nil {
 		return nil, err
@@ -98,10 +91,10 @@ func (h *host) primary() *instance { return h.slots[0].Load() }
 
 // startInstance starts a fresh instance for slot.
 func (h *host) startInstance(slot int) (*instance, error) {
-	in := &instance{h: h, slot: slot, worker: slot > 0, lock: make(chan struct{}, 1), gone: make(chan struct{})}
-	in.lock <- struct{}{}
-	defer func() { <-in.lock }()
-	view := h.db.Defer()
+	in := &instance{h: h, slot: slot, worker: slot > 0}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	view := h.state.view()
 	if err := in.instantiateLocked(view); err != nil {
 		return nil, err
 	}
@@ -109,8 +102,8 @@ func (h *host) startInstance(slot int) (*instance, error) {
 }
 
 // instantiateLocked starts a fresh module instance, its start changing
-// the store through view. The caller holds in.lock.
-func (in *instance) instantiateLocked(view *embedded.Deferred) error {
+// the store through view. in.mu must be held.
+func (in *instance) instantiateLocked(view view) error {
 	ctx := context.Background()
 	in.id = in.h.started.Add(1)
 	if in.mod != nil {
@@ -159,9 +152,9 @@ func (in *instance) instantiateLocked(view *embedded.Deferred) error {
 // result, copied out of the module's memory. A trap, a panic that escaped
 // the module or a call cut off at its deadline fails the instance; the
 // caller replaces it. The call's changes to the store are made through
-// view, and are durable only once view.Wait has returned. The caller
-// holds in.lock.
-func (in *instance) callLocked(view *embedded.Deferred, name string, b []byte, args ...uint64) ([]byte, error) {
+// view, and are durable only once view.Wait has returned. in.mu must be
+// held.
+func (in *instance) callLocked(view view, name string, b []byte, args ...uint64) ([]byte, error) {
 	if in.mod == nil {
 		return nil, errors.New("module is not running")
 	}
@@ -172,9 +165,9 @@ func (in *instance) callLocked(view *embedded.Deferred, name string, b []byte, a
 	// replace a failed instance.
 	if *callTimeout > 0 && name != "start" {
 		c.deadline = time.Now().Add(*callTimeout)
+		in.h.dog.arm(in.slot, c.deadline)
+		defer in.h.dog.disarm(in.slot)
 	}
-	in.running.Store(c)
-	defer in.running.Store(nil)
 	ctx := context.WithValue(context.Background(), callKey{}, c)
 	if b != nil {
 		res, err := in.fn["buffer"].Call(ctx, uint64(len(b)))
@@ -203,84 +196,46 @@ func (in *instance) callLocked(view *embedded.Deferred, name string, b []byte, a
 
 // call runs export name on the instance in slot and returns once what it
 // changed is durable. It also returns the id of the instance that ran it.
-//
 // A slot whose worker has not started yet answers nothing, and no error.
 func (h *host) call(slot int, name string, b []byte, args ...uint64) (out []byte, id uint64, err error) {
-	for {
-		in := h.slots[slot].Load()
-		if in == nil {
-			return nil, 0, nil
-		}
-		select {
-		case in.lock <- struct{}{}:
-		case <-in.gone: // replaced meanwhile: the slot's next
-			continue
-		}
-		out, id, wait, err := in.callHeld(name, b, args...)
-		return out, id, errors.Join(err, wait())
+	in := h.slots[slot].Load()
+	if in == nil {
+		return nil, 0, nil
 	}
+	out, id, wait, err := in.call(name, b, args...)
+	return out, id, errors.Join(err, wait())
 }
 
-// callHeld runs callLocked, on a goroutine of its own so that the caller
-// can stop waiting for an instance the host gives up on (watch): the
-// caller holds in.lock, which callHeld releases, except for such an
-// instance. When the call fails, the instance is replaced in place by a
-// fresh one. It returns wait, which returns once what the call changed is
+// call runs callLocked and, when the call failed, replaces the module
+// instance with a fresh one. It returns with the instance free for
+// another call, and wait, which returns once what the call changed is
 // durable (an error wrapping store.ErrUnavailable when it cannot be): the
-// caller must not acknowledge anything of the call before. The instance
-// is free for another call meanwhile.
-func (in *instance) callHeld(name string, b []byte, args ...uint64) (out []byte, id uint64, wait func() error, err error) {
-	view := in.h.db.Defer()
+// caller must not acknowledge anything of the call before.
+func (in *instance) call(name string, b []byte, args ...uint64) (out []byte, id uint64, wait func() error, err error) {
+	view := in.h.state.view()
 	wait = func() error { return view.Wait(context.Background()) }
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	id = in.id
-	type result struct {
-		out []byte
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, err := in.callLocked(view, name, b, args...)
-		if err != nil {
-			slog.Error("edge module failed; replacing the instance", "call", name, "worker", in.worker, "err", err)
-			if rerr := in.instantiateLocked(view); rerr != nil {
-				slog.Error("edge module restart failed", "err", rerr)
-			}
+	out, err = in.callLocked(view, name, b, args...)
+	if err != nil {
+		slog.Error("edge module failed; replacing the instance", "call", name, "worker", in.worker, "err", err)
+		if rerr := in.instantiateLocked(view); rerr != nil {
+			slog.Error("edge module restart failed", "err", rerr)
 		}
-		done <- result{out, err}
-		<-in.lock
-	}()
-	select {
-	case r := <-done:
-		return r.out, id, wait, r.err
-	case <-in.gone:
-		return nil, id, wait, errGivenUp
 	}
+	return out, id, wait, err
 }
 
 // handle has an instance serve the framed request req for path.
 func (h *host) handle(path string, req []byte) (*wire.Response, error) {
-	var (
-		out  []byte
-		wait func() error
-		err  error
-	)
-	if wire.Primary(path) {
-		out, _, err = h.call(0, "handle", req)
-		wait = func() error { return nil }
-	} else {
-		for {
-			in := <-h.free
-			select {
-			case in.lock <- struct{}{}:
-			case <-in.gone: // given up: never again in the pool
-				continue
-			}
-			out, _, wait, err = in.callHeld("handle", req)
-			if err != errGivenUp {
-				h.free <- in // free for the next request while this one's changes are written
-			}
-			break
-		}
+	in := h.primary()
+	if !wire.Primary(path) {
+		in = <-h.free
+	}
+	out, _, wait, err := in.call("handle", req)
+	if !wire.Primary(path) {
+		h.free <- in // free for the next request while this one's changes are written
 	}
 	if err := errors.Join(err, wait()); err != nil {
 		return nil, err
@@ -294,13 +249,6 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// carries it too; the module keeps it, a valid one, as its own.
 	id := serving.RequestID(r.Header.Get(serving.RequestIDHeader))
 	w.Header().Set(serving.RequestIDHeader, id)
-	if r.URL.Path == "/healthz" && h.stuck.Load() > 0 {
-		// An instance given up on still runs, a core busy for nothing,
-		// until the process ends: the platform should restart the host.
-		w.Header().Set("Retry-After", "1")
-		h.answer(w, r, id, start, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"an instance ran away past its call deadline; restart the host"}}`)
-		return
-	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err != nil {
 		h.answer(w, r, id, start, http.StatusBadRequest, `{"error":{"code":"invalid_request","message":"could not read the body"}}`)
@@ -379,45 +327,6 @@ func (h *host) stop() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// watch gives up on an instance whose call has run past its deadline by
-// more than grace without calling the host (a call that does is cut off
-// there, storeCall): no such call can be stopped, so the host answers
-// its request 500, puts a fresh instance in the slot, and /healthz
-// answers 503 from then on, for the platform to restart the host (the
-// call keeps a core busy until the process ends). It returns when ctx
-// ends.
-func (h *host) watch(ctx context.Context, grace time.Duration) {
-	t := time.NewTicker(grace / 4)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			for i := range h.slots {
-				in := h.slots[i].Load()
-				if in == nil {
-					continue
-				}
-				c := in.running.Load()
-				if c == nil || c.deadline.IsZero() || now.Sub(c.deadline) < grace {
-					continue
-				}
-				h.stuck.Add(1)
-				close(in.gone)
-				slog.Error("edge instance ran past its call deadline without calling the host: given up; it keeps a core busy until the host restarts, and /healthz answers 503", "call", c.name, "worker", in.worker)
-				fresh, err := h.startInstance(i)
-				if err != nil {
-					slog.Error("edge module restart failed", "err", err)
-					continue
-				}
-				h.slots[i].Store(fresh)
-				go func() { h.free <- fresh }()
-			}
-		}
-	}
 }
 
 // serveUnavailable answers while the modules are compiled and started, and

@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -57,16 +58,14 @@ var (
 // change it made (EX_TEMPFAIL): the host answers 503 and restarts it.
 const exitCannotPersist = 75
 
-// watchGrace is how long past its deadline a call that makes no host
-// call runs before the host gives up on its instance (host.watch): one
-// that does is cut off at once, at that call.
-const watchGrace = time.Second
-
 // maxBody is what the host reads of a request body: one byte past the
 // service's 64 KiB limit, so the module itself answers 413.
 const maxBody = 64<<10 + 1
 
 func main() {
+	if n, err := strconv.Atoi(os.Getenv(watchdogEnv)); err == nil {
+		os.Exit(watchdogMain(n))
+	}
 	log.SetFlags(0)
 	flag.Usage = func() { // named as it is run, not by go run's temporary path
 		fmt.Fprintln(flag.CommandLine.Output(), "usage: go run ./wasm [-config FILE] [-module PATH] [-addr HOST:PORT] [-data DIR] [-cache DIR] [-call-timeout D]\n\nServes the edge module under wazero, with the native build's API. Flags:")
@@ -110,9 +109,6 @@ func run() error {
 		if cfg, err = config.Parse(cfgBytes); err != nil {
 			return err
 		}
-		if cfg.Storage.Backend == "redis" {
-			return errors.New(`config: storage.backend: "redis" is not in the edge host yet; use "embedded", or the native binary`)
-		}
 	}
 	if *addrFlag != "" {
 		cfg.Listen = *addrFlag
@@ -120,8 +116,10 @@ func run() error {
 	if *dataFlag != "" {
 		cfg.DataDir = *dataFlag
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("data_dir: %w", err)
+	if cfg.Storage.Backend != "redis" {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("data_dir: %w", err)
+		}
 	}
 	wasmBytes, err := os.ReadFile(*modulePath)
 	if err != nil {
@@ -168,22 +166,30 @@ func run() error {
 		rt, cm, err := compile(context.Background(), wasmBytes, backend)
 		compiling <- compiledModule{rt, cm, err}
 	}()
-	db, err := openState(cfg, cfg.DataDir)
+	state, err := openState(cfg, cfg.DataDir)
 	c := <-compiling
 	if c.rt != nil {
 		defer c.rt.Close(context.Background())
 	}
 	if err = cmp.Or(err, c.err); err != nil {
-		if db != nil {
-			db.Close()
+		if state != nil {
+			state.close()
 		}
 		srv.Close()
 		return err
 	}
-	defer db.Close() // after a failure; otherwise closed below, its error reported
-	backend.Failing, backend.Len, backend.Count = db.Failing, db.Len, db.Count
+	defer state.close() // after a failure; otherwise closed below, its error reported
+	*backend = state.backend
 	rt, compiled := c.rt, c.cm
-	h, err := newHost(db, rt, compiled, *instances, wire.StartArgs{Config: cfgBytes, BaseURL: baseURL(ln)})
+	var dog *watchdog
+	if *callTimeout > 0 {
+		if dog, err = startWatchdog(*instances); err != nil {
+			srv.Close()
+			return err
+		}
+		defer dog.stop()
+	}
+	h, err := newHost(state, dog, rt, compiled, *instances, wire.StartArgs{Config: cfgBytes, BaseURL: baseURL(ln)})
 	if err != nil {
 		srv.Close()
 		return err
@@ -202,9 +208,6 @@ func run() error {
 		srv.Set(h)
 		slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
 		go func() { defer close(loopDone); h.loop(loopCtx) }()
-		if *callTimeout > 0 {
-			go h.watch(loopCtx, watchGrace)
-		}
 	} else {
 		close(loopDone)
 	}
@@ -229,7 +232,7 @@ func run() error {
 		slog.Warn("shutdown: in-flight requests cut off", "err", err)
 	}
 	<-loopDone // webhook requests under way are cancelled and reported
-	if err := errors.Join(h.stop(), db.Close()); err != nil {
+	if err := errors.Join(h.stop(), state.close()); err != nil {
 		return errors.Join(serveFailed, fmt.Errorf("writing state: %w", err))
 	}
 	if serveFailed != nil {
@@ -266,7 +269,7 @@ func compile(ctx context.Context, wasmBytes []byte, b *hoststore.Backend) (wazer
 		return nil, nil, fmt.Errorf("compilation cache: %w", err)
 	}
 	// No WithCloseOnContextDone: the deadline is kept at the host's
-	// functions instead (instantiateWASI, host.watch).
+	// functions instead (instantiateWASI, and the watchdog).
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
 	if err := errors.Join(instantiateWASI(ctx, rt), instantiateStore(ctx, rt, b), instantiateHost(ctx, rt)); err != nil {
 		rt.Close(ctx)

@@ -13,8 +13,10 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"deeplink/internal/config"
+	"deeplink/internal/store"
 	"deeplink/internal/store/embedded"
 	"deeplink/internal/store/hoststore"
+	"deeplink/internal/store/redisstore"
 )
 
 // The host keeps the service's state, and the module reaches it through
@@ -22,10 +24,41 @@ import (
 // module's instances hold none of it, so any of them can serve any
 // request, and one that fails is thrown away without losing anything.
 
-// openState opens the embedded store in dataDir as the native build does
-// (cfg's durability and budget of live entries). An earlier build's files
-// (before the store contract) are the native binary's to convert.
-func openState(cfg *config.Config, dataDir string) (*embedded.DB, error) {
+// hostState is the store the host keeps and lends the modules.
+type hostState struct {
+	// backend is what the store tells of itself beyond the contract.
+	backend hoststore.Backend
+	// view returns a fresh view of the store for one call into a module.
+	view func() view
+	// close makes every change durable and releases the store.
+	close func() error
+}
+
+// view is the store as one call changes it: Wait returns once what the
+// call changed is durable.
+type view interface {
+	store.Store
+	Wait(ctx context.Context) error
+}
+
+// openState opens the store cfg names, as the native build does: the
+// embedded one in dataDir (cfg's durability and budget of live entries;
+// an earlier build's files, before the store contract, are the native
+// binary's to convert), or Redis.
+func openState(cfg *config.Config, dataDir string) (*hostState, error) {
+	if cfg.Storage.Backend == "redis" {
+		w, err := redisstore.OpenWatched(redisstore.Options{
+			URL:    cfg.Storage.RedisURL,
+			Prefix: cfg.Storage.RedisPrefix,
+			Logger: slog.Default(),
+		})
+		if err != nil {
+			return nil, err // config.Parse checked the URL: not reached
+		}
+		// Redis has no cheap count of a prefix's keys (no Len, no Count):
+		// /metrics leaves those gauges out, as the native build does.
+		return &hostState{backend: hoststore.Backend{Failing: w.Failing}, view: func() view { return redisView{w} }, close: w.Close}, nil
+	}
 	for _, old := range []string{"store-00.snap", "store-00.log", "webhooks.json", "cookie.key"} {
 		if _, err := os.Stat(filepath.Join(dataDir, old)); err == nil {
 			return nil, fmt.Errorf("data_dir: %s is an earlier build's file: run the native binary once on this data_dir to convert it", old)
@@ -39,8 +72,19 @@ func openState(cfg *config.Config, dataDir string) (*embedded.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	return db, nil
+	return &hostState{
+		backend: hoststore.Backend{Failing: db.Failing, Len: db.Len, Count: db.Count},
+		view:    func() view { return db.Defer() },
+		close:   db.Close,
+	}, nil
 }
+
+// redisView is the view of a call on Redis: each change is as durable as
+// Redis's own persistence makes it when the call returns, and Wait has
+// nothing left to wait for.
+type redisView struct{ store.Store }
+
+func (redisView) Wait(context.Context) error { return nil }
 
 // instantiateStore provides deeplink_store to the modules of rt, served
 // by b on the store view of each call (callState).
@@ -101,7 +145,7 @@ type callState struct {
 	// view is the store as the call changes it: its changes are made at
 	// once, and made durable (view.Wait) after the call, once the
 	// instance is free for its next one (embedded.Deferred).
-	view  *embedded.Deferred
+	view  view
 	stash []byte // a reply too large for the module's buffer, until it asks
 }
 

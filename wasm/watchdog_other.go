@@ -1,0 +1,19 @@
+//go:build !unix
+
+package main
+
+import "time"
+
+// watchdogEnv marks the host's own binary, run as the watchdog.
+const watchdogEnv = "DEEPLINK_EDGE_WATCHDOG"
+
+// Without Unix's shared memory and signals there is no watchdog: a call
+// that runs past its deadline without calling the host is not stopped
+// (docs/edge.md).
+type watchdog struct{}
+
+func startWatchdog(int) (*watchdog, error) { return nil, nil }
+func (*watchdog) arm(int, time.Time)       {}
+func (*watchdog) disarm(int)               {}
+func (*watchdog) stop()                    {}
+func watchdogMain(int) int                 { return 0 }
