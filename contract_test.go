@@ -1568,7 +1568,6 @@ func contractCases() []contractCase {
 			ctConfigError(t, s, "-config", bad, "auth_code_ttl")
 		}},
 
-
 		// §6 nothing acknowledged is lost: not when the reader of the log
 		// goes away, which would kill a Go program with SIGPIPE on its
 		// next write to standard error, one request in about 260.
