@@ -2,8 +2,8 @@
 # How much slower the same Go code runs as the edge module than natively:
 # the register handler benchmark (routing, logging, metrics, validation,
 # store, no network) and HMAC-SHA256 signing (pure computation), each run
-# natively on one CPU and then compiled to wasip1 and run under wazero's
-# own command line (no call deadline, so no termination checks). Both runs
+# natively on one CPU and then compiled to wasip1 and run under wazero
+# (bench/wasmrun; no call deadline, so no termination checks). Both runs
 # are in one invocation, side by side, so the factor is a ratio measured on
 # the same machine at the same time.
 #
@@ -19,16 +19,15 @@ N=${N:-20000}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# wazero's CLI, from the module this repository already requires: Go's
-# wasip1 test runner (lib/wasm/go_wasip1_wasm_exec) calls it.
-go build -o "$work/bin/wazero" github.com/tetratelabs/wazero/cmd/wazero
 benches='BenchmarkRegister$|BenchmarkSign$'
 
-# The whole output is kept, so that a failing run shows why.
+# The whole output is kept, so that a failing run shows why. The wasm test
+# binary runs under bench/wasmrun, which gives it the edge host's host
+# functions (its state is the host's, as the module's is).
 go test -run '^$' -bench "$benches" -cpu 1 -benchtime "${N}x" . >"$work/native.out" ||
   { cat "$work/native.out" >&2; exit 1; }
-PATH="$work/bin:$(go env GOROOT)/lib/wasm:$PATH" GOWASIRUNTIME=wazero TMPDIR="$work" \
-  GOOS=wasip1 GOARCH=wasm go test -run '^$' -bench "$benches" -benchtime "${N}x" . >"$work/wasm.out" ||
+GOOS=wasip1 GOARCH=wasm go test -c -o "$work/root.wasm" . &&
+  go run ./bench/wasmrun "$work/root.wasm" -test.run '^$' -test.bench "$benches" -test.benchtime "${N}x" >"$work/wasm.out" ||
   { cat "$work/wasm.out" >&2; exit 1; }
 grep '^Benchmark' "$work/native.out" >"$work/native.txt"
 grep '^Benchmark' "$work/wasm.out" >"$work/wasm.txt"
