@@ -41,15 +41,23 @@ stop() { kill -TERM "$pid"; wait "$pid" || true; pid=; }
 launch; cold=$elapsed; stop     # fills the compilation cache
 launch; warm=$elapsed           # the figure: a launch with a warm cache
 hz=$(getconf CLK_TCK)
-t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+sleep 2                          # the workers start once the first instance serves
+cpu() { # the host's CPU ticks and its watchdog's
+  local p sum=0
+  for p in "$pid" $(pgrep -P "$pid"); do
+    sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  echo "$sum"
+}
+t0=$(cpu)
 sleep "$IDLE"                    # idle on purpose: this is what is measured
-t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+t1=$(cpu)
 stop
 idle=$(awk -v t="$((t1 - t0))" -v hz="$hz" -v s="$IDLE" 'BEGIN {printf "%.2f", t / hz / s * 100}')
 
 printf 'edge module: %s bytes (%.1f MiB)\n' "$size" "$(awk -v s="$size" 'BEGIN {print s / 1048576}')"
 printf 'first response after launch: %s s with a cold cache, %s s warm (target <= 1 s)\n' "$cold" "$warm"
-printf 'host CPU while idle: %s %% of a core over %s s (target <= 1 %%)\n' "$idle" "$IDLE"
+printf 'host CPU while idle (its watchdog included): %s %% of a core over %s s (target <= 1 %%)\n' "$idle" "$IDLE"
 ok=$(awk -v w="$warm" -v i="$idle" 'BEGIN {print (w <= 1 && i <= 1) ? 1 : 0}')
 MODE=edge bench/run.sh || ok=0
 [ "$ok" = 1 ]

@@ -91,9 +91,10 @@ func (w *watchdog) stop() {
 	}
 }
 
-// watchdogMain is the watchdog process: it checks the deadlines every
-// tenth of a second, kills its parent past one, and ends when the parent
-// does.
+// watchdogMain is the watchdog process: it checks the deadlines four
+// times a second (a quarter of watchdogGrace: a runaway is killed within
+// 1.25 s of its deadline), kills its parent past one, and ends when the
+// parent does.
 func watchdogMain(n int) int {
 	parent := os.Getppid()
 	mem, err := syscall.Mmap(3, 0, n*8, syscall.PROT_READ, syscall.MAP_SHARED)
@@ -102,7 +103,7 @@ func watchdogMain(n int) int {
 		return 1
 	}
 	slots := unsafe.Slice((*atomic.Int64)(unsafe.Pointer(&mem[0])), n)
-	for range time.Tick(100 * time.Millisecond) {
+	for range time.Tick(watchdogGrace / 4) {
 		if os.Getppid() != parent {
 			return 0
 		}
