@@ -236,6 +236,14 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusUnauthorized, "signin.html", page)
 		return
 	}
+	if s.overStoreShare(r.Context(), st) {
+		// Sessions count in the store's share of live entries: signing
+		// in again and again must not crowd out other stores' sign-ins.
+		w.Header().Set("Retry-After", "60")
+		page["Error"] = "This store holds as many sign-ins and sessions as it may right now. Try again in a few minutes, or sign out elsewhere first."
+		s.render(w, http.StatusServiceUnavailable, "signin.html", page)
+		return
+	}
 	token, csrf := randomToken(), randomToken()
 	exp := s.now().Add(s.cfg.Dashboard.SessionTTL.D())
 	sum := sha256.Sum256([]byte(key))
@@ -243,6 +251,7 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 		s.dashUnavailable(w, nil)
 		return
 	}
+	s.countDashSession(r.Context(), st, exp)
 	http.SetCookie(w, &http.Cookie{
 		Name: dashCookie, Value: token, Path: "/dashboard", Expires: exp,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: !plainLoopback(r),

@@ -103,7 +103,9 @@ func slotLen(ttl time.Duration) int64 {
 // overStoreShare reports whether st's sign-ins hold their share of live
 // entries (Config.StoreShare) or more: each code registered and not
 // expired, redeemed ones included (a redeemed code's entry lives out its
-// TTL), and two for each session (its token, and its code's replay key).
+// TTL), two for each session (its token, and its code's replay key), and
+// one for each dashboard session. (The webhook state has budgets of its
+// own: five endpoints a store, and delivery_log_size deliveries each.)
 //
 // The slots' sum is kept for shareFresh, plus this process's codes since:
 // summing the slots on every registration would cost the register path
@@ -119,7 +121,7 @@ func (s *server) overStoreShare(ctx context.Context, st *StoreConfig) bool {
 	for _, k := range [...]struct {
 		kind string
 		ttl  time.Duration
-	}{{"codes:", s.cfg.AuthCodeTTL.D()}, {"sessions:", s.cfg.SessionTTL.D()}} {
+	}{{"codes:", s.cfg.AuthCodeTTL.D()}, {"sessions:", s.cfg.SessionTTL.D()}, {"dash:", s.cfg.Dashboard.SessionTTL.D()}} {
 		l := slotLen(k.ttl)
 		for i := now / l; i <= (now+int64(k.ttl))/l; i++ {
 			n += s.tallies.add(ctx, s, tallyID{kind: k.kind, store: st.ID, n: i}, 0, time.Unix(0, (i+1)*l), now)
@@ -139,6 +141,12 @@ func (s *server) countCode(ctx context.Context, st *StoreConfig, exp time.Time) 
 // to expire at exp.
 func (s *server) countSession(ctx context.Context, st *StoreConfig, exp time.Time) {
 	s.countLive(ctx, st, &s.views.of(st.ID).sessionSlot, "sessions:", s.cfg.SessionTTL.D(), exp, 2)
+}
+
+// countDashSession counts a dashboard session of st, made just now to
+// expire at exp.
+func (s *server) countDashSession(ctx context.Context, st *StoreConfig, exp time.Time) {
+	s.countLive(ctx, st, &s.views.of(st.ID).dashSlot, "dash:", s.cfg.Dashboard.SessionTTL.D(), exp, 1)
 }
 
 // countLive adds n entries of st that expire at exp to the slot counter
@@ -169,13 +177,14 @@ type views struct {
 
 // storeView is one store's: the sum of its live entries as overStoreShare
 // last made it, plus this process's since; the tallies of the windows of
-// each of its keys, and of the slots it last counted codes and sessions
-// in.
+// each of its keys, and of the slots it last counted codes, sessions and
+// dashboard sessions in.
 type storeView struct {
 	n                     atomic.Int64 // live entries
 	at                    atomic.Int64 // when summed (Unix nanoseconds); 0: never
 	keys                  []atomic.Pointer[keyWin]
 	codeSlot, sessionSlot atomic.Pointer[slotWin]
+	dashSlot              atomic.Pointer[slotWin]
 }
 
 // keyWin is a key's current window and the last one.

@@ -119,3 +119,22 @@ func TestFairnessAcrossReplicas(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, e.Status)
 	require.NotNil(t, srvs[1].overKeyBudget(ctx, sc, 0), "replica 1 after 10 requests over both")
 }
+
+// TestStoreShareDashboardSessions: a dashboard session counts in its
+// store's share as a sign-in's entries do: past the share, signing in to
+// that store's dashboard answers 503 with Retry-After, and so do its
+// registrations, while the other store signs in and registers as before.
+func TestStoreShareDashboardSessions(t *testing.T) {
+	a, ts := startService(t, cfgOpts{maxLive: 10}) // two stores: 5 each
+	require.Equal(t, 5, a.srv.cfg.StoreShare())
+	for i := range 5 {
+		p := newDashClient(t, ts.URL).signIn(storeA, keyA)
+		require.Equal(t, http.StatusOK, p.status, "dashboard sign-in %d of store A", i+1)
+	}
+	p := newDashClient(t, ts.URL).signIn(storeA, keyA)
+	assert.Equal(t, http.StatusServiceUnavailable, p.status, "a sixth dashboard sign-in of store A")
+	assert.Contains(t, p.body, "as many sign-ins and sessions as it may")
+	requireAPIError(t, registerAt(t, ts.URL, storeA, keyA), http.StatusServiceUnavailable, "unavailable")
+	assert.Equal(t, http.StatusOK, newDashClient(t, ts.URL).signIn(storeB, keyB).status, "store B's dashboard sign-in")
+	assert.Equal(t, http.StatusOK, registerAt(t, ts.URL, storeB, keyB).status, "store B's registration")
+}
