@@ -18,6 +18,8 @@
 # the script starts, appendonly yes, appendfsync APPENDFSYNC) with the
 # service on the embedded store in "fsync" durability, same load: target
 # ratio >= 0.5 (issue 22). Redis's CPU counts in the service's CPU/req.
+# With REPLICAS=2, side A is two replicas on that Redis, wrk split over
+# them (two wrk at once, half the connections each; their figures summed).
 #
 # MODE=spin calibrates the ratio: it compares the yardstick made to burn
 # SPIN of CPU on each request (yardstick -spin) with the plain yardstick.
@@ -41,6 +43,8 @@
 #   APPENDFSYNC  Redis's appendfsync (MODE=redis): always (default: as
 #                durable as "fsync") or everysec
 #   REDIS_PORT   the Redis port (MODE=redis)      (18082)
+#   REPLICAS     1 or 2 replicas on Redis (MODE=redis) (1); the second
+#                listens on REDIS_PORT+1
 #   DURABILITY   the service's storage.durability (MODE=yardstick): fsync
 #                (default) or interval
 #   SPIN         the CPU the spun yardstick adds to a request (MODE=spin), e.g. 3us
@@ -86,6 +90,11 @@ case $MODE in
       always|everysec) ;;
       *) echo "APPENDFSYNC is always or everysec" >&2; exit 2 ;;
     esac
+    case ${REPLICAS:=1} in
+      1) ;;
+      2) A=replicas PORT2=$((REDIS_PORT + 1)) ;;
+      *) echo "REPLICAS is 1 or 2" >&2; exit 2 ;;
+    esac
     command -v redis-server >/dev/null || { echo "MODE=redis needs redis-server (apt-get install redis-server)" >&2; exit 2; } ;;
   spin) A=spun B=yardstick TARGET=0.8 P99_TARGET= SPIN=${SPIN:?MODE=spin needs SPIN, e.g. 3us} ;;
   *) echo "MODE is yardstick, edge or spin" >&2; exit 2 ;;
@@ -102,10 +111,10 @@ if [ -n "${KEEP:-}" ]; then
 else
   work=$(mktemp -d)
 fi
-svc_pid= yard_pid= redis_pid=
+svc_pid= svc2_pid= yard_pid= redis_pid=
 cleanup() {
   set +e
-  for pid in $svc_pid $yard_pid $redis_pid; do
+  for pid in $svc_pid $svc2_pid $yard_pid $redis_pid; do
     kill "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   done
@@ -164,6 +173,10 @@ elif [ "$MODE" = redis ]; then
   sed '0,/{/s//{'"$common"'/' demo.json >"$work/config.json"
   "${srv_pin[@]}" "$work/deeplink" -config "$work/config-redis.json" -addr "127.0.0.1:$PORT" >"$work/service.out" 2>"$work/service.err" &
   svc_pid=$!
+  if [ "${REPLICAS:-1}" = 2 ]; then
+    "${srv_pin[@]}" "$work/deeplink" -config "$work/config-redis.json" -addr "127.0.0.1:$PORT2" >"$work/service2.out" 2>"$work/service2.err" &
+    svc2_pid=$!
+  fi
   "${srv_pin[@]}" "$work/deeplink" -config "$work/config.json" -addr "127.0.0.1:$YARD_PORT" -data "$work/data" >"$work/yardstick.out" 2>"$work/yardstick.err" &
   yard_pid=$!
 elif [ "$MODE" = spin ]; then
@@ -203,6 +216,7 @@ wait_ready() { # url name
   exit 2
 }
 wait_ready "http://127.0.0.1:$PORT/readyz" "$A"
+if [ -n "$svc2_pid" ]; then wait_ready "http://127.0.0.1:$PORT2/readyz" "$A (second)"; fi
 wait_ready "http://127.0.0.1:$YARD_PORT/readyz" "$B"
 
 path=/stores/$STORE_ID/auth/auth-code
@@ -221,6 +235,28 @@ run_wrk() { # name port duration -> log file
   local log="$work/wrk-$1.txt"
   BENCH_RUN="$1-$$-$RANDOM" "${wrk_pin[@]}" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$3s" --latency \
     -s bench/register.lua "http://127.0.0.1:$2$path" >"$log" 2>&1
+  echo "$log"
+}
+
+# run_wrk_split is run_wrk over the two replicas at once, half the
+# connections each, and writes one log of their figures: requests and
+# req/s summed, the higher p99, non-200s and socket errors summed.
+run_wrk_split() { # name duration -> log file
+  local log="$work/wrk-$1.txt" a="$work/wrk-$1-a.txt" b="$work/wrk-$1-b.txt" half=$((CONNECTIONS / 2))
+  BENCH_RUN="$1-a-$$-$RANDOM" "${wrk_pin[@]}" wrk -t"$THREADS" -c"$half" -d"$2s" --latency \
+    -s bench/register.lua "http://127.0.0.1:$PORT$path" >"$a" 2>&1 &
+  local wa=$!
+  BENCH_RUN="$1-b-$$-$RANDOM" BENCH_REDIRECT_PORT=$PORT2 "${wrk_pin[@]}" wrk -t"$THREADS" -c"$half" -d"$2s" --latency \
+    -s bench/register.lua "http://127.0.0.1:$PORT2$path" >"$b" 2>&1 &
+  wait "$wa" $!
+  {
+    echo "  $(( $(reqs_of "$a") + $(reqs_of "$b") )) requests in $2s (two wrk)"
+    awk -v x="$(rps_of "$a")" -v y="$(rps_of "$b")" 'BEGIN {printf "Requests/sec: %.2f\n", x + y}'
+    awk -v x="$(p99_of "$a")" -v y="$(p99_of "$b")" 'BEGIN {printf "     99%%   %.3fms\n", (x + 0 > y + 0 ? x : y)}'
+    echo "non-200: $(( $(non200_of "$a") + $(non200_of "$b") ))"
+    echo "Socket errors: connect $(( $(errors_of "$a") + $(errors_of "$b") )), read 0, write 0, timeout 0"
+    grep -h '^non-200 samples' "$a" "$b" || true
+  } >"$log"
   echo "$log"
 }
 
@@ -250,15 +286,20 @@ errors_of() { # socket errors, summed
 
 # A short warm-up of each, not counted: first connections, page faults, GC sizing.
 run_wrk warm-service "$PORT" "${WARMUP:-2}" >/dev/null
+if [ -n "$svc2_pid" ]; then run_wrk warm-service2 "$PORT2" "${WARMUP:-2}" >/dev/null; fi
 run_wrk warm-yardstick "$YARD_PORT" 2 >/dev/null
 
 declare -a svc_rps yard_rps svc_p99 yard_p99 svc_cpu yard_cpu
 svc_bad=0 yard_bad=0 sock_err=0
 for round in $(seq 1 "$ROUNDS"); do
   for who in "$A" "$B"; do
-    if [ "$who" = "$A" ]; then port=$PORT pid="$svc_pid $redis_pid"; else port=$YARD_PORT pid=$yard_pid; fi
+    if [ "$who" = "$A" ]; then port=$PORT pid="$svc_pid $svc2_pid $redis_pid"; else port=$YARD_PORT pid=$yard_pid; fi
     t0=$(cpu_ticks $pid)
-    log=$(run_wrk "$who-$round" "$port" "$DURATION")
+    if [ "$who" = "$A" ] && [ -n "$svc2_pid" ]; then
+      log=$(run_wrk_split "$who-$round" "$DURATION")
+    else
+      log=$(run_wrk "$who-$round" "$port" "$DURATION")
+    fi
     t1=$(cpu_ticks $pid)
     rps=$(rps_of "$log"); p99=$(p99_of "$log"); bad=$(non200_of "$log"); se=$(errors_of "$log")
     if [ -z "$rps" ] || [ -z "$bad" ]; then
