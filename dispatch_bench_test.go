@@ -300,20 +300,27 @@ func BenchmarkDeliveryRatio(b *testing.B) {
 	svc, y := newDeliveryBench(b), newYardstick(b)
 	svc.run(b, benchWarm)
 	y.run(b, benchWarm)
-	sides := []*benchSide{{name: "service", run: svc.run}, {name: "yardstick", run: y.run}}
+	alternate(b, &benchSide{name: "service", run: svc.run}, &benchSide{name: "yardstick", run: y.run})
+}
+
+// alternate runs sides a and b in turn, A/B/A/B in four rounds of b.N/4
+// each side, and reports each side's figures and a's deliveries per
+// second as a ratio of b's.
+func alternate(bm *testing.B, a, b *benchSide) {
+	sides := []*benchSide{a, b}
 	const rounds = 4
-	per := max(b.N/rounds/2, benchConcurrency)
-	b.ResetTimer()
+	per := max(bm.N/rounds/2, benchConcurrency)
+	bm.ResetTimer()
 	for round := range rounds {
 		for i := range sides {
-			sides[(round+i)%2].measure(b, per) // who goes first alternates too
+			sides[(round+i)%2].measure(bm, per) // who goes first alternates too
 		}
 	}
-	b.StopTimer()
+	bm.StopTimer()
 	for _, s := range sides {
-		s.report(b)
+		s.report(bm)
 	}
-	b.ReportMetric(sides[0].rate()/sides[1].rate(), "ratio")
+	bm.ReportMetric(a.rate()/b.rate(), "ratio")
 }
 
 // BenchmarkPendingDeliveryHeap holds 100,000 pending deliveries to dead

@@ -30,18 +30,5 @@ func BenchmarkDeliveryRedisRatio(b *testing.B) {
 	benchAddEndpoints(a.srv.hooks, benchEndpoints, onRedis.rc.URL+"/hooks")
 	embedded.run(b, benchWarm)
 	onRedis.run(b, benchWarm)
-	sides := []*benchSide{{name: "redis", run: onRedis.run}, {name: "embedded", run: embedded.run}}
-	const rounds = 4
-	per := max(b.N/rounds/2, benchConcurrency)
-	b.ResetTimer()
-	for round := range rounds {
-		for i := range sides {
-			sides[(round+i)%2].measure(b, per)
-		}
-	}
-	b.StopTimer()
-	for _, s := range sides {
-		s.report(b)
-	}
-	b.ReportMetric(sides[0].rate()/sides[1].rate(), "ratio")
+	alternate(b, &benchSide{name: "redis", run: onRedis.run}, &benchSide{name: "embedded", run: embedded.run})
 }

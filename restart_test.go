@@ -393,15 +393,7 @@ func TestSIGTERMWhileStarting(t *testing.T) {
 	// millisecond.
 	const n = 300_000
 	fillStore(t, data, n, shortEntry)
-	cfg, err := json.Marshal(map[string]any{
-		"stores": []map[string]any{{
-			"id": testStoreID, "name": "Test store", "api_keys": []string{testAPIKey},
-			"redirect_domains": []string{"shop.example.com"},
-		}},
-	})
-	require.NoError(t, err)
-	cfgFile := filepath.Join(dir, "config.json")
-	require.NoError(t, os.WriteFile(cfgFile, cfg, 0o600))
+	cfgFile := writeTestConfig(t, dir, nil)
 	addr, err := ctFreeAddr()
 	require.NoError(t, err)
 
@@ -661,4 +653,24 @@ func TestEarlierBuildImported(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, status, "the earlier build's redeemed code, replayed")
 	status, _ = a.me(t, issued.AccessToken)
 	assert.Equal(t, http.StatusUnauthorized, status, "its token after the replay")
+}
+
+// writeTestConfig writes dir/config.json, the test store and the members
+// of extra, and returns its path.
+func writeTestConfig(t *testing.T, dir string, extra map[string]any) string {
+	t.Helper()
+	doc := map[string]any{
+		"stores": []map[string]any{{
+			"id": testStoreID, "name": "Test store", "api_keys": []string{testAPIKey},
+			"redirect_domains": []string{"shop.example.com"},
+		}},
+	}
+	for k, v := range extra {
+		doc[k] = v
+	}
+	cfg, err := json.Marshal(doc)
+	require.NoError(t, err)
+	path := filepath.Join(dir, "config.json")
+	require.NoError(t, os.WriteFile(path, cfg, 0o600))
+	return path
 }

@@ -25,16 +25,9 @@ func TestShutdownDelay(t *testing.T) {
 	require.NoError(t, err)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	cfg, err := json.Marshal(map[string]any{
+	cfgFile := writeTestConfig(t, dir, map[string]any{
 		"shutdown": map[string]any{"delay": "5m"}, // cut short by the second signal
-		"stores": []map[string]any{{
-			"id": testStoreID, "name": "Test store", "api_keys": []string{testAPIKey},
-			"redirect_domains": []string{"shop.example.com"},
-		}},
 	})
-	require.NoError(t, err)
-	cfgFile := filepath.Join(dir, "config.json")
-	require.NoError(t, os.WriteFile(cfgFile, cfg, 0o600))
 	addr, err := ctFreeAddr()
 	require.NoError(t, err)
 	base := "http://" + addr

@@ -258,24 +258,7 @@ func testDrain(t *testing.T, unready bool) {
 // connection that was idle when Stop began: within its linger it is
 // answered, 503 closing the connection, not closed under the request.
 func TestStopAnswersOnIdleConnection(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	srv, addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
-			close(entered)
-			<-release
-		}
-		io.WriteString(w, "served")
-	}))
-	srv.conns.linger = 10 * time.Second
-	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		return c, bufio.NewReader(c)
-	}
+	srv, _, entered, release, dial := slowServer(t, 10*time.Second)
 	idle, idleR := dial()
 	if _, body := send(t, idle, idleR, "/before"); body != "served" {
 		t.Fatalf("GET /before = %q; want %q", body, "served")

@@ -102,24 +102,7 @@ func send(t *testing.T, c net.Conn, br *bufio.Reader, path string) (*http.Respon
 // has been answered (and its connection has lingered), and only then does
 // the listener close.
 func TestStopAnswersWhileRequestsFinish(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	srv, addr := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
-			close(entered)
-			<-release
-		}
-		io.WriteString(w, "served")
-	}))
-	srv.conns.linger = 50 * time.Millisecond
-	dial := func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		return c, bufio.NewReader(c)
-	}
+	srv, addr, entered, release, dial := slowServer(t, 50*time.Millisecond)
 	idle, idleR := dial()
 	if _, body := send(t, idle, idleR, "/before"); body != "served" {
 		t.Fatalf("GET /before = %q; want %q", body, "served")
@@ -253,4 +236,30 @@ func TestLoggedPath(t *testing.T) {
 			t.Errorf("LoggedPath(%q, %q) = %q; want %q", tt.path, tt.pattern, got, tt.want)
 		}
 	}
+}
+
+// slowServer serves "served" to every request, but holds one for /slow
+// until release is closed, once it has closed entered; its connections
+// linger as long as linger after Stop. It listens at addr; dial opens a
+// connection to it.
+func slowServer(t *testing.T, linger time.Duration) (srv *Server, addr string, entered, release chan struct{}, dial func() (net.Conn, *bufio.Reader)) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	srv, addr = serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(entered)
+			<-release
+		}
+		io.WriteString(w, "served")
+	}))
+	srv.conns.linger = linger
+	dial = func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	return srv, addr, entered, release, dial
 }
