@@ -65,8 +65,9 @@ func wasmBuffer(n uint32) uint32 {
 	return uint32(uintptr(unsafe.Pointer(&edge.in[:cap(edge.in)][0])))
 }
 
-// wasmStart loads the configuration and restores the state. It returns
-// "" or the error, one line naming the bad field.
+// wasmStart loads the configuration and opens the host's store (the
+// primary also reads the webhook state back from it). It returns "" or
+// the error, one line naming the bad field.
 //
 //go:wasmexport start
 func wasmStart(n uint32) (res uint64) {
@@ -87,7 +88,6 @@ func wasmStart(n uint32) (res uint64) {
 	if err != nil {
 		return result([]byte(err.Error()))
 	}
-	cfg.DataDir = args.DataDir
 	if demo && args.BaseURL != "" {
 		cfg.PublicBaseURL = args.BaseURL
 		cfg.Stores[0].GameAuthorizeURL = args.BaseURL + "/demo/game/authorize"
@@ -130,8 +130,9 @@ func wasmStart(n uint32) (res uint64) {
 }
 
 // wasmHandle serves one request framed by wire.AppendRequest and returns
-// the response framed by wire.AppendResponse. A panic answers 500 and
-// leaves the state as it was.
+// the response framed by wire.AppendResponse. A panic answers 500; what
+// the handler had changed in the store before it stays changed, as in the
+// native build.
 //
 //go:wasmexport handle
 func wasmHandle(n uint32) uint64 {
@@ -267,9 +268,10 @@ func wasmFinish(n uint32) {
 	}
 }
 
-// wasmStop writes the state. The host calls nothing after it but a
-// request the stop cut off, which the closed store answers 503. It
-// returns "" or the error.
+// wasmStop writes what the instance holds (the primary's webhook state,
+// its share of the fairness counts). The host calls nothing after it but
+// a request the stop cut off, which draining answers 503. It returns ""
+// or the error.
 //
 //go:wasmexport stop
 func wasmStop() uint64 {

@@ -154,6 +154,9 @@ func TestReplicas(t *testing.T) {
 		// A replica started while Redis is down listens, and waits for it.
 		c := startContractService(t, targetNative, ctOpts{redisURL: rd.URL(), redisPrefix: "replicas:", noWait: true})
 		replicas["C"] = c
+		// So does an edge host: it answers "starting" until its first
+		// instance can start.
+		replicas["F"] = startContractService(t, targetWasm, ctOpts{redisURL: rd.URL(), redisPrefix: "replicas:", noWait: true})
 		for name, s := range replicas {
 			ctEventually(t, 30*time.Second, func() bool {
 				r, err := s.send(http.MethodGet, "/readyz", nil)

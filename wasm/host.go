@@ -75,13 +75,16 @@ func newHost(state *hostState, dog *watchdog, rt wazero.Runtime, compiled wazero
 	h.free <- in
 	for i := 1; i < n; i++ {
 		go func() {
-			in, err := h.startInstance(i)
-			if err != nil {
-				slog.Error("edge module: a worker instance did not start; serving with fewer", "err", err)
-				return
+			for wait := time.Second; ; wait = min(2*wait, time.Minute) {
+				in, err := h.startInstance(i)
+				if err == nil {
+					h.slots[i].Store(in)
+					h.free <- in
+					return
+				}
+				slog.Error("edge module: a worker instance did not start; serving with fewer, trying again", "err", err, "in", wait.String())
+				time.Sleep(wait)
 			}
-			h.slots[i].Store(in)
-			h.free <- in
 		}()
 	}
 	return h, nil
@@ -98,7 +101,11 @@ func (h *host) startInstance(slot int) (*instance, error) {
 	if err := in.instantiateLocked(view); err != nil {
 		return nil, err
 	}
-	return in, view.Wait(context.Background())
+	if err := view.Wait(context.Background()); err != nil {
+		in.mod.Close(context.Background())
+		return nil, err
+	}
+	return in, nil
 }
 
 // instantiateLocked starts a fresh module instance, its start changing
@@ -156,9 +163,11 @@ func (in *instance) instantiateLocked(view view) error {
 // held.
 func (in *instance) callLocked(view view, name string, b []byte, args ...uint64) ([]byte, error) {
 	if in.mod == nil {
-		return nil, errors.New("module is not running")
+		// Its restart failed (the store was unreachable, say): the next
+		// call tries again; meanwhile the service is unavailable.
+		return nil, fmt.Errorf("%w: the module is not running (its restart failed)", store.ErrUnavailable)
 	}
-	c := &callState{view: view, name: name}
+	c := &callState{view: view, name: name, dog: in.h.dog, slot: in.slot}
 	// Start has no deadline: the primary's reads the whole webhook state
 	// back from the store, which for a long delivery log takes longer
 	// than a request may; under the deadline it could neither start nor
@@ -258,11 +267,13 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Host", r.Host)
 	hdr.Set(serving.RequestIDHeader, id)
 	req := wire.AppendRequest(nil, &wire.Request{Method: r.Method, URI: r.RequestURI, RemoteAddr: r.RemoteAddr, Header: hdr, Body: body})
+	// The escaped path, as the module's mux sees it (wire.Primary).
+	path := r.URL.EscapedPath()
 	var resp *wire.Response
-	if r.URL.Path == "/metrics" {
+	if path == "/metrics" {
 		resp, err = h.metrics(req)
 	} else {
-		resp, err = h.handle(r.URL.Path, req)
+		resp, err = h.handle(path, req)
 	}
 	if err != nil {
 		var exit *sys.ExitError
@@ -283,12 +294,13 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(resp.Status)
 	n, _ := w.Write(resp.Body)
-	if resp.LogRoute != "" {
-		d := time.Since(start)
-		serving.LogRequest(slog.Default(), r, id, resp.LogPath, resp.LogRoute, resp.Status, int64(n), start.Add(d), d)
+	d := time.Since(start)
+	if resp.LogRoute == "" { // answered before its route was known (a panic's 500, a bad frame)
+		resp.LogPath, resp.LogRoute = serving.LoggedPath(r.URL.Path, "", nil), "host"
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && wire.Primary(r.URL.Path) {
-		h.pokeIfDue()
+	serving.LogRequest(slog.Default(), r, id, resp.LogPath, resp.LogRoute, resp.Status, int64(n), start.Add(d), d)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && wire.Primary(path) {
+		go h.pokeIfDue() // not before the answer: it waits for the primary
 	}
 }
 

@@ -3,7 +3,7 @@
 // `go generate ./wasm`) under wazero, serving the same API as the native
 // binary:
 //
-//	go generate ./wasm && go run ./wasm -config FILE [-module PATH] [-addr HOST:PORT] [-data DIR]
+//	go generate ./wasm && go run ./wasm -config FILE [-module PATH] [-addr HOST:PORT] [-data DIR] [-instances N]
 //
 // The host owns the listener and hands each request to the module's
 // exported handle function; the module's goroutines run only during such
@@ -50,7 +50,7 @@ var (
 	addrFlag    = flag.String("addr", "", "listen address HOST:PORT, overriding the configuration's listen")
 	dataFlag    = flag.String("data", "", "state directory, overriding the configuration's data_dir")
 	cacheFlag   = flag.String("cache", "", "compilation cache directory (default: the user cache directory)")
-	callTimeout = flag.Duration("call-timeout", 10*time.Second, "deadline of one call into the module; a call past it is aborted and the instance replaced. 0 turns the deadline off, for platforms that bound CPU time themselves")
+	callTimeout = flag.Duration("call-timeout", 10*time.Second, "deadline of one call into the module: a call past it is cut off at its next call to the host, and the instance replaced; one that makes none ends the host (its watchdog kills it) for its supervisor to restart. 0 turns the deadline off, for platforms that bound CPU time themselves")
 	instances   = flag.Int("instances", runtime.NumCPU(), "module instances serving requests in parallel (at least 1)")
 )
 
@@ -68,7 +68,7 @@ func main() {
 	}
 	log.SetFlags(0)
 	flag.Usage = func() { // named as it is run, not by go run's temporary path
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: go run ./wasm [-config FILE] [-module PATH] [-addr HOST:PORT] [-data DIR] [-cache DIR] [-call-timeout D]\n\nServes the edge module under wazero, with the native build's API. Flags:")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: go run ./wasm [-config FILE] [-module PATH] [-addr HOST:PORT] [-data DIR] [-cache DIR] [-call-timeout D] [-instances N]\n\nServes the edge module under wazero, with the native build's API. Flags:")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -178,7 +178,7 @@ func run() error {
 		srv.Close()
 		return err
 	}
-	defer state.close() // after a failure; otherwise closed below, its error reported
+	defer state.close() // closed below, its error reported; again here, after a failure (a second close does nothing)
 	*backend = state.backend
 	rt, compiled := c.rt, c.cm
 	var dog *watchdog
@@ -190,6 +190,20 @@ func run() error {
 		defer dog.stop()
 	}
 	h, err := newHost(state, dog, rt, compiled, *instances, wire.StartArgs{Config: cfgBytes, BaseURL: baseURL(ln)})
+	// A store that does not answer yet (Redis down) delays the start, as
+	// in the native build: the host answers "starting" and tries again.
+	for err != nil && state.backend.Failing != nil && state.backend.Failing() != nil {
+		slog.Warn("the store does not answer: starting once it does", "err", err)
+		select {
+		case <-ctx.Done():
+			if err := srv.Stop(serveUnavailable("stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
+				slog.Warn("shutdown: in-flight requests cut off", "err", err)
+			}
+			return nil
+		case <-time.After(time.Second):
+		}
+		h, err = newHost(state, dog, rt, compiled, *instances, wire.StartArgs{Config: cfgBytes, BaseURL: baseURL(ln)})
+	}
 	if err != nil {
 		srv.Close()
 		return err

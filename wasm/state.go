@@ -109,12 +109,26 @@ func instantiateStore(ctx context.Context, rt wazero.Runtime, b *hoststore.Backe
 // if it fits in outCap, else keeps it for storeResult; it returns the
 // reply's length. A frame out of the module's memory is a fault of the
 // instance: the panic becomes its trap, and the host replaces it.
+//
+// While it serves, the call is the host's, not the module's: the watchdog
+// leaves it be (a store that answers slowly is no runaway), and the store
+// gets the call's deadline instead, past which it answers unavailable.
 func storeCall(ctx context.Context, b *hoststore.Backend, mod api.Module, req, reqLen, out, outCap uint32) uint32 {
 	c := callOf(ctx)
 	c.check()
+	if reqLen > maxFrame {
+		panic("deeplink_store.call: request frame over 16 MiB")
+	}
 	frame, ok := mod.Memory().Read(req, reqLen)
 	if !ok {
 		panic("deeplink_store.call: request out of the module's memory")
+	}
+	if !c.deadline.IsZero() {
+		c.dog.disarm(c.slot)
+		defer c.dog.arm(c.slot, c.deadline)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.deadline)
+		defer cancel()
 	}
 	reply := b.Serve(ctx, c.view, frame)
 	if len(reply) <= int(outCap) {
@@ -141,6 +155,8 @@ func storeResult(ctx context.Context, mod api.Module, out, n uint32) {
 type callState struct {
 	name     string    // the export called
 	deadline time.Time // past it, the call is cut off at its next host call; zero: none
+	dog      *watchdog // watches the call while it runs in the module
+	slot     int       // the instance's, for dog
 
 	// view is the store as the call changes it: its changes are made at
 	// once, and made durable (view.Wait) after the call, once the
@@ -150,6 +166,11 @@ type callState struct {
 }
 
 type callKey struct{}
+
+// maxFrame bounds a store request: the largest value the service stores
+// is a 64 KiB event body, with its delivery records. A module asking for
+// more is broken or hostile.
+const maxFrame = 16 << 20
 
 func callOf(ctx context.Context) *callState {
 	c, _ := ctx.Value(callKey{}).(*callState)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -96,6 +97,9 @@ func (w *watchdog) stop() {
 // 1.25 s of its deadline), kills its parent past one, and ends when the
 // parent does.
 func watchdogMain(n int) int {
+	// A terminal's ^C and a service manager's stop reach the host's whole
+	// process group: the watchdog ends with the host, not before it.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	parent := os.Getppid()
 	mem, err := syscall.Mmap(3, 0, n*8, syscall.PROT_READ, syscall.MAP_SHARED)
 	if err != nil {

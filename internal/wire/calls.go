@@ -11,7 +11,6 @@ import (
 // StartArgs is the argument of start.
 type StartArgs struct {
 	Config  []byte `json:"config"`   // the configuration file's bytes; empty for the demo
-	DataDir string `json:"data_dir"` // where the host mounted data_dir
 	BaseURL string `json:"base_url"` // the demo's own address
 	// Worker: an instance that serves only the requests Primary does not
 	// send to the primary; it keeps no webhook state.

@@ -25,7 +25,9 @@ type Response struct {
 	Body   []byte
 	// The request's log line, which the host writes (natively, where it
 	// costs a tenth): its path as it may be logged and its route; an
-	// empty route when the module logged the request itself.
+	// empty route when the module answered before it knew the route (a
+	// frame it could not read, a handler's panic), and the host logs the
+	// line with its own.
 	LogPath, LogRoute string
 }
 

@@ -225,8 +225,8 @@ func (c *Client) scored(e *enc) ([]store.Scored, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := d.int()
-	if n < 0 || n > int64(len(d.b)) {
+	n := d.int() // a member takes at least 2 bytes of the frame
+	if n < 0 || n > int64(len(d.b))/2 {
 		return nil, fmt.Errorf("%w: %v", store.ErrUnavailable, errFrame)
 	}
 	out := make([]store.Scored, n)

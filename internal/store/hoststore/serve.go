@@ -144,8 +144,9 @@ func (b *Backend) serve(ctx context.Context, st store.Store, d *dec, out *enc) e
 		}
 		return err
 	case opApply:
+		// A write takes at least 5 bytes of the frame: more are not there.
 		n := d.int()
-		if d.bad || n < 0 || n > int64(len(d.b)) {
+		if d.bad || n < 0 || n > int64(len(d.b))/5 {
 			return errFrame
 		}
 		ws := make([]store.Write, n)
