@@ -167,7 +167,7 @@ func (in *instance) callLocked(view view, name string, b []byte, args ...uint64)
 		// call tries again; meanwhile the service is unavailable.
 		return nil, fmt.Errorf("%w: the module is not running (its restart failed)", store.ErrUnavailable)
 	}
-	c := &callState{view: view, name: name, dog: in.h.dog, slot: in.slot}
+	c := &callState{view: view, name: name, dog: in.h.dog, slot: in.slot, remote: in.h.state.remote}
 	// Start has no deadline: the primary's reads the whole webhook state
 	// back from the store, which for a long delivery log takes longer
 	// than a request may; under the deadline it could neither start nor

@@ -32,6 +32,9 @@ type hostState struct {
 	view func() view
 	// close makes every change durable and releases the store.
 	close func() error
+	// remote: the store is another server's (Redis), whose calls can
+	// wait on the network: they get the call's deadline.
+	remote bool
 }
 
 // view is the store as one call changes it: Wait returns once what the
@@ -57,7 +60,7 @@ func openState(cfg *config.Config, dataDir string) (*hostState, error) {
 		}
 		// Redis has no cheap count of a prefix's keys (no Len, no Count):
 		// /metrics leaves those gauges out, as the native build does.
-		return &hostState{backend: hoststore.Backend{Failing: w.Failing}, view: func() view { return redisView{w} }, close: w.Close}, nil
+		return &hostState{backend: hoststore.Backend{Failing: w.Failing}, view: func() view { return redisView{w} }, close: w.Close, remote: true}, nil
 	}
 	for _, old := range []string{"store-00.snap", "store-00.log", "webhooks.json", "cookie.key"} {
 		if _, err := os.Stat(filepath.Join(dataDir, old)); err == nil {
@@ -126,9 +129,11 @@ func storeCall(ctx context.Context, b *hoststore.Backend, mod api.Module, req, r
 	if !c.deadline.IsZero() {
 		c.dog.disarm(c.slot)
 		defer c.dog.arm(c.slot, c.deadline)
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, c.deadline)
-		defer cancel()
+		if c.remote {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, c.deadline)
+			defer cancel()
+		}
 	}
 	reply := b.Serve(ctx, c.view, frame)
 	if len(reply) <= int(outCap) {
@@ -157,6 +162,7 @@ type callState struct {
 	deadline time.Time // past it, the call is cut off at its next host call; zero: none
 	dog      *watchdog // watches the call while it runs in the module
 	slot     int       // the instance's, for dog
+	remote   bool      // the store's calls get the deadline (hostState.remote)
 
 	// view is the store as the call changes it: its changes are made at
 	// once, and made durable (view.Wait) after the call, once the
