@@ -117,11 +117,30 @@ rest() {
 # journal), the store's records, the JSON bodies, the configuration and
 # the frames the edge module sends its host.
 fuzz_briefly() {
-  go test -run '^$' -fuzz '^FuzzCrash$' -fuzztime 20s ./internal/store/embedded &&
-  go test -run '^$' -fuzz '^FuzzRecord$' -fuzztime 10s ./internal/store/embedded &&
-  go test -run '^$' -fuzz '^FuzzDecodeObject$' -fuzztime 15s . &&
-  go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 10s ./internal/config &&
-  go test -run '^$' -fuzz '^FuzzServe$' -fuzztime 5s ./internal/store/hoststore
+  fuzz_for 20s FuzzCrash ./internal/store/embedded &&
+  fuzz_for 10s FuzzRecord ./internal/store/embedded &&
+  fuzz_for 15s FuzzDecodeObject . &&
+  fuzz_for 10s FuzzParse ./internal/config &&
+  fuzz_for 5s FuzzServe ./internal/store/hoststore
+}
+
+# fuzz_for fuzzes target in pkg for a while. Go 1.26's fuzzing engine may
+# end a run that found nothing with a bare "context deadline exceeded"
+# when its time is up while a worker is busy (go.dev/issue/75804, fixed in
+# Go 1.27): such a run passes with a note. A real finding always writes
+# its input to testdata and says so, and fails.
+fuzz_for() { # duration target pkg
+  local out
+  if out=$(go test -run '^$' -fuzz "^$2\$" -fuzztime "$1" "$3" 2>&1); then
+    printf '%s\n' "$out"
+    return 0
+  fi
+  printf '%s\n' "$out"
+  if grep -q 'context deadline exceeded' <<<"$out" && ! grep -q 'Failing input written' <<<"$out"; then
+    echo "($2: the fuzzing engine's end-of-time race, go.dev/issue/75804; nothing found)"
+    return 0
+  fi
+  return 1
 }
 
 lanes static vet_wasip1
