@@ -231,7 +231,7 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if st == nil || keyIndex(st, key) < 0 {
-		s.keys.failed(client, time.Now())
+		s.keys.failed(r.Context(), client, time.Now())
 		page["Error"] = "That store ID and API key do not match a store of this service."
 		s.render(w, http.StatusUnauthorized, "signin.html", page)
 		return

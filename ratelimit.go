@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
 	"math"
+	"strconv"
+
+	"deeplink/internal/store"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,6 +18,9 @@ import (
 // A client may fail a store's API key check keyFailBurst times in a row, then
 // once per keyFailInterval: a guesser gets one try a second, a client with
 // a misconfigured key notices long before it is throttled.
+// guardPrefix starts the store keys of the guards' shared verdicts.
+const guardPrefix = "guard:"
+
 const (
 	keyFailBurst    = 100
 	keyFailInterval = time.Second
@@ -43,9 +50,20 @@ const (
 // purpose: were a right key let through before the budget is looked at,
 // a throttled guesser would still learn, at full speed, which of its
 // guesses is right, and the guard would slow nothing.
+//
+// Processes that share a store (replicas on Redis, the edge host's
+// instances) share the verdict (share): a client blocked by one is
+// blocked by each of the others from its first failure there, so that a
+// guesser spreading its guesses gains one each, not a budget each. Only
+// the verdict is written, when a client becomes blocked, not every
+// failure: a failed key costs the store nothing until a client has spent
+// its burst.
 type keyGuard struct {
 	burst    float64
 	interval time.Duration
+
+	st     store.Store // where the verdicts are shared; nil: this process alone
+	prefix string      // of the verdicts' keys in st
 
 	// failing is len(clients), kept beside it so that blocked, on every
 	// request with an API key, takes no lock while nobody has failed.
@@ -181,10 +199,16 @@ func (g *keyGuard) blocked(client string, now func() time.Time) (bool, time.Dura
 // so that blocked may say yes to someone.
 func (g *keyGuard) anyFailing() bool { return g.failing.Load() > 0 }
 
-// failed spends one of client's failures.
-func (g *keyGuard) failed(client string, now time.Time) {
+// share makes g's verdicts hold across the processes on st, under keys
+// starting with prefix.
+func (g *keyGuard) share(st store.Store, prefix string) { g.st, g.prefix = st, prefix }
+
+// failed spends one of client's failures. With a shared store, a client
+// this failure blocks is blocked there too, until it may fail once more;
+// one blocked there already is blocked here from now on. A store that
+// fails leaves the verdict this process's own.
+func (g *keyGuard) failed(ctx context.Context, client string, now time.Time) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	b := g.clients[client]
 	if b == nil {
 		b = &failBudget{left: g.burst, at: now}
@@ -193,6 +217,30 @@ func (g *keyGuard) failed(client string, now time.Time) {
 	}
 	g.refillLocked(b, now)
 	b.left = math.Max(0, b.left-1)
+	left := b.left
+	g.mu.Unlock()
+	if g.st == nil {
+		return
+	}
+	key := g.prefix + client
+	if left < 1 {
+		until := now.Add(time.Duration((1 - left) * float64(g.interval)))
+		g.st.Put(ctx, key, strconv.AppendInt(nil, until.UnixNano(), 10), until)
+		return
+	}
+	v, err := g.st.Get(ctx, key)
+	if err != nil {
+		return // not blocked elsewhere
+	}
+	until, err := strconv.ParseInt(string(v), 10, 64)
+	if wait := time.Unix(0, until).Sub(now); err == nil && wait > 0 {
+		g.mu.Lock()
+		if b := g.clients[client]; b != nil {
+			g.refillLocked(b, now)
+			b.left = math.Min(b.left, 1-float64(wait)/float64(g.interval)) // blocked until then
+		}
+		g.mu.Unlock()
+	}
 }
 
 // sweep forgets clients whose budget is full again.

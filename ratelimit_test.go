@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"deeplink/internal/store/embedded"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -27,7 +30,7 @@ func TestKeyGuard(t *testing.T) {
 	for i := range 3 {
 		blocked, _ = g.blocked("a", clock)
 		require.False(t, blocked, "before failure %d", i+1)
-		g.failed("a", now)
+		g.failed(context.Background(), "a", now)
 	}
 	blocked, wait = g.blocked("a", clock)
 	require.True(t, blocked, "after the burst")
@@ -38,7 +41,7 @@ func TestKeyGuard(t *testing.T) {
 	now = now.Add(time.Second) // one failure refilled
 	blocked, _ = g.blocked("a", clock)
 	assert.False(t, blocked, "a second later")
-	g.failed("a", now)
+	g.failed(context.Background(), "a", now)
 	blocked, _ = g.blocked("a", clock)
 	assert.True(t, blocked)
 
@@ -202,5 +205,39 @@ func TestFailedRedemptionsRateLimited(t *testing.T) {
 	requireTokenError(t, redeem(unknown(), other), "invalid_grant")
 	for range 20 {
 		requireToken(t, redeem(mustRegister(t, ts, storeA, keyA).form(), other))
+	}
+}
+
+// TestKeyGuardAcrossReplicas: two servers on one store (replicas, or the
+// edge host's instances) share the failed-key guard's verdict: a client
+// blocked on A, after its burst of wrong keys there, gets one more wrong
+// key on B (which has not seen it fail yet), then 429 on B too, its right
+// key included, while another client is served on both.
+func TestKeyGuardAcrossReplicas(t *testing.T) {
+	st, err := embedded.Open("", embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	cfg, err := ParseConfig([]byte(testConfig(cfgOpts{})))
+	require.NoError(t, err)
+	var urls [2]string
+	for i := range urls {
+		ts := httptest.NewServer(newServer(cfg, st, make([]byte, 32), newLogger(io.Discard)).handler())
+		t.Cleanup(ts.Close)
+		urls[i] = ts.URL
+	}
+	a, b := urls[0], urls[1]
+	for range keyFailBurst {
+		requireAPIError(t, registerAt(t, a, storeA, "ak_wrong"), http.StatusUnauthorized, "unauthorized")
+	}
+	requireAPIError(t, registerAt(t, a, storeA, "ak_wrong"), http.StatusTooManyRequests, "rate_limited")
+	requireAPIError(t, registerAt(t, b, storeA, "ak_wrong"), http.StatusUnauthorized, "unauthorized")
+	for _, key := range []string{"ak_wrong", keyA} {
+		r := registerAt(t, b, storeA, key)
+		requireAPIError(t, r, http.StatusTooManyRequests, "rate_limited")
+		requireRetryAfter(t, r)
+	}
+	// Another store's budget, at the same address, is its own.
+	for _, u := range urls {
+		require.Equal(t, http.StatusOK, registerAt(t, u, storeB, keyB).status, "store B at %s", u)
 	}
 }

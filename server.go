@@ -59,6 +59,8 @@ func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) 
 		now:          time.Now,
 	}
 	s.hooks.log = log
+	s.keys.share(st, guardPrefix+"key:")
+	s.grants.share(st, guardPrefix+"grant:")
 	s.appleBody, s.androidBody = associationFiles(cfg.Apps)
 	return s
 }

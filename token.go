@@ -93,7 +93,7 @@ func (s *server) token(r *http.Request) (*tokenResponse, *tokenError) {
 		if client == "" {
 			client = clientAddr(r, s.cfg.Proxies())
 		}
-		s.grants.failed(client, time.Now())
+		s.grants.failed(r.Context(), client, time.Now())
 	}
 	return resp, terr
 }

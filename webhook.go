@@ -395,7 +395,7 @@ func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h
 		if client == "" {
 			client = guardKey(clientAddr(r, s.cfg.Proxies()), st.ID)
 		}
-		s.keys.failed(client, time.Now())
+		s.keys.failed(r.Context(), client, time.Now())
 		writeError(w, errUnauthorized)
 		return
 	}
