@@ -366,8 +366,9 @@ type ctOpts struct {
 	embeddedOnly          bool
 	noWait                bool // start without waiting for /readyz 200
 	// loadTest raises the per-key request budget past any load a test
-	// makes: a load test is not about the budget, and on a fast machine
-	// would meet it.
+	// makes (a load test is not about the budget, and on a fast machine
+	// would meet it), and trusts the loopback as a proxy, so that the
+	// test's requests may name clients of their own (X-Forwarded-For).
 	loadTest      bool
 	publicBaseURL string // another's than the service's own URL: a replica's behind one name
 }
@@ -442,12 +443,14 @@ func startContractService(t *testing.T, target string, o ctOpts) *ctService {
 			"android": []map[string]any{{"package_name": "com.example.game", "sha256_cert_fingerprints": []string{"AB:CD:EF"}}},
 		}
 	}
-	fairness := map[string]any{}
+	fairness, proxies := map[string]any{}, []string{}
 	if o.loadTest {
 		fairness = map[string]any{"key_rate": 1e9, "key_burst": 1e9}
+		proxies = []string{"127.0.0.1/32"} // the test's requests may name clients of their own
 	}
 	cfg, err := json.Marshal(map[string]any{
 		"fairness":        fairness,
+		"trusted_proxies": proxies,
 		"listen":          addr,
 		"data_dir":        data,
 		"public_base_url": cmp.Or(o.publicBaseURL, s.URL),
