@@ -238,12 +238,12 @@ func (in *instance) call(name string, b []byte, args ...uint64) (out []byte, id 
 
 // handle has an instance serve the framed request req for path.
 func (h *host) handle(path string, req []byte) (*wire.Response, error) {
-	in := h.primary()
-	if !wire.Primary(path) {
+	in, pooled := h.primary(), !wire.Primary(path)
+	if pooled {
 		in = <-h.free
 	}
 	out, _, wait, err := in.call("handle", req)
-	if !wire.Primary(path) {
+	if pooled {
 		h.free <- in // free for the next request while this one's changes are written
 	}
 	if err := errors.Join(err, wait()); err != nil {

@@ -115,6 +115,15 @@ func (c *Client) value(e *enc) ([]byte, error) {
 
 func req(op byte) *enc { return &enc{b: append(make([]byte, 0, 64), op)} }
 
+// setReq is the request of an operation that sets key to val until exp.
+func setReq(op byte, key string, val []byte, exp time.Time) *enc {
+	e := req(op)
+	e.str(key)
+	e.bytes(nonNil(val))
+	e.time(exp)
+	return e
+}
+
 func (c *Client) Get(_ context.Context, key string) ([]byte, error) {
 	e := req(opGet)
 	e.str(key)
@@ -122,27 +131,15 @@ func (c *Client) Get(_ context.Context, key string) ([]byte, error) {
 }
 
 func (c *Client) Put(_ context.Context, key string, val []byte, exp time.Time) error {
-	e := req(opPut)
-	e.str(key)
-	e.bytes(nonNil(val))
-	e.time(exp)
-	return c.ok(e)
+	return c.ok(setReq(opPut, key, val, exp))
 }
 
 func (c *Client) Insert(_ context.Context, key string, val []byte, exp time.Time) error {
-	e := req(opInsert)
-	e.str(key)
-	e.bytes(nonNil(val))
-	e.time(exp)
-	return c.ok(e)
+	return c.ok(setReq(opInsert, key, val, exp))
 }
 
 func (c *Client) Swap(_ context.Context, key string, val []byte, exp time.Time) ([]byte, error) {
-	e := req(opSwap)
-	e.str(key)
-	e.bytes(nonNil(val))
-	e.time(exp)
-	return c.value(e)
+	return c.value(setReq(opSwap, key, val, exp))
 }
 
 func (c *Client) Extend(_ context.Context, key string, exp time.Time) error {

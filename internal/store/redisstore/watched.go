@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -37,19 +38,12 @@ func OpenWatched(o Options) (*Watched, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Watched{Store: st, log: cmpLogger(o.Logger), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Watched{Store: st, log: cmp.Or(o.Logger, slog.Default()), stop: make(chan struct{}), done: make(chan struct{})}
 	if err := w.check(); err != nil {
 		w.failing.Store(&err) // not logged: the caller's start says it waits for Redis
 	}
 	go w.watch()
 	return w, nil
-}
-
-func cmpLogger(l *slog.Logger) *slog.Logger {
-	if l == nil {
-		return slog.Default()
-	}
-	return l
 }
 
 // ping asks Redis, keeps the outcome for Failing, and logs a change of
