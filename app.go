@@ -63,6 +63,9 @@ func newAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time)
 		a.store.Close()
 		return nil, err
 	}
+	if a.srv.hooks.share != nil {
+		a.tick(now()) // takes the lead, if free, now rather than in a second
+	}
 	a.done, a.idle = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(a.idle)
@@ -152,6 +155,12 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	}
 	srv.demo = demo
 	srv.hooks.st = a.store
+	if st.remote {
+		if err := srv.hooks.shareWith(ctx, a.store); err != nil {
+			a.store.Close()
+			return nil, err
+		}
+	}
 	if dir != "" {
 		if err := srv.hooks.importHooksFile(ctx, dir); err != nil {
 			a.store.Close()
@@ -193,9 +202,11 @@ func (a *app) Close() error {
 // writeState writes what the webhook dispatcher changed last and closes
 // the store. After a failure it can be called again.
 func (a *app) writeState() error {
-	if err := a.srv.hooks.persist(context.Background()); err != nil {
+	ctx := context.Background()
+	if err := a.srv.hooks.sync(ctx); err != nil {
 		return err
 	}
+	a.srv.hooks.release(ctx)
 	return a.store.Close()
 }
 

@@ -364,12 +364,15 @@ func (s *server) call(ctx context.Context, st *StoreConfig, c apiCall, h func(ht
 	for k, v := range c.path {
 		r.SetPathValue(k, v)
 	}
-	hf := func(w http.ResponseWriter, r *http.Request) { h(w, r, st) }
-	if c.change {
-		hf = s.persisting(func(w http.ResponseWriter, r *http.Request) { refusing(s, h)(w, r, st) })
-	}
 	rec := &recorder{header: http.Header{}}
-	hf(rec, r)
+	switch {
+	case c.change:
+		s.change(rec, r, true, func(w http.ResponseWriter, r *http.Request) { refusing(s, h)(w, r, st) })
+	case s.hooks.catchUp(ctx) != nil:
+		writeError(rec, errStoreDown)
+	default:
+		h(rec, r, st)
+	}
 	a := apiAnswer{status: rec.code()}
 	json.Unmarshal(rec.body.Bytes(), &a)
 	return a

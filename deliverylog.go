@@ -37,9 +37,13 @@ func (hk *hooks) enqueueLocked(e *endpoint, ev *event) *delivery {
 // and again when ones logged beyond the retention end. It costs O(1) when
 // nothing can go (e.finished is 0, as on a dead endpoint) and otherwise
 // O(the entries up to the last one dropped): usually the oldest entry is
-// finished and goes by reslicing, not by copying the whole log. hk.mu
-// must be held.
+// finished and goes by reslicing, not by copying the whole log. A
+// follower of a shared state leaves trimming to the leader, whose
+// deletions it takes in (hookshare.go). hk.mu must be held.
 func (hk *hooks) trimLogLocked(e *endpoint) {
+	if !hk.leading {
+		return
+	}
 	excess := min(len(e.log)-hk.cfg.Webhooks.DeliveryLogSize, e.finished)
 	if over := e.logBytes - hk.budget.log; over > 0 {
 		// The oldest finished ones that take it back under the budget.

@@ -198,8 +198,12 @@ func (hk *hooks) attemptsCtxLocked(id string) context.Context {
 // ready list, or parks them on their endpoint when it is at its in-flight
 // limit; those their endpoint refuses (refusesLocked) are failed. It
 // returns when the next delivery falls due, in unix nanoseconds, or 0
-// when none is scheduled. hk.mu must be held.
+// when none is scheduled. A follower of a shared state sends nothing: it
+// returns 0. hk.mu must be held.
 func (hk *hooks) advanceLocked(now time.Time) (next int64) {
+	if !hk.leading {
+		return 0
+	}
 	n := now.UnixNano()
 	for len(hk.sched) > 0 && hk.sched[0].NextAt <= n {
 		d := heap.Pop(&hk.sched).(*delivery)
@@ -296,7 +300,7 @@ func (hk *hooks) takeLocked(now time.Time) *job {
 func (hk *hooks) finishLocked(j *job, r egress.Result) {
 	d := j.d
 	e := hk.endpoints[d.EndpointID]
-	if e == nil {
+	if e == nil || hk.deliv[d.ID] != d { // its endpoint deleted, or the copy read again (hookshare.go)
 		return
 	}
 	hk.releaseLocked(e)
@@ -318,8 +322,13 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 // the request that disables e drops everything queued for it (dropAll),
 // and one that changes e's events drops what e now refuses, both in the
 // same step as the change, so that no request e no longer takes starts
-// after that answer. hk.mu must be held.
+// after that answer. A follower of a shared state leaves this to the
+// leader, which does it when it takes the change in (hookshare.go).
+// hk.mu must be held.
 func (hk *hooks) dropQueuedLocked(e *endpoint, drop func(*delivery) bool) {
+	if !hk.leading {
+		return
+	}
 	fail := func(d *delivery) {
 		// Dropped because e refuses it now, or (dropAll) because e was
 		// disabled, which e also refuses for a test call not yet attempted.
@@ -465,10 +474,40 @@ func (a attempt) signatures(eventID string) webhookHeaders {
 // tick does the timed housekeeping: expired idempotency keys and rotation
 // secrets go (the store forgets the keys by their own expiry), endpoints
 // failing for webhooks.disable_after are disabled (on hooks.now, as their
-// failure windows are kept), and what changed is written. One caller at
-// a time.
+// failure windows are kept), and what changed is written. With replicas
+// sharing the state (hookshare.go), the leader does it, under their lock,
+// and renews its lease; a follower takes in the others' changes, and
+// takes the lead if it is free. One caller at a time.
 func (hk *hooks) tick(now time.Time) error {
+	if hk.share == nil {
+		hk.housekeep(now, true)
+		return hk.persist(context.Background())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lockWork)
+	defer cancel()
+	hk.lead(ctx, now)
 	hk.mu.Lock()
+	leading := hk.leading
+	hk.mu.Unlock()
+	if !leading {
+		hk.housekeep(now, false)
+		return hk.catchUp(ctx)
+	}
+	work, unlock, err := hk.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	hk.housekeep(now, true)
+	return errors.Join(hk.persist(work), hk.trimFeed(work, now))
+}
+
+// housekeep is tick's work on the copy. A follower (not leading) only
+// forgets the expired keys: the leader writes what expires, and the
+// store forgets the keys by itself.
+func (hk *hooks) housekeep(now time.Time, leading bool) {
+	hk.mu.Lock()
+	defer hk.mu.Unlock()
 	// The keys that expired, from the front of the queue: O(those), not
 	// O(every key remembered), under the lock every webhook call takes.
 	n := 0
@@ -481,11 +520,16 @@ func (hk *hooks) tick(now time.Time) error {
 			delete(hk.idem, q.key)
 			store, _, _ := strings.Cut(q.key, "\x00")
 			hk.idemCount[store]--
-			hk.touchLocked(kindIdem, q.key)
+			if leading {
+				hk.touchLocked(kindIdem, q.key)
+			}
 		}
 	}
 	clear(hk.idemQueue[:n])
 	hk.idemQueue = hk.idemQueue[n:]
+	if !leading {
+		return
+	}
 	clock := hk.now()
 	for _, e := range hk.endpoints {
 		if e.OldSecret != "" && now.Unix() >= e.OldSecretEnd {
@@ -494,6 +538,4 @@ func (hk *hooks) tick(now time.Time) error {
 		}
 		hk.checkFailingLocked(e, clock)
 	}
-	hk.mu.Unlock()
-	return hk.persist(context.Background())
 }

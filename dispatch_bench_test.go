@@ -155,7 +155,7 @@ func newDeliveryBench(b *testing.B) *deliveryBench {
 // run delivers at least n deliveries and returns how many. Events are
 // published as the publish handler does after validating (hooks.publish,
 // then hooks.persist: each accepted event on disk before it would be
-// answered), from benchConcurrency goroutines; each goes to every
+// answered; with replicas, under their lock: hooks.locked), from benchConcurrency goroutines; each goes to every
 // endpoint of its store, the stores taking turns. So this measures
 // publish to delivered, without HTTP on the publishing side.
 func (s *deliveryBench) run(b *testing.B, n int) int {
@@ -169,11 +169,15 @@ func (s *deliveryBench) run(b *testing.B, n int) int {
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(events); i = next.Add(1) - 1 {
 				st := hk.cfg.Stores[int(i)%len(hk.cfg.Stores)]
-				if _, ok := hk.publish(st.ID, eventOrderStatus, json.RawMessage(benchOrder), ""); !ok {
+				ok := true
+				err := hk.locked(context.Background(), func() {
+					_, ok = hk.publish(st.ID, eventOrderStatus, json.RawMessage(benchOrder), "")
+				})
+				if !ok {
 					b.Error("publish refused: over budget")
 					return
 				}
-				if err := hk.persist(context.Background()); err != nil {
+				if err != nil {
 					b.Error(err)
 					return
 				}

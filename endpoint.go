@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -173,14 +174,25 @@ func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st
 	now := time.Now().Unix()
 	e := &endpoint{ID: newID("we_"), StoreID: st.ID, Enabled: true, CreatedAt: now, Secret: newSecret()}
 	c.apply(e, now)
-	hk.endpoints[e.ID] = e
-	hk.byStore[st.ID] = append(hk.byStore[st.ID], e)
+	hk.addEndpointLocked(e)
 	hk.touchLocked(kindEndpoint, e.ID)
 	v := e.view()
 	v["secret"] = e.Secret
 	hk.mu.Unlock()
 	w.Header().Set("Cache-Control", "no-store") // it shows the secret
 	writeJSON(w, http.StatusCreated, map[string]any{"data": v})
+}
+
+// addEndpointLocked adds e to the endpoints of its store, which are kept
+// in the order they were made (by created_at, then id): the same in
+// every replica and after a restart. hk.mu must be held.
+func (hk *hooks) addEndpointLocked(e *endpoint) {
+	hk.endpoints[e.ID] = e
+	list := hk.byStore[e.StoreID]
+	i, _ := slices.BinarySearchFunc(list, e, func(a, b *endpoint) int {
+		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	hk.byStore[e.StoreID] = slices.Insert(list, i, e)
 }
 
 func (s *server) handleListEndpoints(w http.ResponseWriter, r *http.Request, st *StoreConfig) {

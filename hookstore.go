@@ -177,7 +177,7 @@ func (hk *hooks) persist(ctx context.Context) error {
 // write makes ops' writes and their index entries in one Apply, so that
 // they share the store's write. A crash in between may leave an entry
 // without a record, which a start skips, or a record without an entry,
-// one nothing acknowledged.
+// one nothing acknowledged. hk.persistMu must be held, or nothing run yet.
 func (hk *hooks) write(ctx context.Context, ops []hookOp) error {
 	ws := make([]store.Write, 0, 2*len(ops))
 	for _, op := range ops {
@@ -186,11 +186,24 @@ func (hk *hooks) write(ctx context.Context, ops []hookOp) error {
 			ws = append(ws, store.Write{Key: hookIndex(op.kind), Member: op.id, Val: op.val})
 		}
 	}
+	var gen int64
+	if hk.share != nil && len(ops) > 0 {
+		// Listed in the change feed after the records, so that a replica
+		// that reads the entry finds them written (hookshare.go).
+		var err error
+		if gen, err = hk.st.Add(ctx, shareGen, 1, time.Time{}); err != nil {
+			return err
+		}
+		ws = append(ws, store.Write{Key: shareFeed, Member: feedMember(gen, ops), Val: []byte{1}, Score: gen})
+	}
 	if err := hk.st.Apply(ctx, ws); err != nil {
 		return err
 	}
 	for _, op := range ops {
 		hk.index(op.kind, op.id, op.val != nil)
+	}
+	if hk.share != nil && hk.share.seen == gen-1 {
+		hk.share.seen = gen // caught up before this write, under the lock: nothing between
 	}
 	return nil
 }
@@ -347,8 +360,7 @@ func (hk *hooks) restore(f hooksFile) {
 			parked[e.ID] = true
 			continue
 		}
-		hk.endpoints[e.ID] = e
-		hk.byStore[e.StoreID] = append(hk.byStore[e.StoreID], e)
+		hk.addEndpointLocked(e)
 	}
 	events := make(map[string]*event, len(f.Events))
 	for _, ev := range f.Events {

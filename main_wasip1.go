@@ -195,7 +195,7 @@ var wrapStore func(store.Store) store.Store
 // the host's store. (Every other change went to the host's store as it
 // was made, and was durable before the handler went on.)
 func persistEdge() error {
-	return edge.app.srv.hooks.persist(context.Background())
+	return edge.app.srv.hooks.sync(context.Background())
 }
 
 // pathOf is the path of a request URI (path and query, as sent).

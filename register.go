@@ -401,11 +401,6 @@ func (s *server) configWarnings() []string {
 	if s.cfg.Webhooks.AllowInsecureURLs {
 		ws = append(ws, "allow_insecure_urls is on: http:// and private addresses are accepted; for development only")
 	}
-	if s.cfg.Storage.Backend == "redis" {
-		// docs/operations.md, "Several replicas": sign-in state is shared,
-		// the webhook state not yet.
-		ws = append(ws, "storage.backend is redis: sign-in state is shared by every replica, but each replica keeps its own copy of the webhook state (read at its start); serve the webhook API, events and the dashboard from one replica (docs/operations.md)")
-	}
 	for _, st := range s.cfg.Stores {
 		if st.GameAuthorizeURL == "" {
 			continue // no link flow

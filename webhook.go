@@ -202,6 +202,7 @@ type hooks struct {
 	ended    struct{ succeeded, failed atomic.Int64 }          // deliveries by how they ended, attempted or not, for /metrics
 
 	st           store.Store     // where the state is kept (hookstore.go); nil keeps nothing
+	share        *sharing        // with other replicas (hookshare.go); nil when there are none
 	persistMu    sync.Mutex      // one persist at a time, so an older form never overwrites a newer
 	indexed      map[string]bool // kind:id of the records the store's indexes list; persistMu guards
 	persistedGen uint64          // touchGen written by the last persist; persistMu guards
@@ -219,6 +220,7 @@ type hooks struct {
 	touched   map[string]bool // kind:id of what changed since the last persist
 	touchGen  uint64          // touches made so far
 	closed    bool
+	leading   bool             // this replica sends the deliveries: always, but for a follower of a shared state (hookshare.go)
 	pending   map[string]int64 // store id → what its pending deliveries hold (logCost), against budget.pending
 	idemCount map[string]int   // store id → its keys in idem, against budget.idem
 	budget    struct {
@@ -248,6 +250,7 @@ func newHooks(cfg *Config) *hooks {
 		wake:      make(chan struct{}, 1),
 		pending:   map[string]int64{},
 		idemCount: map[string]int{},
+		leading:   true,
 	}
 	hk.budget.pending, hk.budget.idem, hk.budget.log = pendingBudget, idemBudget, logBudget
 	return hk
@@ -298,15 +301,15 @@ func (hk *hooks) queueDepth() int {
 func (s *server) webhookRoutes(mux *http.ServeMux) {
 	const ep = "/stores/{store_id}/webhooks/{endpoint_id}"
 	mux.HandleFunc("POST /stores/{store_id}/webhooks", s.persisting(s.withStore(refusing(s, s.handleCreateEndpoint))))
-	mux.HandleFunc("GET /stores/{store_id}/webhooks", s.withStore(reading(s, s.handleListEndpoints)))
-	mux.HandleFunc("GET "+ep, s.withEndpoint(reading(s, s.handleGetEndpoint)))
-	mux.HandleFunc("GET "+ep+"/secret", s.withEndpoint(reading(s, s.handleGetSecret)))
+	mux.HandleFunc("GET /stores/{store_id}/webhooks", s.caughtUp(s.withStore(reading(s, s.handleListEndpoints))))
+	mux.HandleFunc("GET "+ep, s.caughtUp(s.withEndpoint(reading(s, s.handleGetEndpoint))))
+	mux.HandleFunc("GET "+ep+"/secret", s.caughtUp(s.withEndpoint(reading(s, s.handleGetSecret))))
 	mux.HandleFunc("PATCH "+ep, s.persisting(s.withEndpoint(refusing(s, s.handlePatchEndpoint))))
 	mux.HandleFunc("DELETE "+ep, s.persisting(s.withEndpoint(refusing(s, s.handleDeleteEndpoint))))
 	mux.HandleFunc("POST "+ep+"/rotate-secret", s.persisting(s.withEndpoint(refusing(s, s.handleRotateSecret))))
 	mux.HandleFunc("POST "+ep+"/test", s.persisting(s.withEndpoint(refusing(s, s.handleTestEndpoint))))
-	mux.HandleFunc("GET "+ep+"/deliveries", s.withEndpoint(reading(s, s.handleListDeliveries)))
-	mux.HandleFunc("GET "+ep+"/deliveries/{delivery_id}", s.withEndpoint(reading(s, s.handleGetDelivery)))
+	mux.HandleFunc("GET "+ep+"/deliveries", s.caughtUp(s.withEndpoint(reading(s, s.handleListDeliveries))))
+	mux.HandleFunc("GET "+ep+"/deliveries/{delivery_id}", s.caughtUp(s.withEndpoint(reading(s, s.handleGetDelivery))))
 	mux.HandleFunc("POST "+ep+"/deliveries/{delivery_id}/retry", s.persisting(s.withEndpoint(refusing(s, s.handleRetryDelivery))))
 	mux.HandleFunc("POST "+ep+"/recover", s.persisting(s.withEndpoint(refusing(s, s.handleRecover))))
 	mux.HandleFunc("POST /stores/{store_id}/events", s.persisting(s.withStore(refusing(s, s.handlePublish))))
@@ -316,22 +319,67 @@ func (s *server) webhookRoutes(mux *http.ServeMux) {
 // only once what it changed is written (hooks.persist); when that fails,
 // the answer is 503 (unable to persist), the change not
 // acknowledged. Any other answer changed nothing and goes as it is.
+// With replicas sharing the state, h runs under their lock
+// (hookshare.go) when the request names a store and its key: others
+// are answered without it.
 func (s *server) persisting(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.hooks.persistBad.Load() {
-			s.hooks.persist(r.Context()) // what the last one left: refusing tells how it went
+		s.change(w, r, s.keyOK(r), h)
+	}
+}
+
+// change is persisting's handler, under the lock of a shared state when
+// locked.
+func (s *server) change(w http.ResponseWriter, r *http.Request, locked bool, h http.HandlerFunc) {
+	hk := s.hooks
+	ctx := r.Context()
+	if hk.share != nil && locked {
+		work, unlock, err := hk.lock(ctx)
+		if err != nil {
+			s.log.Error("webhooks: cannot take the lock of the shared state; answering 503", "err", err)
+			writeError(w, errPersist)
+			return
 		}
-		rec := &recorder{header: http.Header{}}
-		h(rec, r)
-		if rec.code() < 300 {
-			if err := s.hooks.persist(r.Context()); err != nil {
-				s.log.Error("webhooks: writing a change failed; answering 503", "err", err)
-				writeError(w, errPersist)
+		defer unlock()
+		ctx = work
+	}
+	if hk.persistBad.Load() {
+		hk.persist(ctx) // what the last one left: refusing tells how it went
+	}
+	rec := &recorder{header: http.Header{}}
+	h(rec, r)
+	if rec.code() < 300 {
+		if err := hk.persist(ctx); err != nil {
+			s.log.Error("webhooks: writing a change failed; answering 503", "err", err)
+			writeError(w, errPersist)
+			return
+		}
+	}
+	rec.copyTo(w)
+}
+
+// caughtUp runs h, a read of the webhook state, once the state has
+// taken in what other replicas sharing it changed (hooks.catchUp), when
+// the request names a store and its key: what any replica answered is
+// then seen. It answers 503 when that cannot be read.
+func (s *server) caughtUp(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.hooks.share != nil && s.keyOK(r) {
+			if err := s.hooks.catchUp(r.Context()); err != nil {
+				s.log.Error("webhooks: cannot read the shared state; answering 503", "err", err)
+				writeError(w, errStoreDown)
 				return
 			}
 		}
-		rec.copyTo(w)
+		h(w, r)
 	}
+}
+
+// keyOK reports whether r names a configured store and carries one of
+// its API keys: only such requests wait for the shared state.
+func (s *server) keyOK(r *http.Request) bool {
+	st := s.cfg.Store(r.PathValue("store_id"))
+	return st != nil && keyIndex(st, r.Header.Get("X-API-Key")) >= 0
 }
 
 // refusing answers 503 instead of running h while changes cannot be

@@ -1,0 +1,188 @@
+//go:build !wasip1
+
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"deeplink/internal/store/redisstore/redistest"
+)
+
+// TestReplicaWebhooks runs two native replicas on one Redis and checks
+// that they keep one webhook state (API.md §9): an endpoint made, changed
+// or rotated through one is so on the other, and on an edge host; the limit of five endpoints
+// holds over both; events published on both are each delivered once, and
+// both show the one delivery log; and a replica killed while it sends a
+// delivery leaves it to the other, which sends it within
+// webhooks.timeout + 30 s.
+func TestReplicaWebhooks(t *testing.T) {
+	rd := redistest.New(t, redistest.Persistent...)
+	a := startContractService(t, targetNative, ctRedisOpts(rd))
+	bo := ctRedisOpts(rd)
+	bo.publicBaseURL = a.URL
+	b := startContractService(t, targetNative, bo)
+	rc := ctNewReceiverOK(t)
+	key := []string{"X-API-Key", ctKeyA}
+
+	var ep string
+	t.Run("endpoints and secrets are shared", func(t *testing.T) {
+		var secret string
+		ep, secret = a.createEndpoint(t, rc.URL)
+		r := b.do(t, http.MethodGet, ctHooks("/"+ep+"/secret"), nil, key...)
+		ctStatus(t, r, http.StatusOK)
+		assert.Equal(t, secret, r.data(t)["secret"], "the secret read on B of an endpoint made on A")
+
+		r = b.do(t, http.MethodPost, ctHooks("/"+ep+"/rotate-secret"), nil, key...)
+		ctStatus(t, r, http.StatusOK)
+		rotated := r.data(t)["secret"]
+		r = a.do(t, http.MethodGet, ctHooks("/"+ep+"/secret"), nil, key...)
+		ctStatus(t, r, http.StatusOK)
+		assert.Equal(t, rotated, r.data(t)["secret"], "the secret read on A after a rotation on B")
+
+		ctStatus(t, a.do(t, http.MethodPatch, ctHooks("/"+ep), map[string]any{"description": "changed on A"}, key...), http.StatusOK)
+		r = b.do(t, http.MethodGet, ctHooks("/"+ep), nil, key...)
+		ctStatus(t, r, http.StatusOK)
+		assert.Equal(t, "changed on A", r.data(t)["description"], "the description read on B after a PATCH on A")
+
+		// The edge host is a replica like the others.
+		eo := ctRedisOpts(rd)
+		eo.publicBaseURL = a.URL
+		e := startContractService(t, targetWasm, eo)
+		r = e.do(t, http.MethodGet, ctHooks("/"+ep+"/secret"), nil, key...)
+		ctStatus(t, r, http.StatusOK)
+		assert.Equal(t, rotated, r.data(t)["secret"], "the secret read on the edge host")
+		ctStatus(t, e.do(t, http.MethodPatch, ctHooks("/"+ep), map[string]any{"description": "changed on E"}, key...), http.StatusOK)
+		r = a.do(t, http.MethodGet, ctHooks("/"+ep), nil, key...)
+		ctStatus(t, r, http.StatusOK)
+		assert.Equal(t, "changed on E", r.data(t)["description"], "the description read on A after a PATCH on the edge host")
+		e.stop() // the next cases find the lead on A or B
+	})
+
+	t.Run("events published on both are delivered once", func(t *testing.T) {
+		const n = 10
+		var events []string
+		for i := range n {
+			s := []*ctService{a, b}[i%2]
+			events = append(events, s.publish(t, "order-"+strconv.Itoa(i)))
+		}
+		ctEventually(t, 60*time.Second, func() bool {
+			for _, s := range []*ctService{a, b} {
+				log := s.deliveries(t, ep)
+				if len(log) != n || slices.ContainsFunc(log, func(d map[string]any) bool { return d["status"] != "succeeded" }) {
+					return false
+				}
+			}
+			return true
+		}, "the %d deliveries never all succeeded in both replicas' logs", n)
+		got := map[string]int{}
+		for _, h := range rc.got() {
+			got[h.header.Get("Webhook-Id")]++
+		}
+		for _, id := range events {
+			assert.Equal(t, 1, got[id], "requests the receiver got for %s", id)
+		}
+		assert.Len(t, got, n, "events the receiver got")
+		la, lb := a.deliveries(t, ep), b.deliveries(t, ep)
+		assert.Equal(t, la, lb, "the delivery log on A and on B")
+	})
+
+	t.Run("five endpoints at most, over both", func(t *testing.T) {
+		for _, s := range []*ctService{a, b, a} {
+			s.createEndpoint(t, rc.URL)
+		}
+		// One place left: of six creations racing on both, one gets it.
+		var created atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 6 {
+			s := []*ctService{a, b}[i%2]
+			wg.Go(func() {
+				r, err := s.send(http.MethodPost, ctHooks(""), map[string]any{"url": rc.URL, "events": []string{"order.status.updated"}}, key...)
+				if assert.NoError(t, err) && r.status == http.StatusCreated {
+					created.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, int64(1), created.Load(), "creations that got the fifth place")
+		for _, s := range []*ctService{a, b} {
+			r := s.do(t, http.MethodGet, ctHooks(""), nil, key...)
+			ctStatus(t, r, http.StatusOK)
+			assert.Contains(t, string(r.body), ep)
+			assert.Equal(t, 5, strings.Count(string(r.body), `"id":"we_`), "endpoints listed: %s", r.body)
+		}
+		// Room for the next case's endpoint, deleted on B.
+		ctStatus(t, b.do(t, http.MethodDelete, ctHooks("/"+ep), nil, key...), http.StatusNoContent)
+		ctStatus(t, a.do(t, http.MethodGet, ctHooks("/"+ep), nil, key...), http.StatusNotFound)
+	})
+
+	t.Run("a replica killed mid-delivery leaves it to the other", func(t *testing.T) {
+		st := newStallingReceiver(t)
+		stalled, _ := b.createEndpoint(t, st.URL)
+		evt := a.publish(t, "order-stalled")
+		ctEventually(t, 30*time.Second, func() bool { return st.first.Load() != nil }, "the first attempt never arrived")
+		require.Equal(t, evt, *st.first.Load(), "the webhook-id of the first attempt")
+
+		// The replica that sent it holds the lead, its name in Redis.
+		rdb := redis.NewClient(&redis.Options{Addr: rd.Addr()})
+		defer rdb.Close()
+		lead, err := rdb.Get(context.Background(), "replicas:k:"+shareLead).Result()
+		require.NoError(t, err, "reading the lead")
+		parts := strings.Split(lead, "/")
+		require.Len(t, parts, 3, "the lead %q", lead)
+		sender, other := a, b
+		if strconv.Itoa(b.p.cmd.Process.Pid) == parts[1] {
+			sender, other = b, a
+		}
+		require.Equal(t, strconv.Itoa(sender.p.cmd.Process.Pid), parts[1], "the lead %q names neither replica", lead)
+		require.NoError(t, sender.p.cmd.Process.Kill())
+		<-sender.p.exited
+
+		const within = 5*time.Second + 30*time.Second // webhooks.timeout + 30 s
+		ctEventually(t, within, func() bool { return st.delivered.Load() != nil }, "the other replica never sent the stalled delivery")
+		assert.Equal(t, evt, *st.delivered.Load(), "the webhook-id of the attempt that succeeded")
+		ctEventually(t, 10*time.Second, func() bool {
+			log := other.deliveries(t, stalled)
+			return len(log) == 1 && log[0]["status"] == "succeeded"
+		}, "the delivery never succeeded in the log of the replica left")
+	})
+}
+
+// stallingReceiver holds its first request until the client goes (its
+// sender killed), and answers 200 to the next ones.
+type stallingReceiver struct {
+	*httptest.Server
+	first, delivered atomic.Pointer[string] // webhook-ids: of the first request, of the first answered 200
+}
+
+func newStallingReceiver(t *testing.T) *stallingReceiver {
+	rc := &stallingReceiver{}
+	done := make(chan struct{})
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		id := r.Header.Get("Webhook-Id")
+		if rc.first.CompareAndSwap(nil, &id) {
+			select {
+			case <-r.Context().Done():
+			case <-done:
+			}
+			return
+		}
+		rc.delivered.CompareAndSwap(nil, &id)
+	}))
+	t.Cleanup(func() { close(done); rc.Close() })
+	return rc
+}
