@@ -56,11 +56,14 @@ const (
 	// that two never hold it at once.
 	lockTTL  = 15 * time.Second
 	lockWork = 5 * time.Second
-	// leaseTTL is how long the lead outlives a leader that died: the
-	// others take its deliveries over within leaseTTL and a tick. The
-	// leader renews it at every tick (each second) and, when renewing
-	// fails, stops sending leaseMargin before it runs out.
-	leaseTTL    = 10 * time.Second
+	// The lead outlives a leader that died by webhooks.timeout and
+	// leaseExtra (at least leaseMin): longer than an attempt. The others
+	// take its deliveries over within that and a tick, well within the
+	// webhooks.timeout + 30 s of API.md §9. The leader renews it at
+	// every tick (each second) and, when renewing fails, stops sending
+	// (its attempts under way cancelled) leaseMargin before it runs out.
+	leaseMin    = 10 * time.Second
+	leaseExtra  = 5 * time.Second
 	leaseMargin = 3 * time.Second
 	// feedKeep is how long feed entries are kept: a replica that took in
 	// none for longer (Redis unreachable from it) reads the whole state
@@ -631,15 +634,16 @@ func counter(ctx context.Context, st store.Store, key string) (int64, error) {
 // at a time (tick).
 func (hk *hooks) lead(ctx context.Context, now time.Time) {
 	sh := hk.share
+	lease := hk.leaseTTL()
 	hk.mu.Lock()
 	leading := hk.leading
 	hk.mu.Unlock()
 	name := []byte(sh.name)
 	if leading {
-		err := sh.st.CompareAndSwap(ctx, shareLead, name, name, now.Add(leaseTTL))
+		err := sh.st.CompareAndSwap(ctx, shareLead, name, name, now.Add(lease))
 		switch {
 		case err == nil:
-			sh.leaseEnd = now.Add(leaseTTL)
+			sh.leaseEnd = now.Add(lease)
 		case errors.Is(err, store.ErrConflict) || now.After(sh.leaseEnd.Add(-leaseMargin)):
 			hk.log.Warn("webhooks: no longer sending deliveries: another replica does", "lost", err)
 			hk.mu.Lock()
@@ -648,10 +652,10 @@ func (hk *hooks) lead(ctx context.Context, now time.Time) {
 		}
 		return
 	}
-	if err := sh.st.Insert(ctx, shareLead, name, now.Add(leaseTTL)); err != nil {
+	if err := sh.st.Insert(ctx, shareLead, name, now.Add(lease)); err != nil {
 		return // held by another, or the store unreachable
 	}
-	sh.leaseEnd = now.Add(leaseTTL)
+	sh.leaseEnd = now.Add(lease)
 	// Caught up before it sends, so that it sends what the last leader left.
 	if err := hk.catchUp(ctx); err != nil {
 		sh.st.CompareAndSwap(ctx, shareLead, name, nil, time.Time{})
@@ -662,6 +666,11 @@ func (hk *hooks) lead(ctx context.Context, now time.Time) {
 	hk.leading = true
 	hk.pokeLocked()
 	hk.mu.Unlock()
+}
+
+// leaseTTL is how long the lead lasts unless renewed.
+func (hk *hooks) leaseTTL() time.Duration {
+	return max(leaseMin, hk.cfg.Webhooks.Timeout.D()+leaseExtra)
 }
 
 // stepDownLocked stops sending: what is ready or waiting goes back to the

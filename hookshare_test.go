@@ -179,7 +179,7 @@ func TestSharedDeliveriesSentByTheLeader(t *testing.T) {
 	b.mu.Unlock()
 
 	// B dies: its lease runs out, and A takes it.
-	clock.advance(leaseTTL + time.Second)
+	clock.advance(b.leaseTTL() + time.Second)
 	a.lead(ctx, clock.now())
 	assert.True(t, a.leading, "A leads once B's lease ran out")
 	b.lead(ctx, clock.now()) // B, back, finds its lease taken: it stops sending

@@ -235,16 +235,31 @@ func TestRedisWebhookState(t *testing.T) {
 
 // TestReplicaOnRedisRestartedEmpty: a Redis that comes back without its
 // data (no persistence configured) does not wedge a replica: it serves
-// again by itself, and a new code signs in; what Redis lost is lost (the
-// docs say which persistence settings keep it).
+// again by itself, a new code signs in, and a new endpoint gets its
+// deliveries; what Redis lost is lost (the docs say which persistence
+// settings keep it).
 func TestReplicaOnRedisRestartedEmpty(t *testing.T) {
 	rd := redistest.New(t) // no append-only file: a restart starts empty
 	a := startContractService(t, targetNative, ctRedisOpts(rd))
 	before := ctToken(t, a.redeem(t, ctStoreA, a.mustRegister(t)))
+
+	rc := ctNewReceiverOK(t)
+	lost, _ := a.createEndpoint(t, rc.URL)
 
 	rd.Restart(t, syscall.SIGKILL)
 	require.NoError(t, a.p.waitReady(a.URL, time.Minute), "the replica after Redis came back empty")
 	ctStatus(t, a.me(t, ctStoreA, before), http.StatusUnauthorized) // its session went with Redis's data
 	after := ctToken(t, a.redeem(t, ctStoreA, a.mustRegister(t)))
 	ctStatus(t, a.me(t, ctStoreA, after), http.StatusOK)
+
+	// The webhook state went too, and the replica knows it (it read the
+	// state again); a new endpoint gets its deliveries (the sender's
+	// lease, lost with the rest, taken again).
+	ctStatus(t, a.do(t, http.MethodGet, ctHooks("/"+lost), nil, "X-API-Key", ctKeyA), http.StatusNotFound)
+	ep, _ := a.createEndpoint(t, rc.URL)
+	evt := a.publish(t, "order-after")
+	ctEventually(t, 30*time.Second, func() bool {
+		d := a.deliveries(t, ep)
+		return len(d) == 1 && d[0]["event_id"] == evt && d[0]["status"] == "succeeded"
+	}, "the delivery after Redis came back empty never succeeded")
 }
