@@ -28,6 +28,9 @@ func (hk *hooks) enqueueLocked(e *endpoint, ev *event) *delivery {
 	hk.scheduleLocked(d)
 	hk.touchLocked(kindEndpoint, e.ID) // its NextSeq
 	hk.touchLocked(kindDelivery, d.ID)
+	// Written with each delivery made (a set: once a change), so that a
+	// replica taking the delivery in finds its event (hookfeed.go).
+	hk.touchLocked(kindEvent, ev.ID)
 	return d
 }
 

@@ -137,6 +137,15 @@ func (hk *hooks) scheduler() {
 	defer t.Stop()
 	for {
 		hk.mu.Lock()
+		leading := hk.leading
+		hk.mu.Unlock()
+		if hk.share != nil && leading {
+			// The deliveries other replicas made, and their endpoint
+			// changes, reach the sender within followEvery (a tick would
+			// take a second); what cannot be read now waits for the next.
+			hk.catchUp(hk.d.ctx, false)
+		}
+		hk.mu.Lock()
 		now := time.Now()
 		next := hk.advanceLocked(now)
 		if len(hk.ready) > 0 {
@@ -146,6 +155,9 @@ func (hk *hooks) scheduler() {
 		wait := time.Hour
 		if next != 0 {
 			wait = time.Duration(next - now.UnixNano())
+		}
+		if hk.share != nil && leading {
+			wait = min(wait, followEvery)
 		}
 		t.Reset(wait)
 		select {
@@ -201,7 +213,7 @@ func (hk *hooks) attemptsCtxLocked(id string) context.Context {
 // when none is scheduled. A follower of a shared state sends nothing: it
 // returns 0. hk.mu must be held.
 func (hk *hooks) advanceLocked(now time.Time) (next int64) {
-	if !hk.leading {
+	if !hk.sendingLocked(now) {
 		return 0
 	}
 	n := now.UnixNano()
@@ -265,6 +277,7 @@ func (e *endpoint) refusalLocked(d *delivery) string {
 // job is one attempt of a delivery, signed and ready to send.
 type job struct {
 	d      *delivery
+	term   uint64 // hooks.term when it was taken
 	url    string
 	header http.Header
 	a      attempt // filled in when the attempt is made
@@ -274,6 +287,9 @@ type job struct {
 // now. It returns nil when none is ready. The caller owes a finishLocked
 // for every job. hk.mu must be held.
 func (hk *hooks) takeLocked(now time.Time) *job {
+	if !hk.sendingLocked(now) {
+		return nil
+	}
 	for len(hk.ready) > 0 {
 		d := hk.ready[0]
 		hk.ready[0] = nil
@@ -284,7 +300,7 @@ func (hk *hooks) takeLocked(now time.Time) *job {
 		}
 		cur, old := e.secrets(now)
 		sig := signDelivery(cur, old, d.ev.ID, now.Unix(), d.ev.Body)
-		return &job{d: d, url: e.URL, header: deliveryHeader(sig),
+		return &job{d: d, term: hk.term, url: e.URL, header: deliveryHeader(sig),
 			a: attempt{At: now.UnixNano(), URL: e.URL, Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}}
 	}
 	return nil
@@ -304,6 +320,16 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 		return
 	}
 	hk.releaseLocked(e)
+	if j.term != hk.term {
+		// Taken by a leadership since ended (hooklease.go): the next
+		// leader owns d; here it waits in the schedule, as pending
+		// deliveries do in a follower.
+		if d.Status == statusPending && d.index < 0 {
+			d.NextAt = time.Now().UnixNano()
+			hk.scheduleLocked(d)
+		}
+		return
+	}
 	if errors.Is(r.Err, context.Canceled) {
 		d.NextAt = time.Now().UnixNano()
 		hk.scheduleLocked(d)
@@ -491,7 +517,7 @@ func (hk *hooks) tick(now time.Time) error {
 	hk.mu.Unlock()
 	if !leading {
 		hk.housekeep(now, false)
-		return hk.catchUp(ctx)
+		return hk.fresh(ctx)
 	}
 	work, unlock, err := hk.lock(ctx)
 	if err != nil {

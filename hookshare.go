@@ -1,15 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,7 +67,10 @@ const (
 	// second (tick); what is kept is about a minute of writes.
 	feedKeep = time.Minute
 	feedTrim = 10 * time.Second // how often the leader drops what is older
-
+	// followEvery is how often the native leader takes in what the
+	// others wrote (besides its tick): the deliveries they made wait for
+	// it before they are sent.
+	followEvery = 100 * time.Millisecond
 )
 
 // sharing is a replica's part in the shared webhook state.
@@ -86,15 +85,10 @@ type sharing struct {
 	// the last to finish lets it go. So a busy replica takes the lock
 	// once for many changes, and the others wait at most lockJoin and
 	// the changes under way.
-	mu      sync.Mutex // guards the fields below
-	taking  bool       // a change is taking the lock
-	held    bool       // the lock is this process's
-	holders int        // changes under way under it
-	since   time.Time  // when it was taken
-	token   []byte     // its holder's token in the store
-	work    context.Context
-	stop    context.CancelFunc // ends work
-	turn    chan struct{}      // closed when taking, held or holders change
+	mu     sync.Mutex    // guards the fields below
+	taking bool          // a change is taking the lock (and catching up)
+	cur    *hold         // the lock this process holds, open to joiners or being let go; nil when none
+	turn   chan struct{} // closed when taking or cur changes
 
 	// Guarded by hooks.persistMu: one catch-up or persist at a time.
 	seen  int64  // the last feed entry this copy has taken in
@@ -104,6 +98,17 @@ type sharing struct {
 	leaseEnd time.Time  // when the lease held runs out, at the latest
 	marks    []feedMark // the counter every feedTrim, for trimming the feed
 	trimmed  time.Time  // the last trim
+}
+
+// hold is one taking of the store's lock by this process, and the
+// changes made under it.
+type hold struct {
+	token     []byte             // in the store
+	since     time.Time          // when it was taken
+	work      context.Context    // the changes' context: ends lockWork after since
+	stop      context.CancelFunc // ends work
+	holders   int                // changes under way; sharing.mu guards
+	releasing bool               // the last has ended: no more join; sharing.mu guards
 }
 
 // feedMark is the counter at a time.
@@ -156,34 +161,35 @@ func (sh *sharing) readEpoch(ctx context.Context) (string, error) {
 var errLockBusy = fmt.Errorf("webhooks: the lock of the shared state stayed taken: %w", store.ErrUnavailable)
 
 // lock takes the store's webhook lock for this process, or joins the
-// changes made under it (sharing.mu), with the copy caught up. The
-// caller makes its change, persists it with the context returned (it
-// ends lockWork after the lock was taken) and calls unlock. ctx bounds
-// the wait.
-func (hk *hooks) lock(ctx context.Context) (context.Context, func(), error) {
+// changes made under it (sharing), on the copy caught up. The caller
+// makes its change, persists it with the context returned (it ends
+// lockWork after the lock was taken) and calls unlock. ctx bounds the
+// wait.
+func (hk *hooks) lock(ctx context.Context) (work context.Context, unlock func(), err error) {
 	sh := hk.share
 	for {
 		sh.mu.Lock()
+		h := sh.cur
 		switch {
-		case sh.held && time.Since(sh.since) < lockJoin:
-			sh.holders++
-			work := sh.work
+		case h != nil && !h.releasing && time.Since(h.since) < lockJoin:
+			h.holders++
 			sh.mu.Unlock()
-			return work, sh.unlock, nil
-		case !sh.held && !sh.taking:
+			return h.work, func() { sh.leave(h) }, nil
+		case h == nil && !sh.taking:
 			sh.taking = true
 			sh.mu.Unlock()
-			err := hk.take(ctx)
+			h, err := hk.take(ctx)
 			sh.mu.Lock()
 			sh.taking = false
+			if err == nil {
+				sh.cur = h // open to joiners only now: caught up
+			}
 			sh.next()
+			sh.mu.Unlock()
 			if err != nil {
-				sh.mu.Unlock()
 				return nil, nil, err
 			}
-			work := sh.work
-			sh.mu.Unlock()
-			return work, sh.unlock, nil
+			return h.work, func() { sh.leave(h) }, nil
 		}
 		turn := sh.turn
 		sh.mu.Unlock()
@@ -199,63 +205,69 @@ func (hk *hooks) lock(ctx context.Context) (context.Context, func(), error) {
 // its holder's.
 const lockJoin = 50 * time.Millisecond
 
-// take takes the store's lock and catches the copy up, for lock.
-func (hk *hooks) take(ctx context.Context) error {
+// take takes the store's lock and catches the copy up, for lock; the
+// hold returned has one holder, its caller.
+func (hk *hooks) take(ctx context.Context) (*hold, error) {
 	sh := hk.share
-	since := time.Now()
-	work, stop := context.WithTimeout(context.WithoutCancel(ctx), lockWork)
-	token := []byte(sh.name + "/" + strconv.FormatUint(sh.n.Add(1), 10))
+	h := &hold{since: time.Now(), holders: 1,
+		token: []byte(sh.name + "/" + strconv.FormatUint(sh.n.Add(1), 10))}
+	h.work, h.stop = context.WithTimeout(context.WithoutCancel(ctx), lockWork)
 	wait := time.Millisecond
 	for {
-		err := sh.st.Insert(work, shareLock, token, time.Now().Add(lockTTL))
+		err := sh.st.Insert(h.work, shareLock, h.token, time.Now().Add(lockTTL))
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, store.ErrExists) {
-			stop()
-			return err
+			h.stop()
+			return nil, err
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-		case <-work.Done():
+		case <-h.work.Done():
 		case <-t.C:
 			wait = min(2*wait, 20*time.Millisecond)
 			continue
 		}
 		t.Stop()
-		stop()
-		return errLockBusy
+		h.stop()
+		return nil, errLockBusy
 	}
-	sh.mu.Lock()
-	sh.held, sh.holders, sh.since, sh.token, sh.work, sh.stop = true, 1, since, token, work, stop
-	sh.mu.Unlock()
-	if err := hk.catchUp(work); err != nil {
-		sh.unlock()
-		return err
+	if err := hk.catchUp(h.work, true); err != nil {
+		sh.letGo(h)
+		return nil, err
 	}
-	return nil
+	return h, nil
 }
 
-// unlock ends a change made under the lock; the last lets the lock go.
-func (sh *sharing) unlock() {
+// leave ends a change made under h; the last lets the lock go, and no
+// change joins h from then on.
+func (sh *sharing) leave(h *hold) {
 	sh.mu.Lock()
-	sh.holders--
-	if sh.holders > 0 {
-		sh.mu.Unlock()
+	h.holders--
+	last := h.holders == 0
+	if last {
+		h.releasing = true
+	}
+	sh.mu.Unlock()
+	if !last {
 		return
 	}
-	token, stop := sh.token, sh.stop
-	sh.mu.Unlock()
-	// Letting go is best effort: should it fail, the lock expires.
-	ctx, cancel := context.WithTimeout(context.Background(), lockWork)
-	sh.st.CompareAndSwap(ctx, shareLock, token, nil, time.Time{})
-	cancel()
-	stop()
+	sh.letGo(h)
 	sh.mu.Lock()
-	sh.held = false
+	sh.cur = nil
 	sh.next()
 	sh.mu.Unlock()
+}
+
+// letGo gives the store's lock of h back. It is best effort: should it
+// fail, the lock expires.
+func (sh *sharing) letGo(h *hold) {
+	ctx, cancel := context.WithTimeout(context.Background(), lockWork)
+	sh.st.CompareAndSwap(ctx, shareLock, h.token, nil, time.Time{})
+	cancel()
+	h.stop()
 }
 
 // next wakes the changes waiting for their turn. sh.mu must be held.
@@ -297,443 +309,4 @@ func (hk *hooks) sync(ctx context.Context) error {
 		return nil
 	}
 	return hk.locked(ctx, func() {})
-}
-
-// release gives the lead up, if this replica holds it, so that another
-// takes it at its next tick rather than when it runs out: for a stop.
-func (hk *hooks) release(ctx context.Context) {
-	if hk.share == nil {
-		return
-	}
-	hk.mu.Lock()
-	leading := hk.leading
-	hk.stepDownLocked()
-	hk.mu.Unlock()
-	if leading {
-		name := []byte(hk.share.name)
-		hk.share.st.CompareAndSwap(ctx, shareLead, name, nil, time.Time{})
-	}
-}
-
-// feedMember is the feed's entry for the write gen of ops: a JSON list
-// of the counter and each record's kind:id.
-func feedMember(gen int64, ops []hookOp) string {
-	names := make([]string, 0, 1+len(ops))
-	names = append(names, strconv.FormatInt(gen, 10))
-	for _, op := range ops {
-		names = append(names, op.kind+":"+op.id)
-	}
-	b, _ := json.Marshal(names)
-	return string(b)
-}
-
-// feedEntry is a record the feed names, read for catchUp.
-type feedEntry struct {
-	kind, id string
-	val      []byte // nil: deleted
-}
-
-// catchUp takes in the changes the other replicas wrote since the last
-// call. With nothing shared it does nothing.
-func (hk *hooks) catchUp(ctx context.Context) error {
-	sh := hk.share
-	if sh == nil {
-		return nil
-	}
-	hk.persistMu.Lock()
-	defer hk.persistMu.Unlock()
-	epoch, err := sh.readEpoch(ctx)
-	if err != nil {
-		return err
-	}
-	gen, err := counter(ctx, sh.st, shareGen)
-	if err != nil || gen == sh.seen && epoch == sh.epoch {
-		return err
-	}
-	floor, err := counter(ctx, sh.st, shareFloor)
-	if err != nil {
-		return err
-	}
-	if epoch != sh.epoch || gen < sh.seen || sh.seen < floor {
-		// Redis lost its data (restarted empty), or this copy missed
-		// entries since dropped: read the whole state again.
-		hk.log.Warn("webhooks: reading the shared webhook state again", "seen", sh.seen, "counter", gen, "floor", floor)
-		if err := hk.reload(ctx, gen); err != nil {
-			return err
-		}
-		sh.epoch = epoch
-		return nil
-	}
-	list, err := sh.st.ZRange(ctx, shareFeed, sh.seen+1, math.MaxInt64, 0, false)
-	if err != nil {
-		return err
-	}
-	kinds := map[string]int{kindEndpoint: 0, kindEvent: 1, kindDelivery: 2, kindIdem: 3}
-	var entries []feedEntry
-	named := map[string]bool{}
-	for _, m := range list {
-		var names []string
-		if json.Unmarshal([]byte(m.Member), &names) != nil || len(names) == 0 {
-			continue
-		}
-		for _, name := range names[1:] { // names[0]: the counter, which makes the entry unique
-			kind, id, _ := strings.Cut(name, ":")
-			if _, ok := kinds[kind]; !ok || named[name] {
-				continue
-			}
-			named[name] = true
-			b, err := sh.st.Get(ctx, hookKey(kind, id))
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			entries = append(entries, feedEntry{kind, id, b})
-		}
-	}
-	// Endpoints before the deliveries on them, events before theirs.
-	slices.SortStableFunc(entries, func(a, b feedEntry) int { return cmp.Compare(kinds[a.kind], kinds[b.kind]) })
-	evs, err := hk.eventsFor(ctx, entries)
-	if err != nil {
-		return err
-	}
-	hk.mu.Lock()
-	hk.takeInLocked(entries, evs)
-	hk.mu.Unlock()
-	for _, e := range entries {
-		hk.index(e.kind, e.id, e.val != nil)
-	}
-	for _, m := range list {
-		sh.seen = max(sh.seen, m.Score)
-	}
-	return nil
-}
-
-// eventsFor reads the events of the new deliveries among entries that
-// neither entries nor the copy holds (a retry on another replica of an
-// event this copy has forgotten).
-func (hk *hooks) eventsFor(ctx context.Context, entries []feedEntry) (map[string]*event, error) {
-	evs := map[string]*event{}
-	var want []string
-	hk.mu.Lock()
-	for _, e := range entries {
-		switch {
-		case e.val == nil:
-		case e.kind == kindEvent:
-			var ev event
-			if json.Unmarshal(e.val, &ev) == nil {
-				evs[ev.ID] = &ev
-			}
-		case e.kind == kindDelivery && hk.deliv[e.id] == nil:
-			var d struct {
-				EventID string `json:"event_id"`
-			}
-			if json.Unmarshal(e.val, &d) == nil && evs[d.EventID] == nil && hk.events[d.EventID] == nil {
-				want = append(want, d.EventID)
-			}
-		}
-	}
-	hk.mu.Unlock()
-	for _, id := range want {
-		b, err := hk.share.st.Get(ctx, hookKey(kindEvent, id))
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		var ev event
-		if json.Unmarshal(b, &ev) == nil {
-			evs[ev.ID] = &ev
-		}
-	}
-	return evs, nil
-}
-
-// takeInLocked makes the copy hold entries, the records other replicas
-// wrote. Taking them in writes nothing back: only what the leader does
-// about them (consequences) is its own change, written at its next
-// persist. hk.mu must be held.
-func (hk *hooks) takeInLocked(entries []feedEntry, evs map[string]*event) {
-	touched, gen := hk.touched, hk.touchGen
-	hk.touched = nil
-	var then []func()
-	for _, en := range entries {
-		if f := hk.takeInOneLocked(en, evs); f != nil {
-			then = append(then, f)
-		}
-	}
-	hk.touched, hk.touchGen = touched, gen
-	for _, f := range then {
-		f()
-	}
-}
-
-// takeInOneLocked takes in one record, and returns what the leader does
-// about it, or nil. hk.mu must be held.
-func (hk *hooks) takeInOneLocked(en feedEntry, evs map[string]*event) func() {
-	switch en.kind {
-	case kindEndpoint:
-		return hk.takeInEndpointLocked(en)
-	case kindDelivery:
-		return hk.takeInDeliveryLocked(en, evs)
-	case kindIdem:
-		store, _, _ := strings.Cut(en.id, "\x00")
-		_, had := hk.idem[en.id]
-		var m idem
-		if en.val == nil || json.Unmarshal(en.val, &m) != nil {
-			if had {
-				delete(hk.idem, en.id)
-				hk.idemCount[store]--
-			}
-			return nil
-		}
-		if !had {
-			hk.idemCount[store]++
-		}
-		hk.idem[en.id] = m
-		hk.idemQueue = append(hk.idemQueue, idemEntry{en.id, m.Expires})
-	}
-	return nil // events come with their deliveries
-}
-
-func (hk *hooks) takeInEndpointLocked(en feedEntry) func() {
-	e := hk.endpoints[en.id]
-	var ne endpoint
-	if en.val == nil || json.Unmarshal(en.val, &ne) != nil {
-		if e != nil {
-			hk.removeEndpointLocked(e)
-		}
-		return nil
-	}
-	if e == nil {
-		st := hk.cfg.Store(ne.StoreID)
-		if st == nil {
-			return nil // of a store this replica does not serve
-		}
-		ne.StoreID = st.ID
-		hk.addEndpointLocked(&ne)
-		return nil
-	}
-	wasEnabled, events := e.Enabled, e.Events
-	e.URL, e.Description, e.Events, e.Enabled = ne.URL, ne.Description, ne.Events, ne.Enabled
-	e.DisabledReason, e.FailingSince, e.UpdatedAt = ne.DisabledReason, ne.FailingSince, ne.UpdatedAt
-	e.Secret, e.OldSecret, e.OldSecretEnd = ne.Secret, ne.OldSecret, ne.OldSecretEnd
-	e.NextSeq = max(e.NextSeq, ne.NextSeq)
-	if !hk.leading {
-		return nil
-	}
-	switch {
-	case wasEnabled && !e.Enabled:
-		return func() { hk.dropQueuedLocked(e, dropAll) }
-	case !slices.Equal(events, e.Events):
-		return func() { hk.dropQueuedLocked(e, e.refusesLocked) }
-	}
-	return nil
-}
-
-func (hk *hooks) takeInDeliveryLocked(en feedEntry, evs map[string]*event) func() {
-	d := hk.deliv[en.id]
-	if d != nil && hk.leading {
-		return nil // the leader is the one writer of the deliveries it has
-	}
-	var nd delivery
-	if en.val == nil || json.Unmarshal(en.val, &nd) != nil {
-		if d != nil {
-			hk.dropDeliveryLocked(d)
-		}
-		return nil
-	}
-	e := hk.endpoints[nd.EndpointID]
-	if e == nil {
-		return nil
-	}
-	if d == nil {
-		ev := cmp.Or(hk.events[nd.EventID], evs[nd.EventID])
-		if ev == nil {
-			return nil
-		}
-		d = &nd
-		d.ev, d.index = ev, -1
-		hk.referLocked(d)
-		i, _ := slices.BinarySearchFunc(e.log, d.Seq, func(x *delivery, seq uint64) int { return cmp.Compare(x.Seq, seq) })
-		e.log = slices.Insert(e.log, i, d)
-		hk.accountLocked(e, d, 1)
-		if hk.leading {
-			return func() { hk.trimLogLocked(e) }
-		}
-		return nil
-	}
-	hk.accountLocked(e, d, -1)
-	d.Status, d.NextAt, d.Attempts, d.Reason, d.Explicit = nd.Status, nd.NextAt, nd.Attempts, nd.Reason, nd.Explicit
-	hk.accountLocked(e, d, 1)
-	return nil
-}
-
-// accountLocked counts the delivery d of e in (sign 1) or out of (-1)
-// the copy's budgets and schedule. hk.mu must be held.
-func (hk *hooks) accountLocked(e *endpoint, d *delivery, sign int64) {
-	if d.Status != statusPending {
-		e.finished += int(sign)
-		e.logBytes += sign * logCost(d)
-		return
-	}
-	hk.pending[e.StoreID] += sign * logCost(d)
-	switch {
-	case sign > 0:
-		hk.scheduleLocked(d)
-	case d.index >= 0:
-		hk.sched.remove(d)
-	}
-}
-
-// dropDeliveryLocked removes d, which another replica deleted (trimmed
-// from its log), from the copy. hk.mu must be held.
-func (hk *hooks) dropDeliveryLocked(d *delivery) {
-	if e := hk.endpoints[d.EndpointID]; e != nil {
-		hk.accountLocked(e, d, -1)
-		e.log = slices.DeleteFunc(e.log, func(x *delivery) bool { return x == d })
-	}
-	hk.forgetLocked(d)
-}
-
-// reload reads the whole shared state again, as a start does, the
-// counter at gen. hk.persistMu must be held.
-func (hk *hooks) reload(ctx context.Context, gen int64) error {
-	hk.mu.Lock()
-	hk.stepDownLocked()
-	parked := hk.parked
-	fresh := newHooks(hk.cfg)
-	hk.endpoints, hk.byStore, hk.events, hk.deliv = fresh.endpoints, fresh.byStore, fresh.events, fresh.deliv
-	hk.idem, hk.idemQueue, hk.pending, hk.idemCount = fresh.idem, nil, fresh.pending, fresh.idemCount
-	hk.sched, hk.ready, hk.parked = nil, nil, hooksFile{}
-	hk.mu.Unlock()
-	hk.indexed = nil
-	if err := hk.loadStore(ctx); err != nil {
-		hk.mu.Lock()
-		hk.parked = parked
-		hk.mu.Unlock()
-		return err
-	}
-	hk.share.seen = gen
-	return nil
-}
-
-// counter reads the counter at key, 0 when there is none.
-func counter(ctx context.Context, st store.Store, key string) (int64, error) {
-	b, err := st.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(string(b), 10, 64)
-}
-
-// lead renews the lease this replica holds, or takes it when free; a
-// replica that cannot renew stops sending before it runs out. One caller
-// at a time (tick).
-func (hk *hooks) lead(ctx context.Context, now time.Time) {
-	sh := hk.share
-	lease := hk.leaseTTL()
-	hk.mu.Lock()
-	leading := hk.leading
-	hk.mu.Unlock()
-	name := []byte(sh.name)
-	if leading {
-		err := sh.st.CompareAndSwap(ctx, shareLead, name, name, now.Add(lease))
-		switch {
-		case err == nil:
-			sh.leaseEnd = now.Add(lease)
-		case errors.Is(err, store.ErrConflict) || now.After(sh.leaseEnd.Add(-leaseMargin)):
-			hk.log.Warn("webhooks: no longer sending deliveries: another replica does", "lost", err)
-			hk.mu.Lock()
-			hk.stepDownLocked()
-			hk.mu.Unlock()
-		}
-		return
-	}
-	if err := sh.st.Insert(ctx, shareLead, name, now.Add(lease)); err != nil {
-		return // held by another, or the store unreachable
-	}
-	sh.leaseEnd = now.Add(lease)
-	// Caught up before it sends, so that it sends what the last leader left.
-	if err := hk.catchUp(ctx); err != nil {
-		sh.st.CompareAndSwap(ctx, shareLead, name, nil, time.Time{})
-		return
-	}
-	hk.log.Info("webhooks: this replica now sends the deliveries")
-	hk.mu.Lock()
-	hk.leading = true
-	hk.pokeLocked()
-	hk.mu.Unlock()
-}
-
-// leaseTTL is how long the lead lasts unless renewed.
-func (hk *hooks) leaseTTL() time.Duration {
-	return max(leaseMin, hk.cfg.Webhooks.Timeout.D()+leaseExtra)
-}
-
-// stepDownLocked stops sending: what is ready or waiting goes back to the
-// schedule, and attempts under way are cancelled (they stay pending,
-// for the next leader). hk.mu must be held.
-func (hk *hooks) stepDownLocked() {
-	if hk.share == nil || !hk.leading {
-		return
-	}
-	hk.leading = false
-	now := time.Now().UnixNano()
-	for _, d := range hk.ready {
-		if e := hk.endpoints[d.EndpointID]; e != nil {
-			e.inflight--
-		}
-		d.NextAt = now
-		hk.scheduleLocked(d)
-	}
-	hk.ready = nil
-	for _, e := range hk.endpoints {
-		for _, d := range e.waiting {
-			d.NextAt = now
-			hk.scheduleLocked(d)
-		}
-		e.waiting = nil
-		if e.cancelAttempts != nil {
-			e.cancelAttempts()
-			e.attempts, e.cancelAttempts = nil, nil
-		}
-	}
-}
-
-// trimFeed drops the feed entries older than feedKeep. One caller at a
-// time (the leader's tick).
-func (hk *hooks) trimFeed(ctx context.Context, now time.Time) error {
-	sh := hk.share
-	if now.Sub(sh.trimmed) < feedTrim {
-		return nil
-	}
-	sh.trimmed = now
-	gen, err := counter(ctx, sh.st, shareGen)
-	if err != nil {
-		return err
-	}
-	sh.marks = append(sh.marks, feedMark{now, gen})
-	i := 0
-	for i < len(sh.marks) && now.Sub(sh.marks[i].at) > feedKeep {
-		i++
-	}
-	if i == 0 {
-		return nil
-	}
-	floor := sh.marks[i-1].gen
-	sh.marks = sh.marks[i:]
-	old, err := sh.st.ZRange(ctx, shareFeed, math.MinInt64, floor, 0, false)
-	if err != nil {
-		return err
-	}
-	// The floor first: a replica that reads it below its own mark reads
-	// the state again rather than miss what goes.
-	ws := []store.Write{{Key: shareFloor, Val: []byte(strconv.FormatInt(floor, 10))}}
-	for _, m := range old {
-		ws = append(ws, store.Write{Key: shareFeed, Member: m.Member})
-	}
-	return sh.st.Apply(ctx, ws)
 }

@@ -78,7 +78,7 @@ func TestSharedEndpointChanges(t *testing.T) {
 	b, _ := shReplica(t, st)
 	var id string
 	change(t, a, func() { id = whAddEndpoint(a, whStoreA).ID })
-	require.NoError(t, b.catchUp(t.Context()))
+	require.NoError(t, b.fresh(t.Context()))
 	eb := b.endpoints[id]
 	require.NotNil(t, eb, "B's copy of the endpoint made on A")
 	assert.Equal(t, a.endpoints[id].Secret, eb.Secret)
@@ -94,12 +94,12 @@ func TestSharedEndpointChanges(t *testing.T) {
 		e.Secret, e.URL = newSecret(), "https://rotated.example.com/"
 		b.touchLocked(kindEndpoint, id)
 	})
-	require.NoError(t, a.catchUp(t.Context()))
+	require.NoError(t, a.fresh(t.Context()))
 	assert.Equal(t, b.endpoints[id].Secret, a.endpoints[id].Secret, "A's secret after B rotated it")
 	assert.Equal(t, "https://rotated.example.com/", a.endpoints[id].URL)
 
 	change(t, b, func() { b.removeEndpointLocked(b.endpoints[id]) })
-	require.NoError(t, a.catchUp(t.Context()))
+	require.NoError(t, a.fresh(t.Context()))
 	assert.Nil(t, a.endpoints[id], "A's copy after B deleted it")
 	assert.Empty(t, a.byStore[whStoreA])
 }
@@ -130,13 +130,13 @@ func TestSharedDeliveriesSentByTheLeader(t *testing.T) {
 	assert.Nil(t, b.takeLocked(clock.now()), "a job of the follower")
 	b.mu.Unlock()
 
-	require.NoError(t, a.catchUp(ctx))
+	require.NoError(t, a.fresh(ctx))
 	a.mu.Lock()
 	require.Len(t, a.deliv, 1, "A's deliveries")
 	whAttemptDue(a, 200)
 	a.mu.Unlock()
 	require.NoError(t, a.sync(ctx))
-	require.NoError(t, b.catchUp(ctx))
+	require.NoError(t, b.fresh(ctx))
 	for id, d := range b.deliv {
 		assert.Equal(t, statusSucceeded, d.Status, "B's copy of %s", id)
 		assert.Len(t, d.Attempts, 1, "B's copy of %s", id)
@@ -157,7 +157,7 @@ func TestSharedDeliveriesSentByTheLeader(t *testing.T) {
 		d := b.retryLocked(b.byStore[whStoreA][0], b.events[evt])
 		dlv = d.ID
 	})
-	require.NoError(t, a.catchUp(ctx))
+	require.NoError(t, a.fresh(ctx))
 	a.mu.Lock()
 	a.advanceLocked(clock.now())
 	j := a.takeLocked(clock.now())
@@ -216,12 +216,12 @@ func TestSharedStateReadAgain(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, left, "entries at or below the floor")
 
-		require.NoError(t, b.catchUp(ctx))
+		require.NoError(t, b.fresh(ctx))
 		assert.Contains(t, blog.String(), "reading the shared webhook state again")
 		assert.Equal(t, keysOf(a.endpoints), keysOf(b.endpoints), "B's endpoints")
 		blog.Reset()
 		change(t, a, func() { whAddEndpoint(a, whStoreA) })
-		require.NoError(t, b.catchUp(ctx))
+		require.NoError(t, b.fresh(ctx))
 		assert.Equal(t, keysOf(a.endpoints), keysOf(b.endpoints), "B's endpoints after one more")
 		assert.NotContains(t, blog.String(), "again", "B's log when it was not behind")
 	})
@@ -233,7 +233,7 @@ func TestSharedStateReadAgain(t *testing.T) {
 		ctx := t.Context()
 		var id string
 		change(t, a, func() { id = whAddEndpoint(a, whStoreA).ID })
-		require.NoError(t, b.catchUp(ctx))
+		require.NoError(t, b.fresh(ctx))
 		require.NotNil(t, b.endpoints[id])
 		// What Redis restarted without persistence holds: nothing.
 		feed, err := st.ZRange(ctx, shareFeed, math.MinInt64, math.MaxInt64, 0, false)
@@ -244,7 +244,7 @@ func TestSharedStateReadAgain(t *testing.T) {
 		}
 		require.NoError(t, st.Apply(ctx, ws))
 		change(t, a, func() { whAddEndpoint(a, whStoreB) }) // counter 1: below what B saw
-		require.NoError(t, b.catchUp(ctx))
+		require.NoError(t, b.fresh(ctx))
 		assert.Contains(t, blog.String(), "reading the shared webhook state again")
 		assert.Nil(t, b.endpoints[id], "B's copy of an endpoint the store lost")
 		assert.Len(t, b.byStore[whStoreB], 1, "B's endpoints of store B")
@@ -296,7 +296,166 @@ func TestSharedLockOneHolder(t *testing.T) {
 		require.NoError(t, <-done)
 	}
 	for i, hk := range eps {
-		require.NoError(t, hk.catchUp(t.Context()))
+		require.NoError(t, hk.fresh(t.Context()))
 		assert.Equal(t, strconv.Itoa(n*len(eps)), hk.endpoints[id].Description, "the count on replica %d", i)
 	}
+}
+
+// gatedStore holds the first call that gate picks until open is closed,
+// and closes entered when that call comes.
+type gatedStore struct {
+	store.Store
+	gate          func(op, key string) bool
+	entered, open chan struct{}
+	held          atomic.Bool
+}
+
+func newGatedStore(st store.Store, gate func(op, key string) bool) *gatedStore {
+	return &gatedStore{Store: st, gate: gate, entered: make(chan struct{}), open: make(chan struct{})}
+}
+
+func (g *gatedStore) wait(op, key string) {
+	if !g.gate(op, key) || !g.held.CompareAndSwap(false, true) {
+		return // not picked, or not the first
+	}
+	close(g.entered)
+	<-g.open
+}
+
+func (g *gatedStore) ZRange(ctx context.Context, set string, min, max int64, limit int, rev bool) ([]store.Scored, error) {
+	g.wait("ZRange", set)
+	return g.Store.ZRange(ctx, set, min, max, limit, rev)
+}
+
+func (g *gatedStore) CompareAndSwap(ctx context.Context, key string, old, val []byte, exp time.Time) error {
+	g.wait("CompareAndSwap", key)
+	return g.Store.CompareAndSwap(ctx, key, old, val, exp)
+}
+
+// TestSharedLockJoins: a change joins a hold of the lock only once its
+// taker has caught the copy up, and not once its last holder lets it go.
+func TestSharedLockJoins(t *testing.T) {
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel() // a change that would have to wait gives up at once
+
+	t.Run("not while the taker catches up", func(t *testing.T) {
+		st, _ := shStore(t)
+		a, _ := shReplica(t, st)
+		g := newGatedStore(st, func(op, key string) bool { return op == "ZRange" && key == shareFeed })
+		b, _ := shReplica(t, g)
+		var id string
+		change(t, a, func() { id = whAddEndpoint(a, whStoreA).ID })
+		taken := make(chan func())
+		go func() {
+			_, unlock, err := b.lock(t.Context())
+			assert.NoError(t, err)
+			taken <- unlock
+		}()
+		<-g.entered // the taker reads the feed
+		if _, unlock, err := b.lock(cancelled); err == nil {
+			unlock()
+			t.Errorf("a change joined the hold before the copy caught up")
+		}
+		close(g.open)
+		(<-taken)()
+		_, unlock, err := b.lock(t.Context())
+		require.NoError(t, err)
+		b.mu.Lock()
+		assert.NotNil(t, b.endpoints[id], "the copy under the lock holds A's endpoint")
+		b.mu.Unlock()
+		unlock()
+	})
+
+	t.Run("not while it is let go", func(t *testing.T) {
+		st, _ := shStore(t)
+		g := newGatedStore(st, func(op, key string) bool { return op == "CompareAndSwap" && key == shareLock })
+		b, _ := shReplica(t, g)
+		_, unlock, err := b.lock(t.Context())
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() { unlock(); close(done) }()
+		<-g.entered // the last holder lets the store's lock go
+		if _, unlock, err := b.lock(cancelled); err == nil {
+			unlock()
+			t.Errorf("a change joined a hold being let go")
+		}
+		close(g.open)
+		<-done
+		// Another replica takes it now, and this one after it.
+		c, _ := shReplica(t, st)
+		_, unlockC, err := c.lock(t.Context())
+		require.NoError(t, err)
+		unlockC()
+		_, unlock, err = b.lock(t.Context())
+		require.NoError(t, err)
+		unlock()
+	})
+}
+
+// TestSharedFailureWindowKept: the leader's failure window, opened by an
+// attempt and not yet written, outlives a follower's write of the
+// endpoint (a publish moves its NextSeq); a follower's PATCH that
+// enables it again closes it.
+func TestSharedFailureWindowKept(t *testing.T) {
+	st, clock := shStore(t)
+	a, _ := shReplica(t, st)
+	b, _ := shReplica(t, st)
+	a.lead(t.Context(), clock.now())
+	require.True(t, a.leading)
+	var id string
+	change(t, a, func() { id = whAddEndpoint(a, whStoreA).ID })
+	require.NoError(t, b.fresh(t.Context()))
+	a.mu.Lock()
+	a.noteAttemptLocked(a.endpoints[id], false)
+	since := a.endpoints[id].FailingSince
+	a.mu.Unlock()
+	require.NotZero(t, since)
+
+	change(t, b, func() { b.endpoints[id].NextSeq++; b.touchLocked(kindEndpoint, id) })
+	require.NoError(t, a.sync(t.Context()))
+	assert.Equal(t, since, a.endpoints[id].FailingSince, "the leader's failure window after a follower's write")
+	require.NoError(t, b.fresh(t.Context()))
+	assert.Equal(t, since, b.endpoints[id].FailingSince, "the follower's copy of it")
+
+	// Disabled and enabled again on B: the window closes.
+	for _, on := range []bool{false, true} {
+		change(t, b, func() {
+			c := endpointChange{enabled: &on}
+			c.apply(b.endpoints[id], clock.now().Unix())
+			b.touchLocked(kindEndpoint, id)
+		})
+		require.NoError(t, a.fresh(t.Context()))
+	}
+	assert.Zero(t, a.endpoints[id].FailingSince, "the leader's failure window after B enabled the endpoint again")
+}
+
+// TestSharedAttemptOfAnEndedLead: an attempt that ends after its
+// replica stopped leading is not recorded there: its delivery waits,
+// pending, for the next leader.
+func TestSharedAttemptOfAnEndedLead(t *testing.T) {
+	st, clock := shStore(t)
+	a, _ := shReplica(t, st)
+	ctx := t.Context()
+	a.lead(ctx, clock.now())
+	require.True(t, a.leading)
+	require.NoError(t, a.locked(ctx, func() {
+		a.mu.Lock()
+		whAddEndpoint(a, whStoreA)
+		a.mu.Unlock()
+		_, ok := a.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "")
+		require.True(t, ok)
+	}))
+	a.mu.Lock()
+	a.advanceLocked(clock.now())
+	j := a.takeLocked(clock.now())
+	a.mu.Unlock()
+	require.NotNil(t, j)
+	a.release(ctx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.finishLocked(j, egress.Result{Status: 200})
+	assert.Empty(t, j.d.Attempts, "attempts recorded")
+	assert.Equal(t, statusPending, j.d.Status)
+	assert.GreaterOrEqual(t, j.d.index, 0, "the delivery's place in the schedule")
+	assert.Nil(t, a.takeLocked(clock.now()), "a job taken by the follower")
 }

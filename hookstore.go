@@ -62,7 +62,7 @@ func (hk *hooks) opLocked(kind, id string) (hookOp, error) {
 	switch kind {
 	case kindEndpoint:
 		if e := hk.endpoints[id]; e != nil {
-			v = e
+			v, e.written = e, e.Enabled
 		}
 	case kindEvent:
 		if ev := hk.events[id]; ev != nil {
@@ -360,6 +360,7 @@ func (hk *hooks) restore(f hooksFile) {
 			parked[e.ID] = true
 			continue
 		}
+		e.written = e.Enabled
 		hk.addEndpointLocked(e)
 	}
 	events := make(map[string]*event, len(f.Events))

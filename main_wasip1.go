@@ -223,7 +223,7 @@ func wasmTick(nowNanos int64) uint64 {
 	// timeout, counted against nothing: as the native build cancels them
 	// (endpoint.cancelAttempts), the host is told to.
 	for id, j := range edge.jobs {
-		if hk.endpoints[j.d.EndpointID] == nil {
+		if hk.endpoints[j.d.EndpointID] == nil || j.term != hk.term { // deleted, or taken while leading before (hooklease.go)
 			t.Cancel = append(t.Cancel, id)
 		}
 	}

@@ -89,6 +89,8 @@ type endpoint struct {
 
 	NextSeq uint64 `json:"next_seq"` // sequence of this endpoint's next delivery
 
+	written bool // Enabled as this replica last wrote or read it (shared: takeInEndpointLocked)
+
 	log      []*delivery // oldest first
 	logBytes int64       // what log's finished deliveries hold (logCost), against hooks.budget.log
 	inflight int         // attempts under way
@@ -221,6 +223,8 @@ type hooks struct {
 	touchGen  uint64          // touches made so far
 	closed    bool
 	leading   bool             // this replica sends the deliveries: always, but for a follower of a shared state (hookshare.go)
+	sendUntil time.Time        // shared: when the lease held runs short (sendingLocked)
+	term      uint64           // shared: leaderships begun and ended; a job of another than the current is dropped
 	pending   map[string]int64 // store id → what its pending deliveries hold (logCost), against budget.pending
 	idemCount map[string]int   // store id → its keys in idem, against budget.idem
 	budget    struct {
@@ -343,7 +347,7 @@ func (s *server) change(w http.ResponseWriter, r *http.Request, locked bool, h h
 		defer unlock()
 		ctx = work
 	}
-	if hk.persistBad.Load() {
+	if hk.persistBad.Load() && (hk.share == nil || locked) {
 		hk.persist(ctx) // what the last one left: refusing tells how it went
 	}
 	rec := &recorder{header: http.Header{}}
@@ -365,7 +369,7 @@ func (s *server) change(w http.ResponseWriter, r *http.Request, locked bool, h h
 func (s *server) caughtUp(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.hooks.share != nil && s.keyOK(r) {
-			if err := s.hooks.catchUp(r.Context()); err != nil {
+			if err := s.hooks.fresh(r.Context()); err != nil {
 				s.log.Error("webhooks: cannot read the shared state; answering 503", "err", err)
 				writeError(w, errStoreDown)
 				return
