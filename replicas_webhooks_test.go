@@ -186,3 +186,24 @@ func newStallingReceiver(t *testing.T) *stallingReceiver {
 	t.Cleanup(func() { close(done); rc.Close() })
 	return rc
 }
+
+// TestEdgeOnRedisSendsWebhooks: an edge host alone on Redis takes the
+// delivery lease and sends, as a native replica does; a replica started
+// beside it shows the same delivery log.
+func TestEdgeOnRedisSendsWebhooks(t *testing.T) {
+	rd := redistest.New(t, redistest.Persistent...)
+	e := startContractService(t, targetWasm, ctRedisOpts(rd))
+	rc := ctNewReceiverOK(t)
+	ep, _ := e.createEndpoint(t, rc.URL)
+	evt := e.publish(t, "order-edge")
+	ctEventually(t, 30*time.Second, func() bool {
+		d := e.deliveries(t, ep)
+		return len(d) == 1 && d[0]["event_id"] == evt && d[0]["status"] == "succeeded"
+	}, "the edge host never delivered %s", evt)
+	require.Len(t, rc.got(), 1, "requests the receiver got")
+
+	ao := ctRedisOpts(rd)
+	ao.publicBaseURL = e.URL
+	a := startContractService(t, targetNative, ao)
+	assert.Equal(t, e.deliveries(t, ep), a.deliveries(t, ep), "the delivery log on the edge host and on a native replica")
+}
