@@ -26,8 +26,9 @@ import (
 //   - Each write (persist) is also listed in the change feed, a sorted
 //     set of the records it wrote scored by a counter; a replica catches
 //     up by reading the entries past the last it took in, and the
-//     records they name. Reads catch up first too, so that a change answered by one
-//     replica is seen by the next request to any.
+//     records they name (hookfeed.go). Reads catch up first too, so that
+//     a change answered by one replica is seen by the next request to
+//     any.
 //   - One replica at a time, the leader, holding a lease, sends the
 //     deliveries, and it alone changes deliveries once made (attempts,
 //     their end, trimming the log): it takes in only the deliveries it
@@ -35,7 +36,8 @@ import (
 //     changes itself (a disabled endpoint's queue failed). The others
 //     make deliveries (publish, test, retry) and change endpoints. A
 //     leader that dies leaves its lease to expire; another takes it over
-//     and sends what is pending, from the last written state.
+//     and sends what is pending, from the last written state
+//     (hooklease.go).
 //
 // A single process (the embedded store) shares nothing: hooks.share is
 // nil and the copy is the state, written through.
