@@ -174,19 +174,23 @@ func (hk *hooks) worker() {
 	hk.mu.Lock()
 	defer hk.mu.Unlock()
 	for {
-		for len(hk.ready) == 0 && !hk.closed {
+		j := hk.takeLocked(time.Now())
+		for j == nil && !hk.closed { // none ready, or (shared) this replica no longer sends
 			hk.d.cond.Wait()
+			j = hk.takeLocked(time.Now())
 		}
 		if hk.closed {
 			return
 		}
-		j := hk.takeLocked(time.Now())
-		if j == nil {
-			continue
+		ctx, cancel := context.WithCancel(hk.attemptsCtxLocked(j.d.EndpointID))
+		if hk.share != nil {
+			// Over before the lease could run out, should it not be
+			// renewed: never two replicas sending one delivery.
+			ctx, cancel = context.WithDeadline(ctx, hk.sendUntil.Add(leaseMargin-time.Second))
 		}
-		ctx := hk.attemptsCtxLocked(j.d.EndpointID)
 		hk.mu.Unlock()
 		r := egress.Post(ctx, hk.d.client, j.url, j.header, j.d.ev.Body)
+		cancel()
 		hk.mu.Lock()
 		hk.finishLocked(j, r)
 	}
@@ -277,7 +281,8 @@ func (e *endpoint) refusalLocked(d *delivery) string {
 // job is one attempt of a delivery, signed and ready to send.
 type job struct {
 	d      *delivery
-	term   uint64 // hooks.term when it was taken
+	e      *endpoint // d's, whose place the job holds
+	term   uint64    // hooks.term when it was taken
 	url    string
 	header http.Header
 	a      attempt // filled in when the attempt is made
@@ -300,8 +305,10 @@ func (hk *hooks) takeLocked(now time.Time) *job {
 		}
 		cur, old := e.secrets(now)
 		sig := signDelivery(cur, old, d.ev.ID, now.Unix(), d.ev.Body)
-		return &job{d: d, term: hk.term, url: e.URL, header: deliveryHeader(sig),
+		j := &job{d: d, e: e, term: hk.term, url: e.URL, header: deliveryHeader(sig),
 			a: attempt{At: now.UnixNano(), URL: e.URL, Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}}
+		d.job = j
+		return j
 	}
 	return nil
 }
@@ -315,16 +322,22 @@ func (hk *hooks) takeLocked(now time.Time) *job {
 // state saved holds it pending, due at once. hk.mu must be held.
 func (hk *hooks) finishLocked(j *job, r egress.Result) {
 	d := j.d
+	if d.job == j {
+		d.job = nil
+	}
 	e := hk.endpoints[d.EndpointID]
-	if e == nil || hk.deliv[d.ID] != d { // its endpoint deleted, or the copy read again (hookshare.go)
+	if e == nil || e != j.e { // deleted, or the copy read again (hookfeed.go): its places went with it
 		return
 	}
 	hk.releaseLocked(e)
-	if j.term != hk.term {
-		// Taken by a leadership since ended (hooklease.go): the next
-		// leader owns d; here it waits in the schedule, as pending
-		// deliveries do in a follower.
-		if d.Status == statusPending && d.index < 0 {
+	if hk.deliv[d.ID] != d { // trimmed or deleted meanwhile (shared: by the leader)
+		return
+	}
+	if j.term != hk.term || !hk.sendingLocked(time.Now()) {
+		// Taken by a leadership since ended, or past its lease
+		// (hooklease.go): the next leader owns d; here it waits in the
+		// schedule, as pending deliveries do in a follower.
+		if d.Status == statusPending && !hk.queuedLocked(e, d) {
 			d.NextAt = time.Now().UnixNano()
 			hk.scheduleLocked(d)
 		}
@@ -336,6 +349,12 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 		return
 	}
 	hk.recordLocked(e, d, j.a.complete(r))
+}
+
+// queuedLocked reports whether d, of e, waits anywhere to be sent or is
+// under way. hk.mu must be held.
+func (hk *hooks) queuedLocked(e *endpoint, d *delivery) bool {
+	return d.index >= 0 || d.job != nil || slices.Contains(hk.ready, d) || slices.Contains(e.waiting, d)
 }
 
 // dropQueuedLocked ends the deliveries of e that drop picks among those

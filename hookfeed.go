@@ -58,14 +58,14 @@ func (hk *hooks) catchUp(ctx context.Context, whole bool) error {
 		return err
 	}
 	gen, err := counter(ctx, sh.st, shareGen)
-	if err != nil || gen == sh.seen && epoch == sh.epoch {
+	if err != nil || gen == sh.seen && epoch == sh.epoch && !sh.behind {
 		return err
 	}
 	floor, err := counter(ctx, sh.st, shareFloor)
 	if err != nil {
 		return err
 	}
-	if epoch != sh.epoch || gen < sh.seen || sh.seen < floor {
+	if sh.behind || epoch != sh.epoch || gen < sh.seen || sh.seen < floor {
 		return hk.readAgain(ctx, whole, epoch, gen, floor)
 	}
 	list, err := sh.st.ZRange(ctx, shareFeed, sh.seen+1, math.MaxInt64, 0, false)
@@ -279,7 +279,7 @@ func (hk *hooks) takeInEndpointLocked(en feedEntry) func() {
 // (in a follower) the leader's change of one.
 func (hk *hooks) takeInDeliveryLocked(en feedEntry, evs map[string]*event) func() {
 	d := hk.deliv[en.id]
-	if d != nil && hk.leading {
+	if d != nil && hk.sendingLocked(time.Now()) {
 		return nil // the leader is the one writer of the deliveries it has
 	}
 	var nd delivery
@@ -358,6 +358,7 @@ func (hk *hooks) reload(ctx context.Context) error {
 	hk.idem, hk.idemQueue, hk.pending, hk.idemCount = fresh.idem, fresh.idemQueue, fresh.pending, fresh.idemCount
 	hk.sched, hk.ready, hk.parked, hk.indexed = fresh.sched, nil, fresh.parked, fresh.indexed
 	clear(hk.touched) // what the copy had not written is what it could not have written right
+	hk.share.behind = false
 	return nil
 }
 

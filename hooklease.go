@@ -29,10 +29,13 @@ func (hk *hooks) lead(ctx context.Context, now time.Time) {
 			sh.leaseEnd = now.Add(lease)
 			hk.mu.Lock()
 			hk.sendUntil = sh.leaseEnd.Add(-leaseMargin)
+			if hk.d != nil {
+				hk.d.cond.Broadcast() // workers that waited past the old margin
+			}
 			hk.mu.Unlock()
 		case errors.Is(err, store.ErrConflict) || now.After(sh.leaseEnd.Add(-leaseMargin)):
 			hk.log.Warn("webhooks: no longer sending deliveries: another replica does", "lost", err)
-			hk.stepDown(ctx)
+			hk.stepDown(ctx, true)
 		}
 		return
 	}
@@ -57,7 +60,7 @@ func (hk *hooks) lead(ctx context.Context, now time.Time) {
 	})
 	if err != nil {
 		hk.log.Warn("webhooks: cannot start sending deliveries", "err", err)
-		hk.stepDown(ctx)
+		hk.stepDown(ctx, true)
 		sh.st.CompareAndSwap(ctx, shareLead, name, nil, time.Time{})
 		return
 	}
@@ -76,27 +79,37 @@ func (hk *hooks) sendingLocked(now time.Time) bool {
 	return hk.leading && (hk.share == nil || now.Before(hk.sendUntil))
 }
 
-// stepDown stops sending, after writing what the leader has not (the
-// outcomes of its last attempts), if it can.
-func (hk *hooks) stepDown(ctx context.Context) {
-	hk.sync(ctx)
+// stepDown stops sending. A leader that gives the lease up (a stop)
+// first writes what it has not (the outcomes of its last attempts); one
+// that lost it (lost), or may have, writes nothing more of deliveries:
+// the next leader owns them, and may have changed them since.
+func (hk *hooks) stepDown(ctx context.Context, lost bool) {
+	if !lost {
+		hk.sync(ctx)
+	}
+	hk.persistMu.Lock()
 	hk.mu.Lock()
 	hk.stepDownLocked()
 	hk.mu.Unlock()
+	hk.persistMu.Unlock()
 }
 
 // stepDownLocked stops sending: what is ready or waiting goes back to the
 // schedule, and attempts under way are cancelled and their outcomes
 // dropped (finishLocked: of another term): they stay pending, for the
-// next leader. What the leader changed of deliveries and events and
-// could not write is left to the next leader, the one writer of those.
-// hk.mu must be held.
+// next leader. What the leader changed of deliveries and events the
+// store has, and did not write, is left to the next leader, the one
+// writer of those (deliveries made by requests meanwhile are written,
+// by their own); and since it took none of the others' changes of those
+// in while it led, the copy is read again at its next catch-up.
+// hk.persistMu and hk.mu must be held.
 func (hk *hooks) stepDownLocked() {
 	if hk.share == nil || !hk.leading {
 		return
 	}
 	hk.leading = false
 	hk.term++
+	hk.share.behind = true
 	now := time.Now().UnixNano()
 	for _, d := range hk.ready {
 		if e := hk.endpoints[d.EndpointID]; e != nil {
@@ -118,7 +131,7 @@ func (hk *hooks) stepDownLocked() {
 		}
 	}
 	for k := range hk.touched {
-		if strings.HasPrefix(k, kindDelivery+":") || strings.HasPrefix(k, kindEvent+":") {
+		if hk.indexed[k] && (strings.HasPrefix(k, kindDelivery+":") || strings.HasPrefix(k, kindEvent+":")) {
 			delete(hk.touched, k)
 		}
 	}
@@ -136,7 +149,7 @@ func (hk *hooks) release(ctx context.Context) {
 	if !leading {
 		return
 	}
-	hk.stepDown(ctx)
+	hk.stepDown(ctx, false)
 	name := []byte(hk.share.name)
 	hk.share.st.CompareAndSwap(ctx, shareLead, name, nil, time.Time{})
 }

@@ -93,8 +93,9 @@ type sharing struct {
 	turn   chan struct{} // closed when taking or cur changes
 
 	// Guarded by hooks.persistMu: one catch-up or persist at a time.
-	seen  int64  // the last feed entry this copy has taken in
-	epoch string // the feed's name when it did
+	seen   int64  // the last feed entry this copy has taken in
+	epoch  string // the feed's name when it did
+	behind bool   // the copy is to be read again whole (a leader stepped down: it took no delivery in)
 
 	// Only tick uses these, one caller at a time.
 	leaseEnd time.Time  // when the lease held runs out, at the latest

@@ -43,7 +43,15 @@ func shStore(t *testing.T) (store.Store, *shClock) {
 // goes to the buffer returned.
 func shReplica(t *testing.T, st store.Store) (*hooks, *bytes.Buffer) {
 	t.Helper()
+	return shReplicaLog(t, st, 0)
+}
+
+// shReplicaLog is shReplica keeping logSize deliveries an endpoint (the
+// default when 0).
+func shReplicaLog(t *testing.T, st store.Store, logSize int) (*hooks, *bytes.Buffer) {
+	t.Helper()
 	c := whFast()
+	c.LogSize = logSize
 	c.DataDir = t.TempDir() // unused: the state is in st
 	hk := newHooks(whParseConfig(t, c))
 	var log bytes.Buffer
@@ -458,4 +466,220 @@ func TestSharedAttemptOfAnEndedLead(t *testing.T) {
 	assert.Equal(t, statusPending, j.d.Status)
 	assert.GreaterOrEqual(t, j.d.index, 0, "the delivery's place in the schedule")
 	assert.Nil(t, a.takeLocked(clock.now()), "a job taken by the follower")
+}
+
+// applyGate holds the first Apply made once armed, until open is closed.
+type applyGate struct {
+	store.Store
+	armed         atomic.Bool
+	entered, open chan struct{}
+}
+
+func (g *applyGate) Apply(ctx context.Context, ws []store.Write) error {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.open
+	}
+	return g.Store.Apply(ctx, ws)
+}
+
+// shPublish publishes an order event on hk as a request does.
+func shPublish(t *testing.T, hk *hooks) string {
+	t.Helper()
+	var evt string
+	require.NoError(t, hk.locked(t.Context(), func() {
+		var ok bool
+		evt, ok = hk.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "")
+		require.True(t, ok)
+	}))
+	return evt
+}
+
+// shDeliveryOf is hk's delivery of evt, or nil.
+func shDeliveryOf(hk *hooks, evt string) *delivery {
+	hk.mu.Lock()
+	defer hk.mu.Unlock()
+	for _, d := range hk.deliv {
+		if d.EventID == evt {
+			return d
+		}
+	}
+	return nil
+}
+
+// TestSharedStaleLeader: a leader paused past its lease, while another
+// took it over and delivered, writes nothing of that delivery when it
+// resumes (its attempt's outcome is dropped), takes the other's record
+// in once it has stepped down, and does not send it again when it leads
+// again.
+func TestSharedStaleLeader(t *testing.T) {
+	st, clock := shStore(t)
+	a, _ := shReplica(t, st)
+	b, _ := shReplica(t, st)
+	ctx := t.Context()
+	a.lead(ctx, clock.now())
+	require.True(t, a.leading)
+	change(t, a, func() { whAddEndpoint(a, whStoreA) })
+	evt := shPublish(t, a)
+	a.mu.Lock()
+	a.advanceLocked(time.Now())
+	j := a.takeLocked(time.Now())
+	a.mu.Unlock()
+	require.NotNil(t, j)
+	a.mu.Lock()
+	a.sendUntil = time.Now() // A paused past its lease (its own clock's margin passed)
+	a.mu.Unlock()
+	clock.advance(a.leaseTTL() + time.Second)
+
+	b.lead(ctx, clock.now())
+	require.True(t, b.leading, "B takes the lapsed lease")
+	b.mu.Lock()
+	whAttemptDue(b, 200)
+	b.mu.Unlock()
+	require.NoError(t, b.sync(ctx))
+
+	// A resumes: its scheduler catches up, its attempt ends, a request
+	// on A writes what A changed, then A's tick finds the lease taken.
+	require.NoError(t, a.catchUp(ctx, false))
+	a.mu.Lock()
+	a.finishLocked(j, egress.Result{Status: 500})
+	a.mu.Unlock()
+	require.NoError(t, a.sync(ctx))
+	a.lead(ctx, clock.now())
+	require.False(t, a.leading, "A leads after B took the lease")
+	require.NoError(t, a.sync(ctx))
+
+	c, _ := shReplica(t, st)
+	if d := shDeliveryOf(c, evt); assert.NotNil(t, d) {
+		assert.Equal(t, statusSucceeded, d.Status, "the stored delivery B made")
+		assert.Len(t, d.Attempts, 1, "the stored delivery's attempts")
+	}
+	require.NoError(t, a.fresh(ctx))
+	da := shDeliveryOf(a, evt)
+	require.NotNil(t, da)
+	assert.Equal(t, statusSucceeded, da.Status, "A's copy of the delivery B made")
+
+	// B dies; A leads again, and has nothing of it to send.
+	clock.advance(b.leaseTTL() + time.Second)
+	a.lead(ctx, clock.now())
+	require.True(t, a.leading)
+	a.mu.Lock()
+	da = a.deliv[da.ID]
+	before := len(da.Attempts)
+	whAttemptDue(a, 200)
+	assert.Equal(t, before, len(da.Attempts), "attempts A made of a delivery B had delivered")
+	a.mu.Unlock()
+}
+
+// TestSharedStepDownKeepsRequestChanges: a delivery a request makes
+// while the leader steps down (writing its outcomes first) is written
+// with the request's own persist: what was answered 202 is in the store.
+func TestSharedStepDownKeepsRequestChanges(t *testing.T) {
+	st, clock := shStore(t)
+	g := &applyGate{Store: st, entered: make(chan struct{}), open: make(chan struct{})}
+	a, _ := shReplica(t, g)
+	ctx := t.Context()
+	a.lead(ctx, clock.now())
+	require.True(t, a.leading)
+	change(t, a, func() { whAddEndpoint(a, whStoreA) })
+	shPublish(t, a)
+	a.mu.Lock()
+	whAttemptDue(a, 500) // an outcome not yet written: the step-down writes it
+	a.mu.Unlock()
+
+	g.armed.Store(true)
+	done := make(chan struct{})
+	go func() { a.release(ctx); close(done) }()
+	<-g.entered // the step-down's write, under its hold of the lock
+
+	// A publish joins the hold (as one arriving within lockJoin does).
+	a.share.mu.Lock()
+	a.share.cur.since = time.Now()
+	a.share.mu.Unlock()
+	work, unlock, err := a.lock(ctx)
+	require.NoError(t, err)
+	evt, ok := a.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o2","status":"pending"}`), "k2")
+	require.True(t, ok)
+	close(g.open)
+	<-done
+	require.NoError(t, a.persist(work)) // the request's own: then 202
+	unlock()
+
+	c, _ := shReplica(t, st)
+	assert.NotNil(t, shDeliveryOf(c, evt), "the stored delivery of the event answered 202")
+	_, err = st.Get(ctx, hookKey(kindEvent, evt))
+	assert.NoError(t, err, "the stored event answered 202")
+}
+
+// TestSharedPlaceOfAnEndedLead: an attempt of an ended leadership whose
+// delivery the new leader trimmed meanwhile leaves its endpoint's count
+// of attempts under way right when it ends.
+func TestSharedPlaceOfAnEndedLead(t *testing.T) {
+	st, clock := shStore(t)
+	a, _ := shReplicaLog(t, st, 1)
+	b, _ := shReplicaLog(t, st, 1)
+	ctx := t.Context()
+	a.lead(ctx, clock.now())
+	var id string
+	change(t, a, func() { id = whAddEndpoint(a, whStoreA).ID })
+	shPublish(t, a)
+	a.mu.Lock()
+	a.advanceLocked(time.Now())
+	j := a.takeLocked(time.Now())
+	a.mu.Unlock()
+	require.NotNil(t, j)
+	a.release(ctx)
+
+	b.lead(ctx, clock.now())
+	require.True(t, b.leading)
+	b.mu.Lock()
+	whAttemptDue(b, 200)
+	b.mu.Unlock()
+	require.NoError(t, b.sync(ctx))
+	shPublish(t, b) // a log of 1: the delivered one goes
+	require.NoError(t, a.fresh(ctx))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	require.Nil(t, a.deliv[j.d.ID], "A's copy of the trimmed delivery")
+	a.finishLocked(j, egress.Result{Err: context.Canceled})
+	assert.Zero(t, a.endpoints[id].inflight, "the endpoint's attempts under way on A")
+}
+
+// TestSharedOwnWriteNotTakenBack: a catch-up without the lock (a read)
+// never takes the replica's own last write back in over a change a
+// request under the lock has made and not yet written, even after a
+// write that failed left a gap in the feed's counter.
+func TestSharedOwnWriteNotTakenBack(t *testing.T) {
+	st, _ := shStore(t)
+	a, _ := shReplica(t, st)
+	ctx := t.Context()
+	var id string
+	change(t, a, func() { id = whAddEndpoint(a, whStoreA).ID })
+	_, err := st.Add(ctx, shareGen, 1, time.Time{}) // a write whose Apply then failed
+	require.NoError(t, err)
+
+	work, unlock1, err := a.lock(ctx)
+	require.NoError(t, err)
+	a.mu.Lock()
+	a.endpoints[id].URL = "https://one.example.com/"
+	a.touchLocked(kindEndpoint, id)
+	a.mu.Unlock()
+	require.NoError(t, a.persist(work))
+
+	a.share.mu.Lock()
+	a.share.cur.since = time.Now() // a second request, within lockJoin
+	a.share.mu.Unlock()
+	_, unlock2, err := a.lock(ctx)
+	require.NoError(t, err)
+	unlock1()
+	a.mu.Lock()
+	a.endpoints[id].URL = "https://two.example.com/" // answered 200 with this
+	a.touchLocked(kindEndpoint, id)
+	a.mu.Unlock()
+	require.NoError(t, a.catchUp(ctx, false)) // a read meanwhile
+	require.NoError(t, a.persist(work))
+	unlock2()
+
+	b, _ := shReplica(t, st)
+	assert.Equal(t, "https://two.example.com/", b.endpoints[id].URL, "the stored URL")
 }

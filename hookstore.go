@@ -202,8 +202,10 @@ func (hk *hooks) write(ctx context.Context, ops []hookOp) error {
 	for _, op := range ops {
 		hk.index(op.kind, op.id, op.val != nil)
 	}
-	if hk.share != nil && hk.share.seen == gen-1 {
-		hk.share.seen = gen // caught up before this write, under the lock: nothing between
+	if hk.share != nil {
+		// Written under the lock, by its one writer, on the copy caught
+		// up when the lock was taken: nothing between is another's.
+		hk.share.seen = max(hk.share.seen, gen)
 	}
 	return nil
 }

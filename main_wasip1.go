@@ -154,9 +154,16 @@ func wasmHandle(n uint32) uint64 {
 	// this instance holds changes that the store does not: it exits, and
 	// the host answers 503 and starts a fresh instance from the store.
 	if err := persistEdge(); err != nil {
-		edge.app.srv.log.Error("edge: cannot write state; exiting for a fresh instance", "err", err)
-		logOut.Flush()
-		os.Exit(exitCannotPersist)
+		if edge.app.srv.hooks.share != nil {
+			// Shared, a request's own changes were written under the lock
+			// (or it was answered 503); what is left is the sender's,
+			// which the next sender may take over.
+			edge.app.srv.log.Error("edge: writing delivery outcomes failed", "err", err)
+		} else {
+			edge.app.srv.log.Error("edge: cannot write state; exiting for a fresh instance", "err", err)
+			logOut.Flush()
+			os.Exit(exitCannotPersist)
+		}
 	}
 	resp := &wire.Response{Status: rec.code(), Header: rec.header, Body: rec.body.Bytes(), LogPath: edge.logPath, LogRoute: edge.logRoute}
 	edge.logPath, edge.logRoute = "", ""
@@ -223,7 +230,7 @@ func wasmTick(nowNanos int64) uint64 {
 	// timeout, counted against nothing: as the native build cancels them
 	// (endpoint.cancelAttempts), the host is told to.
 	for id, j := range edge.jobs {
-		if hk.endpoints[j.d.EndpointID] == nil || j.term != hk.term { // deleted, or taken while leading before (hooklease.go)
+		if hk.endpoints[j.d.EndpointID] == nil || j.term != hk.term || !hk.sendingLocked(now) { // deleted, or (shared) no longer this replica's to send (hooklease.go)
 			t.Cancel = append(t.Cancel, id)
 		}
 	}

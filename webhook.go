@@ -164,7 +164,8 @@ type delivery struct {
 	Reason     string    `json:"reason,omitempty"`   // why it failed
 
 	ev    *event
-	index int // in the hooks' timer heap; -1 when not in it
+	index int  // in the hooks' timer heap; -1 when not in it
+	job   *job // the attempt under way, if any
 }
 
 // attempt is one HTTP request of a delivery. The request headers other
@@ -338,6 +339,16 @@ func (s *server) change(w http.ResponseWriter, r *http.Request, locked bool, h h
 	hk := s.hooks
 	ctx := r.Context()
 	if hk.share != nil && locked {
+		// The body first: a slow client must not hold every replica's
+		// webhook changes up.
+		if r.Body != nil && r.Body != http.NoBody {
+			b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1)) // one byte over tells 413
+			if err != nil {
+				writeError(w, &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "could not read the body"})
+				return
+			}
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		}
 		work, unlock, err := hk.lock(ctx)
 		if err != nil {
 			s.log.Error("webhooks: cannot take the lock of the shared state; answering 503", "err", err)
