@@ -4,7 +4,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -30,6 +33,7 @@ import (
 // delivery leaves it to the other, which sends it within
 // webhooks.timeout + 30 s.
 func TestReplicaWebhooks(t *testing.T) {
+	t.Parallel() // processes of its own, mostly waiting on a lease: beside the others
 	rd := redistest.New(t, redistest.Persistent...)
 	a := startContractService(t, targetNative, ctRedisOpts(rd))
 	bo := ctRedisOpts(rd)
@@ -191,6 +195,7 @@ func newStallingReceiver(t *testing.T) *stallingReceiver {
 // delivery lease and sends, as a native replica does; a replica started
 // beside it shows the same delivery log.
 func TestEdgeOnRedisSendsWebhooks(t *testing.T) {
+	t.Parallel() // processes of its own, mostly waiting on a lease: beside the others
 	rd := redistest.New(t, redistest.Persistent...)
 	e := startContractService(t, targetWasm, ctRedisOpts(rd))
 	rc := ctNewReceiverOK(t)
@@ -206,4 +211,108 @@ func TestEdgeOnRedisSendsWebhooks(t *testing.T) {
 	ao.publicBaseURL = e.URL
 	a := startContractService(t, targetNative, ao)
 	assert.Equal(t, e.deliveries(t, ep), a.deliveries(t, ep), "the delivery log on the edge host and on a native replica")
+}
+
+// TestReplicaWebhookKills publishes on two replicas on one Redis, four
+// workers taking turns between them, while one or the other (the sender
+// or not) is killed (kill -9) and started again, three times; then every
+// event either accepted (202) is delivered at least once (duplicates
+// counted and logged: a sender killed mid-attempt sends it again), and
+// both show the same delivery log.
+func TestReplicaWebhookKills(t *testing.T) {
+	t.Parallel() // processes of its own, mostly waiting on a lease: beside the others
+	seed := uint64(time.Now().UnixNano())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("seed %d", seed)
+		}
+	})
+	rng := mrand.New(mrand.NewPCG(seed, 0))
+	rd := redistest.New(t, redistest.Persistent...)
+	o := ctRedisOpts(rd)
+	o.loadTest = true
+	a := startContractService(t, targetNative, o)
+	o.publicBaseURL = a.URL
+	b := startContractService(t, targetNative, o)
+	replicas := []*ctService{a, b}
+	rc := ctNewReceiverOK(t)
+	ep, _ := a.createEndpoint(t, rc.URL)
+
+	var mu sync.Mutex
+	accepted := map[string]bool{}
+	const rounds, workers = 3, 4
+	for round := range rounds {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					s := replicas[(w+i)%2]
+					r, err := s.send(http.MethodPost, "/stores/"+ctStoreA+"/events", map[string]any{
+						"type": "order.status.updated",
+						"data": map[string]any{"object": map[string]any{"id": fmt.Sprintf("o-%d-%d-%d", round, w, i), "status": "completed"}},
+					}, "X-API-Key", ctKeyA)
+					if err != nil || r.status != http.StatusAccepted {
+						continue // a replica killed, or starting: nothing accepted
+					}
+					var v struct{ Data struct{ ID string } }
+					if json.Unmarshal(r.body, &v) == nil {
+						mu.Lock()
+						accepted[v.Data.ID] = true
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		// Load for a while, then the kill at a moment of its own.
+		<-time.After(300*time.Millisecond + time.Duration(rng.Int64N(int64(700*time.Millisecond))))
+		victim := replicas[rng.IntN(2)]
+		require.NoError(t, victim.p.cmd.Process.Kill())
+		<-victim.p.exited
+		close(stop)
+		wg.Wait()
+		victim.client.CloseIdleConnections()
+		victim.start()
+	}
+
+	mu.Lock()
+	want := len(accepted)
+	mu.Unlock()
+	require.Positive(t, want, "events accepted")
+	const within = 5*time.Second + 30*time.Second // webhooks.timeout + 30 s: a sender's take-over, and its sending
+	var got map[string]int
+	ctEventually(t, within+30*time.Second, func() bool {
+		got = map[string]int{}
+		for _, h := range rc.got() {
+			got[h.header.Get("Webhook-Id")]++
+		}
+		for id := range accepted {
+			if got[id] == 0 {
+				return false
+			}
+		}
+		return true
+	}, "of %d events accepted, some were never delivered", want)
+	dups := 0
+	for id := range accepted {
+		dups += got[id] - 1
+	}
+	t.Logf("%d events accepted over %d kills, each delivered; %d requests again (a sender killed mid-attempt)", want, rounds, dups)
+	ctEventually(t, 30*time.Second, func() bool {
+		return slices.Equal(ctIDs(a.deliveries(t, ep)), ctIDs(b.deliveries(t, ep)))
+	}, "A's and B's delivery logs never agreed")
+}
+
+// ctIDs are the ids and statuses of a delivery log's entries.
+func ctIDs(log []map[string]any) []string {
+	var ids []string
+	for _, d := range log {
+		ids = append(ids, fmt.Sprint(d["id"], " ", d["status"]))
+	}
+	return ids
 }
