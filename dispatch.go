@@ -182,7 +182,7 @@ func (hk *hooks) worker() {
 		if hk.closed {
 			return
 		}
-		ctx, cancel := context.WithCancel(hk.attemptsCtxLocked(j.d.EndpointID))
+		ctx, cancel := hk.attemptsCtxLocked(j.d.EndpointID), context.CancelFunc(func() {})
 		if hk.share != nil {
 			// Over before the lease could run out, should it not be
 			// renewed: never two replicas sending one delivery.

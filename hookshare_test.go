@@ -24,15 +24,10 @@ import (
 // embedded one in memory: the contract is the same as Redis's), on a
 // clock the test moves.
 
-type shClock struct{ off atomic.Int64 }
-
-func (c *shClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *shClock) advance(d time.Duration) { c.off.Add(int64(d)) }
-
 // shStore is a store in memory for replicas to share, on its clock.
-func shStore(t *testing.T) (store.Store, *shClock) {
+func shStore(t *testing.T) (store.Store, *testClock) {
 	t.Helper()
-	c := &shClock{}
+	c := &testClock{}
 	db, err := embedded.Open("", embedded.Options{Now: c.now})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
@@ -187,7 +182,7 @@ func TestSharedDeliveriesSentByTheLeader(t *testing.T) {
 	b.mu.Unlock()
 
 	// B dies: its lease runs out, and A takes it.
-	clock.advance(b.leaseTTL() + time.Second)
+	clock.off.Add(int64(b.leaseTTL() + time.Second))
 	a.lead(ctx, clock.now())
 	assert.True(t, a.leading, "A leads once B's lease ran out")
 	b.lead(ctx, clock.now()) // B, back, finds its lease taken: it stops sending
@@ -529,7 +524,7 @@ func TestSharedStaleLeader(t *testing.T) {
 	a.mu.Lock()
 	a.sendUntil = time.Now() // A paused past its lease (its own clock's margin passed)
 	a.mu.Unlock()
-	clock.advance(a.leaseTTL() + time.Second)
+	clock.off.Add(int64(a.leaseTTL() + time.Second))
 
 	b.lead(ctx, clock.now())
 	require.True(t, b.leading, "B takes the lapsed lease")
@@ -560,7 +555,7 @@ func TestSharedStaleLeader(t *testing.T) {
 	assert.Equal(t, statusSucceeded, da.Status, "A's copy of the delivery B made")
 
 	// B dies; A leads again, and has nothing of it to send.
-	clock.advance(b.leaseTTL() + time.Second)
+	clock.off.Add(int64(b.leaseTTL() + time.Second))
 	a.lead(ctx, clock.now())
 	require.True(t, a.leading)
 	a.mu.Lock()

@@ -341,13 +341,8 @@ func (s *server) change(w http.ResponseWriter, r *http.Request, locked bool, h h
 	if hk.share != nil && locked {
 		// The body first: a slow client must not hold every replica's
 		// webhook changes up.
-		if r.Body != nil && r.Body != http.NoBody {
-			b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1)) // one byte over tells 413
-			if err != nil {
-				writeError(w, &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "could not read the body"})
-				return
-			}
-			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		if !bufferBody(w, r) {
+			return
 		}
 		work, unlock, err := hk.lock(ctx)
 		if err != nil {
@@ -482,13 +477,8 @@ func (s *server) withEndpoint(h func(http.ResponseWriter, *http.Request, *endpoi
 // or other stores.
 func (s *server) inEndpoint(h func(http.ResponseWriter, *http.Request, *endpoint)) func(http.ResponseWriter, *http.Request, *StoreConfig) {
 	return func(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
-		if r.Body != nil && r.Body != http.NoBody {
-			b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1)) // one byte over tells 413
-			if err != nil {
-				writeError(w, &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "could not read the body"})
-				return
-			}
-			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		if !bufferBody(w, r) {
+			return
 		}
 		rec := &recorder{header: http.Header{}}
 		hk := s.hooks
@@ -501,6 +491,22 @@ func (s *server) inEndpoint(h func(http.ResponseWriter, *http.Request, *endpoint
 		hk.mu.Unlock()
 		rec.copyTo(w)
 	}
+}
+
+// bufferBody reads r's body into memory, up to one byte past maxBody
+// (which tells 413 to whoever reads it next), and puts it back as r.Body;
+// when the body cannot be read it answers 400 and reports false.
+func bufferBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		writeError(w, &apiError{Status: http.StatusBadRequest, Code: "invalid_request", Message: "could not read the body"})
+		return false
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+	return true
 }
 
 // readJSONObject reads a JSON object body into v by decodeObject's rules,
