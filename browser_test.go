@@ -104,6 +104,7 @@ func startBinary(t *testing.T, cfg map[string]any) string {
 // game app's question, Continue, signed in, Sign out; and a callback
 // opened out of turn explains itself and links back.
 func TestBrowserDemoSignIn(t *testing.T) {
+	t.Parallel() // processes of its own, mostly waiting on them: beside the others
 	ctx := browser(t, 1280)
 	base := startBinary(t, nil)
 	for _, host := range []string{"127.0.0.1", "localhost"} {
@@ -142,6 +143,7 @@ func TestBrowserDemoSignIn(t *testing.T) {
 // open an attempt, retry, recover, rotate, disable, enable, delete, sign out; and
 // a cross-site form post refused.
 func TestBrowserDashboard(t *testing.T) {
+	t.Parallel() // processes of its own, mostly waiting on them: beside the others
 	ctx := browser(t, 1280)
 	release := make(chan struct{})
 	var once sync.Once
@@ -335,6 +337,7 @@ func TestBrowserDashboard(t *testing.T) {
 // TestBrowserNarrowScreen: at 360 px wide, no dashboard page scrolls
 // sideways.
 func TestBrowserNarrowScreen(t *testing.T) {
+	t.Parallel() // processes of its own, mostly waiting on them: beside the others
 	ctx := browser(t, 360)
 	// A headless window keeps a minimum width of its own: the page's
 	// viewport is set as a phone's.

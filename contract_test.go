@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,11 +99,31 @@ var ctTmp struct {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// The slowest tests (crashes, replicas, leases running out, Chromium)
+	// run processes of their own and mostly wait on them: unless -parallel
+	// says otherwise, four of them run at once, whatever the cores.
+	if !flagGiven("test.parallel") {
+		flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
+	}
+	if flag.Lookup("test.run").Value.String() == "" {
+		// The whole suite: the binaries it runs are built while the
+		// first tests, which need none, run.
+		go buildNative()
+		go buildWasm()
+	}
 	code := m.Run()
 	if ctTmp.dir != "" {
 		os.RemoveAll(ctTmp.dir)
 	}
 	os.Exit(code)
+}
+
+// flagGiven reports whether the command line set the flag name.
+func flagGiven(name string) bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 func contractTmpDir() (string, error) {

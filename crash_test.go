@@ -129,6 +129,7 @@ type crashRun struct {
 }
 
 func TestCrash(t *testing.T) {
+	t.Parallel() // processes of its own, mostly waiting on them: beside the others
 	seed := *crashSeedFlag
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())

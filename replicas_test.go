@@ -39,6 +39,7 @@ func ctRedisOpts(rd *redistest.Server) ctOpts {
 // for it (or exits 0 on SIGTERM); and once Redis is back every replica
 // serves again by itself.
 func TestReplicas(t *testing.T) {
+	t.Parallel() // processes of its own, mostly waiting on them: beside the others
 	rd := redistest.New(t, redistest.Persistent...)
 	a := startContractService(t, targetNative, ctRedisOpts(rd))
 	bo := ctRedisOpts(rd)
