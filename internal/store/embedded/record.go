@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"unsafe"
 )
 
 // The journal and the snapshot hold the same records, each framed as
@@ -154,7 +155,12 @@ func (d *decoder) bytes() []byte {
 	return v
 }
 
-func (d *decoder) str() string { return string(d.bytes()) }
+// str is the next string; it aliases the buffer decoded from, which
+// must not change while the string is in use.
+func (d *decoder) str() string {
+	b := d.bytes()
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
 
 func (d *decoder) varint() int64 {
 	v, k := binary.Varint(d.b)

@@ -1,0 +1,322 @@
+package embedded
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"os"
+	"strings"
+	"sync"
+)
+
+// A start reads each file twice through a small buffer, never whole:
+// first to check it (check), then to apply it (applyAll). Reading a file
+// again from the page cache costs far less than the memory a whole copy
+// of it would take first.
+
+// readBuf is the buffer a file is read through; a larger record gets a
+// larger one.
+const readBuf = 1 << 20
+
+// checkedFile is a file check found whole up to end: the records in
+// [headerSize, end) are to be applied.
+type checkedFile struct {
+	path string
+	end  int64
+	size int64 // the file's, as read
+}
+
+// damage is the one line a start refuses with.
+func damage(path string, off int64, why error) error {
+	return fmt.Errorf("%s is damaged at offset %d: %v; restore the directory from a backup (its files are read in order: none can be left out)", path, off, why)
+}
+
+// check reads f, at path, and checks its header and records, adding the
+// puts and deletes of each shard to counts. In the last journal (last), a
+// record cut short at the end, or followed by nothing but zeros, is a
+// write a crash interrupted: it is dropped with a warning and the file cut
+// there. Anywhere else, a bad record is damage. A snapshot's records end
+// at its end record.
+func (db *DB) check(path string, f stateFile, last bool, counts *[numShards]int) (checkedFile, error) {
+	c := checkedFile{path: path}
+	fh, err := os.Open(path)
+	if err != nil {
+		return c, err
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return c, err
+	}
+	c.size = fi.Size()
+	magic := journalMagic
+	if f.snap {
+		magic = snapMagic
+	}
+	if c.size < headerSize {
+		b, err := io.ReadAll(fh)
+		if err != nil {
+			return c, err
+		}
+		if last && !f.snap && allZero(b) {
+			db.log.Warn("store: dropping a journal a crash cut off as it was created", "file", path)
+			c.size = 0
+			return c, os.Remove(path)
+		}
+		return c, damage(path, 0, errors.New("header cut short"))
+	}
+	hdr := make([]byte, headerSize)
+	if _, err := io.ReadFull(fh, hdr); err != nil {
+		return c, err
+	}
+	if !bytes.Equal(hdr, header(magic, f.gen)) {
+		return c, damage(path, 0, errors.New("header is not this file's"))
+	}
+
+	// The records, in order: the first bad one decides, then the end
+	// record's place.
+	var (
+		n       int64 // records before the current one
+		endAt   int64 = -1
+		endErr  error // the first misplaced end record, or a record after it
+		shardOf [numShards]int
+	)
+	stop, err := eachRecord(fh, headerSize, func(off int64, rec []byte) bool {
+		r, _, err := nextRecord(rec)
+		if err != nil {
+			return false
+		}
+		switch {
+		case endErr != nil:
+		case endAt >= 0:
+			endErr = damage(path, off, errors.New("data after the snapshot's end"))
+		case r.op == opEnd && (!f.snap || r.n != n):
+			endErr = damage(path, off, errors.New("end record out of place"))
+		case r.op == opEnd:
+			endAt = off
+		case r.op == opPut || r.op == opDel:
+			shardOf[maphash.String(db.seed, r.key)%numShards]++
+		}
+		n++
+		return true
+	})
+	if err != nil {
+		return c, err
+	}
+	c.end = stop
+	if stop < c.size {
+		// Where the records stop holding: the zeros a journal is filled
+		// with ahead of its records, a write a crash cut short, or damage.
+		// The rest of the file decides which.
+		rest := make([]byte, c.size-stop)
+		if _, err := fh.ReadAt(rest, stop); err != nil {
+			return c, err
+		}
+		if !f.snap && rest[0] == 0 && allZero(rest) {
+			// the end of what was written
+		} else {
+			_, _, err := nextRecord(rest)
+			// The last record written, cut short: its bytes reach the end
+			// of the file, or all that follows where it says it ends are
+			// the zeros the journal is filled with ahead (a write of
+			// several records that only partly reached the disk).
+			size, framed := framedSize(rest)
+			torn := errors.Is(err, errShort) || tornAt(rest) || framed && allZero(rest[size:])
+			if !last || f.snap || !torn {
+				return c, damage(path, stop, err)
+			}
+			db.log.Warn("store: dropping the end of the journal, cut short by a crash", "file", path, "offset", stop, "bytes", len(rest))
+			if err := truncate(path, stop); err != nil {
+				return c, err
+			}
+			c.size = stop
+		}
+	}
+	if endErr != nil {
+		return c, endErr
+	}
+	if f.snap {
+		if endAt < 0 {
+			return c, damage(path, c.size, errors.New("snapshot cut short"))
+		}
+		c.end = endAt
+	}
+	for i, k := range shardOf {
+		counts[i] += k
+	}
+	return c, nil
+}
+
+// eachRecord reads r, which is at offset off of its file, through a
+// buffer and calls fn with each framed record in turn, whole, until fn
+// returns false. It returns the offset where it stopped: the end of r, a
+// record fn refused, or where the framing stops holding (a length that is
+// no record's, or one that runs past the end). rec is valid only during
+// the call.
+func eachRecord(r io.Reader, off int64, fn func(off int64, rec []byte) bool) (int64, error) {
+	buf := make([]byte, readBuf)
+	start, end := 0, 0 // buf[start:end]: read, not yet passed to fn
+	eof := false
+	fill := func() error {
+		end = copy(buf, buf[start:end])
+		start = 0
+		k, err := io.ReadAtLeast(r, buf[end:], 1)
+		end += k
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			eof = true
+			return nil
+		}
+		return err
+	}
+	for {
+		if end-start < frameSize && !eof {
+			if err := fill(); err != nil {
+				return off, err
+			}
+			continue
+		}
+		if end-start < frameSize {
+			return off, nil
+		}
+		n := binary.LittleEndian.Uint32(buf[start:])
+		if n == 0 || n > maxRecord {
+			return off, nil
+		}
+		size := frameSize + int(n)
+		if end-start < size {
+			if eof {
+				return off, nil
+			}
+			if size > len(buf) {
+				buf = append(buf[:end], make([]byte, size-end)...)
+			}
+			if err := fill(); err != nil {
+				return off, err
+			}
+			continue
+		}
+		if !fn(off, buf[start:start+size]) {
+			return off, nil
+		}
+		start += size
+		off += int64(size)
+	}
+}
+
+// applyAll applies the records of the files check found whole, in order,
+// in memory: two goroutines, each sizing the maps of its half of the
+// shards once (counts: their puts and deletes), then reading every file
+// and applying the changes to its shards (the first also the sets'), so
+// each key's changes are made in their order.
+func (db *DB) applyAll(files []checkedFile, counts *[numShards]int) error {
+	const workers = 2
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < numShards; i += workers {
+				if len(db.shards[i].m) == 0 && counts[i] > 0 {
+					db.shards[i].m = make(map[string]entry, counts[i])
+				}
+			}
+			for _, f := range files {
+				if errs[w] = db.applyFile(f, w, workers); errs[w] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// applyFile applies worker w's records of f.
+func (db *DB) applyFile(f checkedFile, w, workers int) error {
+	if f.end <= headerSize {
+		return nil
+	}
+	fh, err := os.Open(f.path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	r := io.NewSectionReader(fh, headerSize, f.end-headerSize)
+	stop, err := eachRecord(r, headerSize, func(_ int64, rec []byte) bool {
+		r, err := decodePayload(rec[frameSize:]) // checked whole
+		if err != nil {
+			return false
+		}
+		switch r.op {
+		case opPut, opDel:
+			if sh := maphash.String(db.seed, r.key) % numShards; int(sh)%workers == w {
+				db.applyKV(&db.shards[sh], r)
+			}
+		case opZAdd, opZRem:
+			if w == 0 {
+				db.applySet(r)
+			}
+		}
+		return true
+	})
+	if err == nil && stop != f.end {
+		err = fmt.Errorf("%s changed while it was read, at offset %d", f.path, stop)
+	}
+	return err
+}
+
+// tornAt reports whether the bad record at the start of b is the last
+// one: its length reaches the end of b.
+func tornAt(b []byte) bool {
+	n := binary.LittleEndian.Uint32(b)
+	return uint64(frameSize)+uint64(n) >= uint64(len(b))
+}
+
+func allZero(b []byte) bool {
+	var zeros [4096]byte
+	for len(b) > 0 {
+		n := min(len(b), len(zeros))
+		if !bytes.Equal(b[:n], zeros[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+func truncate(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// applyKV makes r's change to sh in memory, at load; expired entries are
+// dropped once loading is done. r's strings alias the read buffer.
+func (db *DB) applyKV(sh *shard, r record) {
+	if r.op == opPut {
+		sh.m[strings.Clone(r.key)] = entry{val: bytes.Clone(r.val), exp: r.n}
+	} else {
+		delete(sh.m, r.key)
+	}
+}
+
+// applySet makes r's change to a set in memory, at load. r's strings
+// alias the read buffer.
+func (db *DB) applySet(r record) {
+	switch r.op {
+	case opZAdd:
+		db.setLocked(strings.Clone(r.key), true).add(strings.Clone(r.member), r.n)
+	case opZRem:
+		if z := db.setLocked(r.key, false); z != nil && z.remove(r.member) && len(z.score) == 0 {
+			delete(db.sets, r.key)
+		}
+	}
+}

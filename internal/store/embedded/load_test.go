@@ -1,0 +1,224 @@
+package embedded
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestOpenReadsFiles: a start on files made by hand, record by record,
+// reads what they hold, drops a torn tail of the last journal only, and
+// refuses any other damage with one line naming the file and the offset.
+func TestOpenReadsFiles(t *testing.T) {
+	put := func(k, v string) record { return record{op: opPut, key: k, val: []byte(v)} }
+	del := func(k string) record { return record{op: opDel, key: k} }
+	end := func(n int64) record { return record{op: opEnd, n: n} }
+	zadd := func(set, m string, s int64) record { return record{op: opZAdd, key: set, member: m, n: s} }
+	zrem := func(set, m string) record { return record{op: opZRem, key: set, member: m} }
+	file := func(magic string, gen uint64, recs ...record) []byte {
+		b := header(magic, gen)
+		for _, r := range recs {
+			b = appendRecord(b, r)
+		}
+		return b
+	}
+	snap := func(gen uint64, recs ...record) []byte { return file(snapMagic, gen, recs...) }
+	journal := func(gen uint64, recs ...record) []byte { return file(journalMagic, gen, recs...) }
+	// at is the offset of record i of recs in a file.
+	at := func(i int, recs ...record) int64 {
+		n := int64(headerSize)
+		for _, r := range recs[:i] {
+			n += int64(len(appendRecord(nil, r)))
+		}
+		return n
+	}
+	big := strings.Repeat("b", readBuf+100) // longer than the buffer a file is read through
+	ab := []record{put("a", "1"), put("b", "2")}
+	var many []record // more than a buffer's worth
+	manyWant := map[string]string{}
+	for i := range readBuf / 50 {
+		k, v := fmt.Sprintf("key-%06d", i), fmt.Sprintf("value %030d", i)
+		many, manyWant[k] = append(many, put(k, v)), v
+	}
+	zeros := make([]byte, 4096)
+
+	tests := []struct {
+		name  string
+		files map[string][]byte
+		want  map[string]string // the entries after the start
+		set   []string          // the members of set "s"
+		// damaged: the file and offset the start refuses, and why
+		damaged, why string
+		// size: the last journal's size after the start, if it changed
+		size int64
+	}{
+		{
+			name:  "snapshot and journals",
+			files: map[string][]byte{snapName(2): snap(2, put("a", "1"), put("b", "2"), end(2)), journalName(2): journal(2, put("a", "3"), del("b")), journalName(3): journal(3, put("c", big))},
+			want:  map[string]string{"a": "3", "c": big},
+		},
+		{
+			name:  "more records than a buffer holds",
+			files: map[string][]byte{snapName(1): snap(1, append(many, end(int64(len(many))))...)},
+			want:  manyWant,
+		},
+		{
+			name:  "sets, in order, then more than a buffer",
+			files: map[string][]byte{journalName(1): journal(1, append([]record{zadd("s", "x", 1), zadd("s", "y", 2), zrem("s", "x"), zadd("s", "z", 3)}, many...)...)},
+			want:  manyWant, set: []string{"y", "z"},
+		},
+		{
+			name:  "journal filled with zeros ahead",
+			files: map[string][]byte{journalName(1): append(journal(1, ab...), zeros...)},
+			want:  map[string]string{"a": "1", "b": "2"},
+		},
+		{
+			name:  "last journal torn: cut off",
+			files: map[string][]byte{journalName(1): journal(1, ab...)[:at(2, ab...)-3]},
+			want:  map[string]string{"a": "1"}, size: at(1, ab...),
+		},
+		{
+			name:  "last journal torn, zeros after: cut off",
+			files: map[string][]byte{journalName(1): append(journal(1, ab...)[:at(2, ab...)-3], zeros...)},
+			want:  map[string]string{"a": "1"}, size: at(1, ab...),
+		},
+		{
+			name:  "last journal cut off in its header: removed",
+			files: map[string][]byte{journalName(1): journal(1, ab...), journalName(2): make([]byte, 5)},
+			want:  map[string]string{"a": "1", "b": "2"}, size: -1,
+		},
+		{
+			name:    "earlier journal torn",
+			files:   map[string][]byte{journalName(1): journal(1, ab...)[:at(2, ab...)-3], journalName(2): journal(2)},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d: record cut short", at(1, ab...)),
+		},
+		{
+			name:    "record changed",
+			files:   map[string][]byte{journalName(1): flip(journal(1, put("a", "1"), put("b", "2"), put("c", "3")), int(at(1, ab...))+frameSize+2)},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d: record checksum does not match", at(1, ab...)),
+		},
+		{
+			name:    "header of another file",
+			files:   map[string][]byte{journalName(1): journal(2, ab...)},
+			damaged: journalName(1), why: "offset 0: header is not this file's",
+		},
+		{
+			name:    "snapshot without its end",
+			files:   map[string][]byte{snapName(1): snap(1, ab...)},
+			damaged: snapName(1), why: fmt.Sprintf("offset %d: snapshot cut short", at(2, ab...)),
+		},
+		{
+			name:    "snapshot's end miscounted",
+			files:   map[string][]byte{snapName(1): snap(1, put("a", "1"), end(2))},
+			damaged: snapName(1), why: fmt.Sprintf("offset %d: end record out of place", at(1, ab...)),
+		},
+		{
+			name:    "data after the snapshot's end",
+			files:   map[string][]byte{snapName(1): snap(1, put("a", "1"), end(1), put("b", "2"))},
+			damaged: snapName(1), why: fmt.Sprintf("offset %d: data after the snapshot's end", at(2, put("a", "1"), end(1))),
+		},
+		{
+			name:    "end record in a journal",
+			files:   map[string][]byte{journalName(1): journal(1, put("a", "1"), end(1))},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d: end record out of place", at(1, ab...)),
+		},
+		{
+			name:    "zeros, then data",
+			files:   map[string][]byte{journalName(1): append(append(journal(1, ab...), zeros...), journal(1, ab...)...)},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d:", at(2, ab...)),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var last string
+			for name, b := range tt.files {
+				if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				last = max(last, name)
+			}
+			db, err := Open(dir, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if tt.damaged != "" {
+				want := filepath.Join(dir, tt.damaged) + " is damaged at " + tt.why
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("Open = %v; want an error with %q", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open = %v; want nil", err)
+			}
+			defer db.Close()
+			got := map[string]string{}
+			for k, e := range db.all() {
+				got[k] = string(e)
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("entries %v; want %v", short(got), short(tt.want))
+			}
+			if members := db.members("s"); !slices.Equal(members, tt.set) {
+				t.Errorf("set s: %q; want %q", members, tt.set)
+			}
+			if tt.size != 0 {
+				fi, err := os.Stat(filepath.Join(dir, last))
+				switch {
+				case tt.size < 0 && err == nil:
+					t.Errorf("%s is still there; want it removed", last)
+				case tt.size > 0 && (err != nil || fi.Size() != tt.size):
+					t.Errorf("%s: %v, %v; want %d bytes", last, fi, err, tt.size)
+				}
+			}
+		})
+	}
+}
+
+func flip(b []byte, off int) []byte {
+	b[off] ^= 0x40
+	return b
+}
+
+// all returns every entry in memory, expired or not.
+func (db *DB) all() map[string][]byte {
+	m := map[string][]byte{}
+	for i := range db.shards {
+		sh := &db.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			m[k] = e.val
+		}
+		sh.mu.Unlock()
+	}
+	return m
+}
+
+// members returns the members of set, lowest score first.
+func (db *DB) members(set string) []string {
+	db.setsMu.Lock()
+	defer db.setsMu.Unlock()
+	var ms []string
+	if z := db.sets[set]; z != nil {
+		for _, x := range z.order() {
+			ms = append(ms, x.Member)
+		}
+	}
+	return ms
+}
+
+// short shows a map with its long values cut.
+func short(m map[string]string) map[string]string {
+	s := map[string]string{}
+	for k, v := range m {
+		if len(v) > 20 {
+			v = fmt.Sprintf("%s… (%d bytes)", v[:10], len(v))
+		}
+		s[k] = v
+	}
+	return s
+}
