@@ -174,7 +174,7 @@ func (in *instance) callLocked(view view, name string, b []byte, args ...uint64)
 	// replace a failed instance.
 	if *callTimeout > 0 && name != "start" {
 		c.deadline = time.Now().Add(*callTimeout)
-		in.h.dog.arm(in.slot, c.deadline)
+		c.watched = in.h.dog.arm(in.slot)
 		defer in.h.dog.disarm(in.slot)
 	}
 	ctx := context.WithValue(context.Background(), callKey{}, c)

@@ -25,7 +25,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -63,8 +62,8 @@ const exitCannotPersist = 75
 const maxBody = 64<<10 + 1
 
 func main() {
-	if n, err := strconv.Atoi(os.Getenv(watchdogEnv)); err == nil {
-		os.Exit(watchdogMain(n))
+	if arg, ok := os.LookupEnv(watchdogEnv); ok {
+		os.Exit(watchdogMain(arg))
 	}
 	log.SetFlags(0)
 	flag.Usage = func() { // named as it is run, not by go run's temporary path
@@ -183,7 +182,7 @@ func run() error {
 	rt, compiled := c.rt, c.cm
 	var dog *watchdog
 	if *callTimeout > 0 {
-		if dog, err = startWatchdog(*instances); err != nil {
+		if dog, err = startWatchdog(*instances, *callTimeout); err != nil {
 			srv.Close()
 			return err
 		}

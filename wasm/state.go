@@ -128,7 +128,7 @@ func storeCall(ctx context.Context, b *hoststore.Backend, mod api.Module, req, r
 	}
 	if !c.deadline.IsZero() {
 		c.dog.disarm(c.slot)
-		defer c.dog.arm(c.slot, c.deadline)
+		defer c.dog.rearm(c.slot, c.watched)
 		if c.remote {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, c.deadline)
@@ -162,6 +162,7 @@ type callState struct {
 	deadline time.Time // past it, the call is cut off at its next host call; zero: none
 	dog      *watchdog // watches the call while it runs in the module
 	slot     int       // the instance's, for dog
+	watched  int64     // the call's id for dog
 	remote   bool      // the store's calls get the deadline (hostState.remote)
 
 	// view is the store as the call changes it: its changes are made at

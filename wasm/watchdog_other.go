@@ -12,8 +12,9 @@ const watchdogEnv = "DEEPLINK_EDGE_WATCHDOG"
 // (docs/edge.md).
 type watchdog struct{}
 
-func startWatchdog(int) (*watchdog, error) { return nil, nil }
-func (*watchdog) arm(int, time.Time)       {}
-func (*watchdog) disarm(int)               {}
-func (*watchdog) stop()                    {}
-func watchdogMain(int) int                 { return 0 }
+func startWatchdog(int, time.Duration) (*watchdog, error) { return nil, nil }
+func (*watchdog) arm(int) int64                           { return 0 }
+func (*watchdog) rearm(int, int64)                        {}
+func (*watchdog) disarm(int)                              {}
+func (*watchdog) stop()                                   {}
+func watchdogMain(string) int                             { return 0 }

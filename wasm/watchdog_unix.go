@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,28 +22,37 @@ import (
 // can neither preempt nor interrupt, and the next garbage collection,
 // which waits for every goroutine to stop, then stops the whole host with
 // it. Nothing inside the host can act then, so a second process, the
-// watchdog, watches the calls' deadlines in memory they share and kills
-// the host (SIGKILL) once a call is past its deadline by watchdogGrace.
-// The platform restarts the host; nothing acknowledged is lost, since the
-// store has it all.
+// watchdog, watches the calls in memory they share and kills the host
+// (SIGKILL) once a call has run longer than the deadline allows by
+// watchdogGrace. The platform restarts the host; nothing acknowledged is
+// lost, since the store has it all.
+//
+// The host writes which call each slot runs, not when it is due: the
+// watchdog times each call on its own monotonic clock, so a step of the
+// wall clock (NTP, a suspended VM) can neither kill a host that is fine
+// nor spare a runaway.
 
-// watchdogEnv marks the host's own binary, run as the watchdog.
+// watchdogEnv marks the host's own binary, run as the watchdog: its
+// value is "SLOTS,LIMIT", LIMIT a call's deadline as a Go duration.
 const watchdogEnv = "DEEPLINK_EDGE_WATCHDOG"
 
-// watchdogGrace is how far past its deadline a call may run before the
+// watchdogGrace is how long past its deadline a call may run before the
 // watchdog kills the host: room for one that calls the host again soon
 // to be cut off there instead.
 const watchdogGrace = time.Second
 
-// watchdog is the host's side: one deadline per slot, in unix
-// nanoseconds (0: no call under way), in memory shared with the process.
+// watchdog is the host's side: per slot, the id of the call it runs
+// in the module (0: none, or the call is in the host for now), in memory
+// shared with the process.
 type watchdog struct {
 	slots []atomic.Int64
+	ids   atomic.Int64 // the last id given
 	proc  *os.Process
 }
 
-// startWatchdog starts the watchdog process for n slots.
-func startWatchdog(n int) (*watchdog, error) {
+// startWatchdog starts the watchdog process for n slots whose calls are
+// due within limit.
+func startWatchdog(n int, limit time.Duration) (*watchdog, error) {
 	f, err := os.CreateTemp("", "deeplink-watchdog-*")
 	if err != nil {
 		return nil, fmt.Errorf("watchdog: %w", err)
@@ -61,7 +72,7 @@ func startWatchdog(n int) (*watchdog, error) {
 		return nil, fmt.Errorf("watchdog: %w", err)
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", watchdogEnv, n))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%s", watchdogEnv, n, limit))
 	cmd.ExtraFiles = []*os.File{f} // descriptor 3
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -70,11 +81,22 @@ func startWatchdog(n int) (*watchdog, error) {
 	return &watchdog{slots: unsafe.Slice((*atomic.Int64)(unsafe.Pointer(&mem[0])), n), proc: cmd.Process}, nil
 }
 
-// arm notes that slot runs a call due by deadline; disarm that it ended.
-// Nil-safe: without a deadline there is no watchdog.
-func (w *watchdog) arm(slot int, deadline time.Time) {
+// arm notes that slot runs a new call in the module and returns its id;
+// disarm that the call is in the host for now, or has ended; rearm that
+// call id runs in the module again, its time counted from when it was
+// armed. Nil-safe: without a deadline there is no watchdog.
+func (w *watchdog) arm(slot int) int64 {
+	if w == nil {
+		return 0
+	}
+	id := w.ids.Add(1)
+	w.slots[slot].Store(id)
+	return id
+}
+
+func (w *watchdog) rearm(slot int, id int64) {
 	if w != nil {
-		w.slots[slot].Store(deadline.UnixNano())
+		w.slots[slot].Store(id)
 	}
 }
 
@@ -92,11 +114,22 @@ func (w *watchdog) stop() {
 	}
 }
 
-// watchdogMain is the watchdog process: it checks the deadlines four
-// times a second (a quarter of watchdogGrace: a runaway is killed within
-// 1.25 s of its deadline), kills its parent past one, and ends when the
-// parent does.
-func watchdogMain(n int) int {
+// watchdogMain is the watchdog process, its argument watchdogEnv's value:
+// it looks at the slots four times a second (a quarter of
+// watchdogGrace: a runaway is killed within 1.5 s of its deadline),
+// kills its parent once a call has run past limit + watchdogGrace, and
+// ends when the parent does.
+func watchdogMain(arg string) int {
+	var n int
+	var limit time.Duration
+	if slots, lim, ok := strings.Cut(arg, ","); ok {
+		n, _ = strconv.Atoi(slots)
+		limit, _ = time.ParseDuration(lim)
+	}
+	if n <= 0 || limit <= 0 {
+		fmt.Fprintf(os.Stderr, "watchdog: %s=%q: want SLOTS,LIMIT\n", watchdogEnv, arg)
+		return 2
+	}
 	// A terminal's ^C and a service manager's stop reach the host's whole
 	// process group: the watchdog ends with the host, not before it.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -107,23 +140,46 @@ func watchdogMain(n int) int {
 		return 1
 	}
 	slots := unsafe.Slice((*atomic.Int64)(unsafe.Pointer(&mem[0])), n)
+	seen := make([]watch, n)
 	for range time.Tick(watchdogGrace / 4) {
 		if os.Getppid() != parent {
 			return 0
 		}
 		now := time.Now()
 		for i := range slots {
-			d := slots[i].Load()
-			if d == 0 || now.Before(time.Unix(0, d).Add(watchdogGrace)) {
+			ran, overdue := seen[i].see(slots[i].Load(), now, limit)
+			if !overdue {
 				continue
 			}
 			line, _ := json.Marshal(map[string]any{"time": now, "level": "ERROR",
 				"msg":  "edge watchdog: a call ran past its deadline without calling the host; killing the host, for its supervisor to restart it (nothing acknowledged is lost)",
-				"slot": i, "deadline": time.Unix(0, d)})
+				"slot": i, "ran": ran.Round(time.Millisecond).String(), "limit": limit.String()})
 			os.Stderr.Write(append(line, '\n'))
 			syscall.Kill(parent, syscall.SIGKILL)
 			return 0
 		}
 	}
 	return 0
+}
+
+// watch is what the watchdog knows of a slot: the last call seen there,
+// and when it was first seen, kept while the call is in the host (the
+// slot reads 0).
+type watch struct {
+	id    int64
+	since time.Time // the watchdog's, with its monotonic reading
+}
+
+// see notes that the slot reads id at now, and returns how long the call
+// seen there has run and whether that is past limit + watchdogGrace.
+func (w *watch) see(id int64, now time.Time, limit time.Duration) (ran time.Duration, overdue bool) {
+	switch {
+	case id == 0:
+		return 0, false
+	case id != w.id:
+		*w = watch{id, now}
+		return 0, false
+	}
+	ran = now.Sub(w.since)
+	return ran, ran >= limit+watchdogGrace
 }
