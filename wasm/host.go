@@ -155,6 +155,10 @@ func (in *instance) instantiateLocked(view view) error {
 	return err
 }
 
+// errNotRunning is a call to an instance whose restart failed (its store
+// unreachable, say): the next call tries again.
+var errNotRunning = errors.New("the module is not running (its restart failed)")
+
 // callLocked calls export name with b as its input buffer and returns its
 // result, copied out of the module's memory. A trap, a panic that escaped
 // the module or a call cut off at its deadline fails the instance; the
@@ -165,7 +169,7 @@ func (in *instance) callLocked(view view, name string, b []byte, args ...uint64)
 	if in.mod == nil {
 		// Its restart failed (the store was unreachable, say): the next
 		// call tries again; meanwhile the service is unavailable.
-		return nil, fmt.Errorf("%w: the module is not running (its restart failed)", store.ErrUnavailable)
+		return nil, fmt.Errorf("%w: %w", store.ErrUnavailable, errNotRunning)
 	}
 	c := &callState{view: view, name: name, dog: in.h.dog, slot: in.slot, remote: in.h.state.remote}
 	// Start has no deadline: the primary's reads the whole webhook state
@@ -283,7 +287,11 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// from what is stored), or the store could not make it
 			// durable after the call.
 			w.Header().Set("Retry-After", "1")
-			h.answer(w, r, id, start, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"the service cannot persist its state; retry later"}}`)
+			msg := "the service cannot persist its state; retry later"
+			if errors.Is(err, errNotRunning) {
+				msg = "the service is restarting after a failure; retry later"
+			}
+			h.answer(w, r, id, start, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"`+msg+`"}}`)
 			return
 		}
 		h.answer(w, r, id, start, http.StatusInternalServerError, `{"error":{"code":"internal","message":"internal error"}}`)
