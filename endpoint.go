@@ -171,8 +171,9 @@ func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st
 		writeError(w, validationError([]fieldError{{"url", "this store already has 5 webhook endpoints, the most allowed; delete one first"}}))
 		return
 	}
-	now := time.Now().Unix()
-	e := &endpoint{ID: newID("we_"), StoreID: st.ID, Enabled: true, CreatedAt: now, Secret: newSecret()}
+	made := time.Now()
+	now := made.Unix()
+	e := &endpoint{ID: newID("we_"), StoreID: st.ID, Enabled: true, CreatedAt: now, CreatedNS: made.UnixNano(), Secret: newSecret()}
 	c.apply(e, now)
 	hk.addEndpointLocked(e)
 	hk.touchLocked(kindEndpoint, e.ID)
@@ -184,13 +185,13 @@ func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st
 }
 
 // addEndpointLocked adds e to the endpoints of its store, which are kept
-// in the order they were made (by created_at, then id): the same in
-// every replica and after a restart. hk.mu must be held.
+// in the order they were made (by created_at, created_ns, then id): the
+// same in every replica and after a restart. hk.mu must be held.
 func (hk *hooks) addEndpointLocked(e *endpoint) {
 	hk.endpoints[e.ID] = e
 	list := hk.byStore[e.StoreID]
 	i, _ := slices.BinarySearchFunc(list, e, func(a, b *endpoint) int {
-		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), cmp.Compare(a.ID, b.ID))
+		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), cmp.Compare(a.CreatedNS, b.CreatedNS), cmp.Compare(a.ID, b.ID))
 	})
 	hk.byStore[e.StoreID] = slices.Insert(list, i, e)
 }

@@ -73,6 +73,10 @@ type endpoint struct {
 	Enabled     bool     `json:"enabled"`
 	CreatedAt   int64    `json:"created_at"`
 	UpdatedAt   int64    `json:"updated_at"`
+	// CreatedNS is when e was made, in unix nanoseconds: its place among
+	// its store's endpoints, which created_at (seconds) cannot give those
+	// made within one second; 0 in records saved before it was kept.
+	CreatedNS int64 `json:"created_ns,omitempty"`
 
 	// Why a disabled endpoint is: disabledManual or disabledFailing; ""
 	// while enabled, and in records saved before it was kept (shown as

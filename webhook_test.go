@@ -605,13 +605,18 @@ func TestEndpointLifecycle(t *testing.T) {
 func TestEndpointLimitPerStore(t *testing.T) {
 	w := whStart(t, whConf{Timeout: "300ms", Retry: []string{"20ms"}, Grace: "24h"})
 	body := map[string]any{"url": "https://hooks.example.com/x", "events": []string{eventOrderStatus}}
+	var made []string
 	for range maxEndpointsPerStore {
-		w.whCreate(t, whStoreA, whKeyA, body)
+		made = append(made, w.whCreate(t, whStoreA, whKeyA, body)["id"].(string))
 	}
 	r := w.do(t, whReq{method: "POST", path: whHooksPath(whStoreA), key: whKeyA, body: body})
 	whRequireError(t, r, http.StatusUnprocessableEntity, "validation_failed")
 	r = w.do(t, whReq{method: "GET", path: whHooksPath(whStoreA), key: whKeyA})
-	assert.Len(t, r.list(), maxEndpointsPerStore)
+	var listed []string
+	for _, e := range r.list() {
+		listed = append(listed, e["id"].(string))
+	}
+	assert.Equal(t, made, listed, "listed in the order they were made, made within a second")
 
 	// The limit is per store, and deleting one makes room again.
 	w.whCreate(t, whStoreB, whKeyB, body)
