@@ -230,7 +230,7 @@ func openJournal(db *DB, dir string, o Options) (*journal, error) {
 			return nil, err
 		}
 		checked = append(checked, c)
-		if !f.snap {
+		if !f.snap && !c.removed {
 			next = f.gen + 1
 			replayed += c.size
 		}

@@ -24,9 +24,10 @@ const readBuf = 1 << 20
 // checkedFile is a file check found whole up to end: the records in
 // [headerSize, end) are to be applied.
 type checkedFile struct {
-	path string
-	end  int64
-	size int64 // the file's, as read
+	path    string
+	end     int64
+	size    int64 // the file's, as read
+	removed bool  // a journal a crash cut off in its header: its generation is free again
 }
 
 // damage is the one line a start refuses with.
@@ -63,7 +64,7 @@ func (db *DB) check(path string, f stateFile, last bool, counts *[numShards]int)
 		}
 		if last && !f.snap && allZero(b) {
 			db.log.Warn("store: dropping a journal a crash cut off as it was created", "file", path)
-			c.size = 0
+			c.size, c.removed = 0, true
 			return c, os.Remove(path)
 		}
 		return c, damage(path, 0, errors.New("header cut short"))
@@ -106,37 +107,14 @@ func (db *DB) check(path string, f stateFile, last bool, counts *[numShards]int)
 	if err != nil {
 		return c, err
 	}
+	if endErr != nil {
+		return c, endErr // refused as it is, whatever its end holds
+	}
 	c.end = stop
 	if stop < c.size {
-		// Where the records stop holding: the zeros a journal is filled
-		// with ahead of its records, a write a crash cut short, or damage.
-		// The rest of the file decides which.
-		rest := make([]byte, c.size-stop)
-		if _, err := fh.ReadAt(rest, stop); err != nil {
+		if c.size, err = db.tail(fh, path, f, last, stop, c.size); err != nil {
 			return c, err
 		}
-		if !f.snap && rest[0] == 0 && allZero(rest) {
-			// the end of what was written
-		} else {
-			_, _, err := nextRecord(rest)
-			// The last record written, cut short: its bytes reach the end
-			// of the file, or all that follows where it says it ends are
-			// the zeros the journal is filled with ahead (a write of
-			// several records that only partly reached the disk).
-			size, framed := framedSize(rest)
-			torn := errors.Is(err, errShort) || tornAt(rest) || framed && allZero(rest[size:])
-			if !last || f.snap || !torn {
-				return c, damage(path, stop, err)
-			}
-			db.log.Warn("store: dropping the end of the journal, cut short by a crash", "file", path, "offset", stop, "bytes", len(rest))
-			if err := truncate(path, stop); err != nil {
-				return c, err
-			}
-			c.size = stop
-		}
-	}
-	if endErr != nil {
-		return c, endErr
 	}
 	if f.snap {
 		if endAt < 0 {
@@ -148,6 +126,70 @@ func (db *DB) check(path string, f stateFile, last bool, counts *[numShards]int)
 		counts[i] += k
 	}
 	return c, nil
+}
+
+// tail decides what the bytes of f, at path, from stop (where its records
+// stop holding) to its end are: the zeros a journal is filled with ahead of
+// its records, kept; in the last journal, a write a crash cut short:
+// dropped with a warning, the file cut at stop; or else damage. It reads
+// the one record at stop and looks for zeros after it, never holding the
+// whole rest. It returns the file's size after.
+func (db *DB) tail(fh *os.File, path string, f stateFile, last bool, stop, size int64) (int64, error) {
+	rest := size - stop
+	head := make([]byte, min(rest, frameSize))
+	if _, err := fh.ReadAt(head, stop); err != nil {
+		return size, err
+	}
+	if !f.snap && head[0] == 0 {
+		if zero, err := zeroFrom(fh, stop, size); err != nil || zero {
+			return size, err // zeros: the end of what was written
+		}
+	}
+	var n int64 // the length the record at stop says it has
+	if len(head) == frameSize {
+		n = int64(binary.LittleEndian.Uint32(head))
+	}
+	framed := n > 0 && n <= maxRecord
+	if framed {
+		head = make([]byte, min(rest, frameSize+n))
+		if _, err := fh.ReadAt(head, stop); err != nil {
+			return size, err
+		}
+	}
+	_, _, bad := nextRecord(head)
+	// The last record written, cut short: its bytes reach the end of the
+	// file, or all that follows where it says it ends are the zeros the
+	// journal is filled with ahead (a write of several records that only
+	// partly reached the disk).
+	torn := errors.Is(bad, errShort) || frameSize+n >= rest
+	if !torn && framed {
+		zero, err := zeroFrom(fh, stop+frameSize+n, size)
+		if err != nil {
+			return size, err
+		}
+		torn = zero
+	}
+	if !last || f.snap || !torn {
+		return size, damage(path, stop, bad)
+	}
+	db.log.Warn("store: dropping the end of the journal, cut short by a crash", "file", path, "offset", stop, "bytes", rest)
+	return stop, truncate(path, stop)
+}
+
+// zeroFrom reports whether the bytes of f in [off, end) are all zeros.
+func zeroFrom(f *os.File, off, end int64) (bool, error) {
+	buf := make([]byte, 64<<10)
+	for off < end {
+		b := buf[:min(int64(len(buf)), end-off)]
+		if _, err := f.ReadAt(b, off); err != nil {
+			return false, err
+		}
+		if !allZero(b) {
+			return false, nil
+		}
+		off += int64(len(b))
+	}
+	return true, nil
 }
 
 // eachRecord reads r, which is at offset off of its file, through a
@@ -230,7 +272,12 @@ func (db *DB) applyAll(files []checkedFile, counts *[numShards]int) error {
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	for _, err := range errs {
+		if err != nil {
+			return err // the workers read the same files: one says it
+		}
+	}
+	return nil
 }
 
 // applyFile applies worker w's records of f.
@@ -245,7 +292,7 @@ func (db *DB) applyFile(f checkedFile, w, workers int) error {
 	defer fh.Close()
 	r := io.NewSectionReader(fh, headerSize, f.end-headerSize)
 	stop, err := eachRecord(r, headerSize, func(_ int64, rec []byte) bool {
-		r, err := decodePayload(rec[frameSize:]) // checked whole
+		r, _, err := nextRecord(rec) // checked again: the file may have changed since
 		if err != nil {
 			return false
 		}
@@ -265,13 +312,6 @@ func (db *DB) applyFile(f checkedFile, w, workers int) error {
 		err = fmt.Errorf("%s changed while it was read, at offset %d", f.path, stop)
 	}
 	return err
-}
-
-// tornAt reports whether the bad record at the start of b is the last
-// one: its length reaches the end of b.
-func tornAt(b []byte) bool {
-	n := binary.LittleEndian.Uint32(b)
-	return uint64(frameSize)+uint64(n) >= uint64(len(b))
 }
 
 func allZero(b []byte) bool {

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -55,7 +56,9 @@ func TestOpenReadsFiles(t *testing.T) {
 		set   []string          // the members of set "s"
 		// damaged: the file and offset the start refuses, and why
 		damaged, why string
-		// size: the last journal's size after the start, if it changed
+		// size: the last journal's size after the start, if it changed (a
+		// journal cut off in its header is removed, and the start's new
+		// journal takes its name)
 		size int64
 	}{
 		{
@@ -91,7 +94,7 @@ func TestOpenReadsFiles(t *testing.T) {
 		{
 			name:  "last journal cut off in its header: removed",
 			files: map[string][]byte{journalName(1): journal(1, ab...), journalName(2): make([]byte, 5)},
-			want:  map[string]string{"a": "1", "b": "2"}, size: -1,
+			want:  map[string]string{"a": "1", "b": "2"}, size: headerSize,
 		},
 		{
 			name:    "earlier journal torn",
@@ -129,6 +132,16 @@ func TestOpenReadsFiles(t *testing.T) {
 			damaged: journalName(1), why: fmt.Sprintf("offset %d: end record out of place", at(1, ab...)),
 		},
 		{
+			name:    "end record in the last journal, then a torn write",
+			files:   map[string][]byte{journalName(1): journal(1, put("a", "1"), end(1), put("b", "2"))[:at(3, put("a", "1"), end(1), put("b", "2"))-3]},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d: end record out of place", at(1, ab...)),
+		},
+		{
+			name:    "a length past any record's",
+			files:   map[string][]byte{snapName(1): append(snap(1, ab...), 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0)},
+			damaged: snapName(1), why: fmt.Sprintf("offset %d: record fields do not add up", at(2, ab...)),
+		},
+		{
 			name:    "zeros, then data",
 			files:   map[string][]byte{journalName(1): append(append(journal(1, ab...), zeros...), journal(1, ab...)...)},
 			damaged: journalName(1), why: fmt.Sprintf("offset %d:", at(2, ab...)),
@@ -144,35 +157,49 @@ func TestOpenReadsFiles(t *testing.T) {
 				}
 				last = max(last, name)
 			}
-			db, err := Open(dir, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			quiet := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			db, err := Open(dir, quiet)
 			if tt.damaged != "" {
 				want := filepath.Join(dir, tt.damaged) + " is damaged at " + tt.why
 				if err == nil || !strings.Contains(err.Error(), want) {
 					t.Fatalf("Open = %v; want an error with %q", err, want)
+				}
+				for name, b := range tt.files {
+					if got, _ := os.ReadFile(filepath.Join(dir, name)); !bytes.Equal(got, b) {
+						t.Errorf("%s changed by a start that refused it", name)
+					}
 				}
 				return
 			}
 			if err != nil {
 				t.Fatalf("Open = %v; want nil", err)
 			}
-			defer db.Close()
-			got := map[string]string{}
-			for k, e := range db.all() {
-				got[k] = string(e)
-			}
-			if !maps.Equal(got, tt.want) {
-				t.Errorf("entries %v; want %v", short(got), short(tt.want))
-			}
-			if members := db.members("s"); !slices.Equal(members, tt.set) {
-				t.Errorf("set s: %q; want %q", members, tt.set)
-			}
 			if tt.size != 0 {
 				fi, err := os.Stat(filepath.Join(dir, last))
-				switch {
-				case tt.size < 0 && err == nil:
-					t.Errorf("%s is still there; want it removed", last)
-				case tt.size > 0 && (err != nil || fi.Size() != tt.size):
+				if err != nil || fi.Size() != tt.size {
 					t.Errorf("%s: %v, %v; want %d bytes", last, fi, err, tt.size)
+				}
+			}
+			// What the start read, and again after a stop and a second
+			// start on what the first left.
+			for i := range 2 {
+				got := map[string]string{}
+				for k, e := range db.all() {
+					got[k] = string(e)
+				}
+				if !maps.Equal(got, tt.want) {
+					t.Errorf("start %d: entries %v; want %v", i+1, short(got), short(tt.want))
+				}
+				if members := db.members("s"); !slices.Equal(members, tt.set) {
+					t.Errorf("start %d: set s: %q; want %q", i+1, members, tt.set)
+				}
+				if err := db.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					if db, err = Open(dir, quiet); err != nil {
+						t.Fatalf("second Open = %v; want nil", err)
+					}
 				}
 			}
 		})
@@ -221,4 +248,32 @@ func short(m map[string]string) map[string]string {
 		s[k] = v
 	}
 	return s
+}
+
+// TestFileChangedBetweenReads: a start reads each file twice; a record
+// changed in between (same lengths, so the framing holds) is refused at
+// the second read, not applied unchecked.
+func TestFileChangedBetweenReads(t *testing.T) {
+	db := openT(t, t.TempDir(), Options{})
+	defer db.Close()
+	path := filepath.Join(t.TempDir(), journalName(1))
+	b := appendRecord(header(journalMagic, 1), record{op: opPut, key: "a", val: []byte("good")})
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var counts [numShards]int
+	c, err := db.check(path, stateFile{name: journalName(1), gen: 1}, true, &counts)
+	if err != nil {
+		t.Fatalf("check = %v; want nil", err)
+	}
+	if err := os.WriteFile(path, bytes.Replace(b, []byte("good"), []byte("evil"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = db.applyAll([]checkedFile{c}, &counts)
+	if err == nil || !strings.Contains(err.Error(), "changed while it was read") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("applyAll after a change = %v; want one line saying the file changed", err)
+	}
+	if v, ok := db.all()["a"]; ok {
+		t.Errorf("a = %q applied from a changed file", v)
+	}
 }
