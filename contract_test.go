@@ -106,13 +106,15 @@ func TestMain(m *testing.M) {
 	if !flagGiven("test.parallel") {
 		flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
 	}
+	var prebuilt sync.WaitGroup
 	if flag.Lookup("test.run").Value.String() == "" {
 		// The whole suite: the binaries it runs are built while the
 		// first tests, which need none, run.
-		go buildNative()
-		go buildWasm()
+		prebuilt.Go(func() { buildNative() })
+		prebuilt.Go(func() { buildWasm() })
 	}
 	code := m.Run()
+	prebuilt.Wait() // done before their directory goes, even if no test needed them
 	if ctTmp.dir != "" {
 		os.RemoveAll(ctTmp.dir)
 	}
