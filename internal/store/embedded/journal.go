@@ -204,13 +204,18 @@ const maxSpare = 1 << 20
 // file's new size (fdatasync): about half the time of an fsync here.
 const preallocStep = 1 << 20
 
+// zeros is what the journal is filled with ahead, a step at a time. Never
+// written to.
+var zeros [preallocStep]byte
+
 func (j *journal) write(p []byte) error {
 	if end := j.size + int64(len(p)); end > j.alloc {
-		n := (end - j.alloc + preallocStep - 1) / preallocStep * preallocStep
-		if _, err := j.f.WriteAt(make([]byte, n), j.alloc); err != nil {
-			return err
+		for j.alloc < end {
+			if _, err := j.f.WriteAt(zeros[:], j.alloc); err != nil {
+				return err
+			}
+			j.alloc += preallocStep
 		}
-		j.alloc += n
 		if err := j.f.Sync(); err != nil { // the size, once
 			return err
 		}
