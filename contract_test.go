@@ -102,7 +102,8 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	// The slowest tests (crashes, replicas, leases running out, Chromium)
 	// run processes of their own and mostly wait on them: unless -parallel
-	// says otherwise, four of them run at once, whatever the cores.
+	// says otherwise, at least four of them run at once, however few the
+	// cores.
 	if !flagGiven("test.parallel") {
 		flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
 	}

@@ -62,7 +62,7 @@ const exitCannotPersist = 75
 const maxBody = 64<<10 + 1
 
 func main() {
-	if arg, ok := os.LookupEnv(watchdogEnv); ok {
+	if arg := os.Getenv(watchdogEnv); arg != "" {
 		os.Exit(watchdogMain(arg))
 	}
 	log.SetFlags(0)

@@ -127,8 +127,8 @@ func storeCall(ctx context.Context, b *hoststore.Backend, mod api.Module, req, r
 		panic("deeplink_store.call: request out of the module's memory")
 	}
 	if !c.deadline.IsZero() {
-		c.dog.disarm(c.slot)
-		defer c.dog.rearm(c.slot, c.watched)
+		c.dog.inHost(c.slot, c.watched)
+		defer c.dog.back(c.slot, c.watched)
 		if c.remote {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, c.deadline)

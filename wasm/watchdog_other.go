@@ -14,7 +14,8 @@ type watchdog struct{}
 
 func startWatchdog(int, time.Duration) (*watchdog, error) { return nil, nil }
 func (*watchdog) arm(int) int64                           { return 0 }
-func (*watchdog) rearm(int, int64)                        {}
+func (*watchdog) inHost(int, int64)                       {}
+func (*watchdog) back(int, int64)                         {}
 func (*watchdog) disarm(int)                              {}
 func (*watchdog) stop()                                   {}
 func watchdogMain(string) int                             { return 0 }

@@ -41,9 +41,9 @@ const watchdogEnv = "DEEPLINK_EDGE_WATCHDOG"
 // to be cut off there instead.
 const watchdogGrace = time.Second
 
-// watchdog is the host's side: per slot, the id of the call it runs
-// in the module (0: none, or the call is in the host for now), in memory
-// shared with the process.
+// watchdog is the host's side: per slot, the id of the call it runs (0:
+// none), negated while the call is in a host function, in memory shared
+// with the process.
 type watchdog struct {
 	slots []atomic.Int64
 	ids   atomic.Int64 // the last id given
@@ -81,10 +81,10 @@ func startWatchdog(n int, limit time.Duration) (*watchdog, error) {
 	return &watchdog{slots: unsafe.Slice((*atomic.Int64)(unsafe.Pointer(&mem[0])), n), proc: cmd.Process}, nil
 }
 
-// arm notes that slot runs a new call in the module and returns its id;
-// disarm that the call is in the host for now, or has ended; rearm that
-// call id runs in the module again, its time counted from when it was
-// armed. Nil-safe: without a deadline there is no watchdog.
+// arm notes that slot runs a new call and returns its id; inHost that
+// call id is in a host function (the watchdog leaves it be, but times
+// it), back that it runs in the module again, and disarm that it has
+// ended. Nil-safe: without a deadline there is no watchdog.
 func (w *watchdog) arm(slot int) int64 {
 	if w == nil {
 		return 0
@@ -94,7 +94,13 @@ func (w *watchdog) arm(slot int) int64 {
 	return id
 }
 
-func (w *watchdog) rearm(slot int, id int64) {
+func (w *watchdog) inHost(slot int, id int64) {
+	if w != nil {
+		w.slots[slot].Store(-id)
+	}
+}
+
+func (w *watchdog) back(slot int, id int64) {
 	if w != nil {
 		w.slots[slot].Store(id)
 	}
@@ -116,7 +122,7 @@ func (w *watchdog) stop() {
 
 // watchdogMain is the watchdog process, its argument watchdogEnv's value:
 // it looks at the slots four times a second (a quarter of
-// watchdogGrace: a runaway is killed within 1.5 s of its deadline),
+// watchdogGrace: a runaway is killed within 1.5 s of its deadline, the time its calls spend in the host counted),
 // kills its parent once a call has run past limit + watchdogGrace, and
 // ends when the parent does.
 func watchdogMain(arg string) int {
@@ -163,16 +169,17 @@ func watchdogMain(arg string) int {
 }
 
 // watch is what the watchdog knows of a slot: the last call seen there,
-// and when it was first seen, kept while the call is in the host (the
-// slot reads 0).
+// and when it was first seen, in the module or in the host.
 type watch struct {
 	id    int64
 	since time.Time // the watchdog's, with its monotonic reading
 }
 
-// see notes that the slot reads id at now, and returns how long the call
-// seen there has run and whether that is past limit + watchdogGrace.
-func (w *watch) see(id int64, now time.Time, limit time.Duration) (ran time.Duration, overdue bool) {
+// see notes that the slot reads v at now (a call's id, negated while it
+// is in the host; 0 for none), and returns how long the call seen there
+// has run and whether it is in the module past limit + watchdogGrace.
+func (w *watch) see(v int64, now time.Time, limit time.Duration) (ran time.Duration, overdue bool) {
+	id := max(v, -v)
 	switch {
 	case id == 0:
 		return 0, false
@@ -181,5 +188,5 @@ func (w *watch) see(id int64, now time.Time, limit time.Duration) (ran time.Dura
 		return 0, false
 	}
 	ran = now.Sub(w.since)
-	return ran, ran >= limit+watchdogGrace
+	return ran, v > 0 && ran >= limit+watchdogGrace
 }

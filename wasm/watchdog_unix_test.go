@@ -23,9 +23,11 @@ func TestWatchSee(t *testing.T) {
 	}{
 		{"idle", []look{{0, 0, false}, {time.Hour, 0, false}}},
 		{"a call past the limit and the grace", []look{{0, 7, false}, {limit, 7, false}, {limit + watchdogGrace - 1, 7, false}, {limit + watchdogGrace, 7, true}}},
-		{"time in the host counts", []look{{0, 7, false}, {time.Second, 0, false}, {limit + watchdogGrace, 7, true}}},
+		{"time in the host counts", []look{{0, 7, false}, {time.Second, -7, false}, {limit + watchdogGrace, 7, true}}},
+		{"first seen in the host", []look{{0, -7, false}, {limit + watchdogGrace, -7, false}, {limit + watchdogGrace + 1, 7, true}}},
 		{"a new call starts again", []look{{0, 7, false}, {limit, 8, false}, {limit + watchdogGrace, 8, false}, {2*limit + watchdogGrace, 8, true}}},
-		{"in the host past the limit: left be", []look{{0, 7, false}, {time.Hour, 0, false}}},
+		{"in the host past the limit: left be", []look{{0, 7, false}, {time.Hour, -7, false}}},
+		{"ended", []look{{0, 7, false}, {time.Hour, 0, false}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
