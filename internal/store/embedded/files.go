@@ -217,15 +217,16 @@ func openJournal(db *DB, dir string, o Options) (*journal, error) {
 	// generation, without a gap: a missing file is missing changes.
 	next := uint64(1)
 	var replayed int64
+	loadAt := db.nowNano()
 	var checked []checkedFile
-	var counts [numShards]int // the puts and deletes of each shard, to size its map once
+	var counts [numShards]int // the live puts of each shard, to size its map once
 	for i, f := range read {
 		if f.snap {
 			next = f.gen
 		} else if f.gen != next {
 			return nil, fmt.Errorf("%s: %s is missing; restore the directory from a backup", filepath.Join(dir, f.name), journalName(next))
 		}
-		c, err := db.check(filepath.Join(dir, f.name), f, i == len(read)-1, &counts)
+		c, err := db.check(filepath.Join(dir, f.name), f, i == len(read)-1, loadAt, &counts)
 		if err != nil {
 			return nil, err
 		}
@@ -235,7 +236,7 @@ func openJournal(db *DB, dir string, o Options) (*journal, error) {
 			replayed += c.size
 		}
 	}
-	if err := db.applyAll(checked, &counts); err != nil {
+	if err := db.applyAll(checked, loadAt, &counts); err != nil {
 		return nil, err
 	}
 	db.live.Store(0)

@@ -36,12 +36,12 @@ func damage(path string, off int64, why error) error {
 }
 
 // check reads f, at path, and checks its header and records, adding the
-// puts and deletes of each shard to counts. In the last journal (last), a
+// puts of each shard still live at now to counts. In the last journal (last), a
 // record cut short at the end, or followed by nothing but zeros, is a
 // write a crash interrupted: it is dropped with a warning and the file cut
 // there. Anywhere else, a bad record is damage. A snapshot's records end
 // at its end record.
-func (db *DB) check(path string, f stateFile, last bool, counts *[numShards]int) (checkedFile, error) {
+func (db *DB) check(path string, f stateFile, last bool, now int64, counts *[numShards]int) (checkedFile, error) {
 	c := checkedFile{path: path}
 	fh, err := os.Open(path)
 	if err != nil {
@@ -98,7 +98,7 @@ func (db *DB) check(path string, f stateFile, last bool, counts *[numShards]int)
 			endErr = damage(path, off, errors.New("end record out of place"))
 		case r.op == opEnd:
 			endAt = off
-		case r.op == opPut || r.op == opDel:
+		case r.op == opPut && live(r, now):
 			shardOf[maphash.String(db.seed, r.key)%numShards]++
 		}
 		n++
@@ -250,10 +250,12 @@ func eachRecord(r io.Reader, off int64, fn func(off int64, rec []byte) bool) (in
 
 // applyAll applies the records of the files check found whole, in order,
 // in memory: two goroutines, each sizing the maps of its half of the
-// shards once (counts: their puts and deletes), then reading every file
-// and applying the changes to its shards (the first also the sets'), so
-// each key's changes are made in their order.
-func (db *DB) applyAll(files []checkedFile, counts *[numShards]int) error {
+// shards once (counts: their live puts), then reading every file and
+// applying the changes to its shards (the first also the sets'), so each
+// key's changes are made in their order. A put expired at now is applied
+// as a delete: after downtime longer than the codes live, a start need
+// not build what it would drop at once.
+func (db *DB) applyAll(files []checkedFile, now int64, counts *[numShards]int) error {
 	const workers = 2
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
@@ -265,7 +267,7 @@ func (db *DB) applyAll(files []checkedFile, counts *[numShards]int) error {
 				}
 			}
 			for _, f := range files {
-				if errs[w] = db.applyFile(f, w, workers); errs[w] != nil {
+				if errs[w] = db.applyFile(f, now, w, workers); errs[w] != nil {
 					return
 				}
 			}
@@ -281,7 +283,7 @@ func (db *DB) applyAll(files []checkedFile, counts *[numShards]int) error {
 }
 
 // applyFile applies worker w's records of f.
-func (db *DB) applyFile(f checkedFile, w, workers int) error {
+func (db *DB) applyFile(f checkedFile, now int64, w, workers int) error {
 	if f.end <= headerSize {
 		return nil
 	}
@@ -299,7 +301,7 @@ func (db *DB) applyFile(f checkedFile, w, workers int) error {
 		switch r.op {
 		case opPut, opDel:
 			if sh := maphash.String(db.seed, r.key) % numShards; int(sh)%workers == w {
-				db.applyKV(&db.shards[sh], r)
+				db.applyKV(&db.shards[sh], r, now)
 			}
 		case opZAdd, opZRem:
 			if w == 0 {
@@ -338,15 +340,19 @@ func truncate(path string, size int64) error {
 	return f.Sync()
 }
 
-// applyKV makes r's change to sh in memory, at load; expired entries are
-// dropped once loading is done. r's strings alias the read buffer.
-func (db *DB) applyKV(sh *shard, r record) {
-	if r.op == opPut {
+// applyKV makes r's change to sh in memory, at load: a put expired at
+// now deletes, as the entry would be dropped once loading is done. r's
+// strings alias the read buffer.
+func (db *DB) applyKV(sh *shard, r record, now int64) {
+	if r.op == opPut && live(r, now) {
 		sh.m[strings.Clone(r.key)] = entry{val: bytes.Clone(r.val), exp: r.n}
 	} else {
 		delete(sh.m, r.key)
 	}
 }
+
+// live reports whether the entry put by r is live at now.
+func live(r record, now int64) bool { return entry{exp: r.n}.liveAt(now) }
 
 // applySet makes r's change to a set in memory, at load. r's strings
 // alias the read buffer.

@@ -19,6 +19,7 @@ import (
 func TestOpenReadsFiles(t *testing.T) {
 	put := func(k, v string) record { return record{op: opPut, key: k, val: []byte(v)} }
 	del := func(k string) record { return record{op: opDel, key: k} }
+	expired := func(k, v string) record { return record{op: opPut, key: k, val: []byte(v), n: 1} } // 1 ns past 1970
 	end := func(n int64) record { return record{op: opEnd, n: n} }
 	zadd := func(set, m string, s int64) record { return record{op: opZAdd, key: set, member: m, n: s} }
 	zrem := func(set, m string) record { return record{op: opZRem, key: set, member: m} }
@@ -65,6 +66,11 @@ func TestOpenReadsFiles(t *testing.T) {
 			name:  "snapshot and journals",
 			files: map[string][]byte{snapName(2): snap(2, put("a", "1"), put("b", "2"), end(2)), journalName(2): journal(2, put("a", "3"), del("b")), journalName(3): journal(3, put("c", big))},
 			want:  map[string]string{"a": "3", "c": big},
+		},
+		{
+			name:  "expired puts: dropped, and what they overwrote with them",
+			files: map[string][]byte{snapName(2): snap(2, put("a", "1"), put("b", "2"), expired("c", "3"), end(3)), journalName(2): journal(2, expired("a", "x"), expired("e", "old"), put("e", "new"), put("c", "4"))},
+			want:  map[string]string{"b": "2", "c": "4", "e": "new"},
 		},
 		{
 			name:  "more records than a buffer holds",
@@ -262,14 +268,14 @@ func TestFileChangedBetweenReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	var counts [numShards]int
-	c, err := db.check(path, stateFile{name: journalName(1), gen: 1}, true, &counts)
+	c, err := db.check(path, stateFile{name: journalName(1), gen: 1}, true, db.nowNano(), &counts)
 	if err != nil {
 		t.Fatalf("check = %v; want nil", err)
 	}
 	if err := os.WriteFile(path, bytes.Replace(b, []byte("good"), []byte("evil"), 1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err = db.applyAll([]checkedFile{c}, &counts)
+	err = db.applyAll([]checkedFile{c}, db.nowNano(), &counts)
 	if err == nil || !strings.Contains(err.Error(), "changed while it was read") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("applyAll after a change = %v; want one line saying the file changed", err)
 	}
