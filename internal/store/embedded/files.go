@@ -239,14 +239,9 @@ func openJournal(db *DB, dir string, o Options) (*journal, error) {
 	if err := db.applyAll(checked, loadAt, &counts); err != nil {
 		return nil, err
 	}
+	// Entries that expired during the load are the sweeper's, as any.
 	db.live.Store(0)
-	now := db.nowNano()
 	for i := range db.shards {
-		for k, e := range db.shards[i].m {
-			if !e.liveAt(now) {
-				delete(db.shards[i].m, k)
-			}
-		}
 		db.live.Add(int64(len(db.shards[i].m)))
 	}
 	f, err := createFile(dir, journalName(next), journalMagic, next)
