@@ -26,7 +26,7 @@ const readBuf = 1 << 20
 type checkedFile struct {
 	path    string
 	end     int64
-	size    int64 // the file's, as read
+	size    int64 // the file's, once checked (a torn tail cut off)
 	removed bool  // a journal a crash cut off in its header: its generation is free again
 }
 
@@ -35,12 +35,12 @@ func damage(path string, off int64, why error) error {
 	return fmt.Errorf("%s is damaged at offset %d: %v; restore the directory from a backup (its files are read in order: none can be left out)", path, off, why)
 }
 
-// check reads f, at path, and checks its header and records, adding the
-// puts of each shard still live at now to counts. In the last journal (last), a
-// record cut short at the end, or followed by nothing but zeros, is a
-// write a crash interrupted: it is dropped with a warning and the file cut
-// there. Anywhere else, a bad record is damage. A snapshot's records end
-// at its end record.
+// check reads f, at path, and checks its header and records, adding to
+// counts the puts of each shard still live at now. In the last journal
+// (last), a record cut short at the end, or followed by nothing but
+// zeros, is a write a crash interrupted: it is dropped with a warning and
+// the file cut there. Anywhere else, a bad record is damage. A snapshot's
+// records end at its end record.
 func (db *DB) check(path string, f stateFile, last bool, now int64, counts *[numShards]int) (checkedFile, error) {
 	c := checkedFile{path: path}
 	fh, err := os.Open(path)
