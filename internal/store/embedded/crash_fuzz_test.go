@@ -3,6 +3,7 @@ package embedded
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -189,4 +190,18 @@ func tear(t *testing.T, path string, cut, end int64) {
 	if _, err := f.WriteAt(make([]byte, end-cut), cut); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// framedSize (the test's) returns the framed size of the record at the start of b, from
+// its length alone, and false when that length is out of bounds or runs
+// past the end of b.
+func framedSize(b []byte) (int, bool) {
+	if len(b) < frameSize {
+		return 0, false
+	}
+	n := binary.LittleEndian.Uint32(b)
+	if n == 0 || n > maxRecord || uint64(len(b)-frameSize) < uint64(n) {
+		return 0, false
+	}
+	return frameSize + int(n), true
 }

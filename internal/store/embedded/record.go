@@ -78,20 +78,6 @@ var (
 	errBadField = errors.New("record fields do not add up")
 )
 
-// framedSize returns the framed size of the record at the start of b, from
-// its length alone, and false when that length is out of bounds or runs
-// past the end of b.
-func framedSize(b []byte) (int, bool) {
-	if len(b) < frameSize {
-		return 0, false
-	}
-	n := binary.LittleEndian.Uint32(b)
-	if n == 0 || n > maxRecord || uint64(len(b)-frameSize) < uint64(n) {
-		return 0, false
-	}
-	return frameSize + int(n), true
-}
-
 // nextRecord decodes the record at the start of b and returns it with its
 // framed size. errShort means b ends inside the record.
 func nextRecord(b []byte) (r record, size int, err error) {
