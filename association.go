@@ -47,61 +47,75 @@ func (f assocFile) OK() bool {
 }
 
 // checkAssociation fetches the association files from the host of st's
-// game_authorize_url and checks them against the configured apps.
+// game_authorize_url, both at once, and checks them against the
+// configured apps.
 func (s *server) checkAssociation(ctx context.Context, st *StoreConfig) ([]assocFile, error) {
 	game, err := url.Parse(st.GameAuthorizeURL)
 	if err != nil || st.GameAuthorizeURL == "" {
 		return nil, fmt.Errorf("this store has no Game Authorize URL configured")
 	}
-	w := s.cfg.Webhooks
-	c, err := egress.NewClient(egress.Options{Timeout: w.Timeout.D(), AllowPrivate: w.AllowInsecureURLs, TrustedCAFile: w.TrustedCAFile})
-	if err != nil {
-		return nil, err
-	}
-	defer c.CloseIdleConnections()
 	base := "https://" + game.Host + "/.well-known/"
 	apple := assocFile{Name: "apple-app-site-association", URL: base + "apple-app-site-association"}
 	android := assocFile{Name: "assetlinks.json", URL: base + "assetlinks.json"}
-	if apps := s.cfg.Apps.Apple; len(apps) == 0 {
+	if len(s.cfg.Apps.Apple) == 0 {
 		apple.Skipped = "no Apple app is configured"
-	} else if v, ok := fetchJSON(ctx, c, &apple); ok {
-		checkApple(&apple, v, apps, game.Path)
 	}
-	if apps := s.cfg.Apps.Android; len(apps) == 0 {
+	if len(s.cfg.Apps.Android) == 0 {
 		android.Skipped = "no Android app is configured"
-	} else if v, ok := fetchJSON(ctx, c, &android); ok {
-		checkAndroid(&android, v, apps)
+	}
+	var urls []string
+	for _, f := range []*assocFile{&apple, &android} {
+		if f.Skipped == "" {
+			urls = append(urls, f.URL)
+		}
+	}
+	if len(urls) == 0 {
+		return []assocFile{apple, android}, nil
+	}
+	got, err := s.getFiles(ctx, urls, maxAssociationFile+1)
+	if err != nil {
+		return nil, err
+	}
+	if apple.Skipped == "" {
+		if v, ok := checkServed(&apple, got[0]); ok {
+			checkApple(&apple, v, s.cfg.Apps.Apple, game.Path)
+		}
+		got = got[1:]
+	}
+	if android.Skipped == "" {
+		if v, ok := checkServed(&android, got[0]); ok {
+			checkAndroid(&android, v, s.cfg.Apps.Android)
+		}
 	}
 	return []assocFile{apple, android}, nil
 }
 
-// fetchJSON fetches f and adds the points of how it is served: reachable
+// checkServed adds to f the points of how got was served: reachable
 // without a redirect, as application/json, and valid JSON, which it
 // returns decoded.
-func fetchJSON(ctx context.Context, c *http.Client, f *assocFile) (any, bool) {
-	r, h := egress.Get(ctx, c, f.URL, maxAssociationFile+1)
+func checkServed(f *assocFile, got egress.File) (any, bool) {
 	add := func(ok bool, what, detail string) bool {
 		f.Points = append(f.Points, assocPoint{OK: ok, What: what, Detail: detail})
 		return ok
 	}
 	switch {
-	case r.Err != nil && r.Status == 0:
-		return nil, add(false, "reachable", r.Err.Error())
-	case r.Status >= 300 && r.Status < 400:
-		return nil, add(false, "reachable without a redirect", fmt.Sprintf("answered %d to %s: the apps do not follow redirects", r.Status, h.Get("Location")))
-	case r.Status != http.StatusOK:
-		return nil, add(false, "reachable", fmt.Sprintf("answered %d", r.Status))
-	case r.Err != nil:
-		return nil, add(false, "reachable", r.Err.Error())
+	case got.Err != "" && got.Status == 0:
+		return nil, add(false, "reachable", got.Err)
+	case got.Status >= 300 && got.Status < 400:
+		return nil, add(false, "reachable without a redirect", fmt.Sprintf("answered %d to %s: the apps do not follow redirects", got.Status, got.Location))
+	case got.Status != http.StatusOK:
+		return nil, add(false, "reachable", fmt.Sprintf("answered %d", got.Status))
+	case got.Err != "":
+		return nil, add(false, "reachable", got.Err)
 	}
 	add(true, "reachable without a redirect", "")
-	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
-	add(mt == "application/json", "served as application/json", "Content-Type is "+fmt.Sprintf("%q", h.Get("Content-Type")))
+	mt, _, _ := mime.ParseMediaType(got.ContentType)
+	add(mt == "application/json", "served as application/json", "Content-Type is "+fmt.Sprintf("%q", got.ContentType))
 	var v any
 	switch {
-	case len(r.Body) > maxAssociationFile:
+	case len(got.Body) > maxAssociationFile:
 		return nil, add(false, "valid JSON", "larger than 128 KB")
-	case json.Unmarshal(r.Body, &v) != nil:
+	case json.Unmarshal(got.Body, &v) != nil:
 		return nil, add(false, "valid JSON", "the body is not JSON")
 	}
 	add(true, "valid JSON", "")

@@ -1321,6 +1321,44 @@ func contractCases() []contractCase {
 				ctError(t, s.do(t, http.MethodGet, p, nil), http.StatusNotFound, "not_found")
 			}
 		}},
+		// §4.5 the dashboard's association check: the files fetched from
+		// the game's host under the webhook egress rules (by the host, on
+		// the edge build, which has no sockets of its own).
+		{name: "dashboard/the association check fetches the game host's files", opts: ctOpts{apps: true}, run: func(t *testing.T, s *ctService) {
+			own := s.do(t, http.MethodGet, "/.well-known/apple-app-site-association", nil) // right for the service's apps
+			ctStatus(t, own, http.StatusOK)
+			game := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/.well-known/apple-app-site-association":
+					w.Header().Set("Content-Type", "application/json")
+					w.Write(own.body)
+				case "/.well-known/assetlinks.json":
+					http.Redirect(w, r, "https://www.example.com"+r.URL.Path, http.StatusMovedPermanently)
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			t.Cleanup(game.Close)
+			s.stop()
+			ca := filepath.Join(t.TempDir(), "game-ca.pem")
+			require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: game.Certificate().Raw}), 0o600))
+			s.editConfig(t, func(c map[string]any) {
+				c["webhooks"].(map[string]any)["trusted_ca_file"] = ca
+				c["stores"].([]any)[0].(map[string]any)["game_authorize_url"] = game.URL + "/oauth/authorize"
+			})
+			s.start()
+			d := newDashClient(t, s.URL)
+			d.signIn(ctStoreA, ctKeyA)
+			p := d.post("/dashboard/settings/check", nil)
+			require.Equal(t, http.StatusOK, p.status, p.body)
+			apple, android, ok := strings.Cut(p.body, "/.well-known/assetlinks.json</code>")
+			require.True(t, ok, "the page names both files: %s", p.body)
+			assert.Contains(t, apple, game.URL+"/.well-known/apple-app-site-association")
+			assert.Contains(t, apple, "right:</span> reachable without a redirect")
+			assert.Contains(t, apple, "right:</span> valid JSON")
+			assert.NotContains(t, apple, "wrong:", "the service's own file, served over TLS by a host trusted_ca_file vouches for")
+			assert.Contains(t, android, "answered 301 to https://www.example.com/.well-known/assetlinks.json")
+		}},
 		{name: "ops/healthz and readyz", run: func(t *testing.T, s *ctService) {
 			ctStatus(t, s.do(t, http.MethodGet, "/healthz", nil), http.StatusOK)
 			ctStatus(t, s.do(t, http.MethodGet, "/readyz", nil), http.StatusOK)

@@ -1,3 +1,5 @@
+//go:build !wasip1
+
 // Command deeplink signs players into a webshop from the game app through
 // a deep link with PKCE, and tells merchants' servers about store events
 // with signed webhooks. See README.md and docs/.
@@ -232,31 +234,4 @@ func unavailableHandler(logger *slog.Logger, m *metrics, route, why string) http
 		m.observe(r.Method, route, rw.code(), d)
 		serving.LogRequest(logger, r, id, serving.LoggedPath(r.URL.Path, "", nil), route, rw.code(), rw.n, start.Add(d), d)
 	})
-}
-
-// printDemoBanner prints the demo store's id and key, and curl lines
-// against the service at base.
-func printDemoBanner(cfg *Config, base string) {
-	st := cfg.Stores[0]
-	fmt.Printf(`
-Demo configuration (for trying it out; never deploy it).
-  store id: %s
-  API key:  %s
-  open %s/ in a browser and click "Link to game".
-  the merchant dashboard: %s/dashboard (sign in with the store id and API key above).
-
-Register an auth code as a game app would:
-  curl -i %s/stores/%s/auth/auth-code \
-    -H 'X-API-Key: %s' -H 'Content-Type: application/json' \
-    -d '{"auth_code":"demo-code-0123456789abcdef","redirect_uri":"%s/stores/%s/auth/callback","client_reference_id":"player-42","code_challenge":"9kVljBY-KYin_nAeGRHZH5PvwxsK-itoVUhYZQ8SOzs","state":"xyz"}'
-
-Exchange it as the webshop would, with the verifier whose S256 hash is that challenge:
-  curl -i %s/stores/%s/auth/token -d grant_type=authorization_code \
-    -d code=demo-code-0123456789abcdef -d code_verifier=dBjftJeZ4CVP-mJ92K9ufU9mQOzzE8UvfBVdGpTWnWY \
-    --data-urlencode redirect_uri=%s/stores/%s/auth/callback
-
-Open the link URL that starts the deep-link flow:
-  curl -i '%s/stores/%s/auth/link?return_to=/'
-
-`, st.ID, st.APIKeys[0], base, base, base, st.ID, st.APIKeys[0], base, st.ID, base, st.ID, base, st.ID, base, st.ID)
 }

@@ -1,8 +1,11 @@
+//go:build !wasip1
+
 package main
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -65,4 +68,19 @@ func TestStartingHandler(t *testing.T) {
 	assert.Equal(t, 1.0, metricValue(t, rec.Body.String(), `deeplink_http_requests_total{method="GET",route="starting",status="200"}`))
 	assert.Equal(t, 2.0, metricValue(t, rec.Body.String(), `deeplink_http_requests_total{method="GET",route="starting",status="503"}`))
 	assert.Equal(t, 2.0, metricValue(t, rec.Body.String(), `deeplink_http_requests_total{method="POST",route="starting",status="503"}`))
+}
+
+func TestFirstLine(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{errors.New("disk full"), "disk full"},
+		{errors.Join(errors.New("a"), errors.New("b"), errors.New("c")), "a (and 2 more)"},
+		{errors.Join(errors.New("a"), errors.Join(errors.New("b"), errors.New("c"))), "a (and 2 more)"},
+	} {
+		if got := firstLine(tt.err); got != tt.want {
+			t.Errorf("firstLine(%q) = %q; want %q", tt.err, got, tt.want)
+		}
+	}
 }

@@ -47,6 +47,10 @@ var edge struct {
 	logPath, logRoute string // of the request handle serves, for its host to log
 }
 
+// main is never called: a reactor's host calls its exports, after
+// _initialize. The command is main.go, of the native build.
+func main() {}
+
 // result keeps b for the host and returns its address and length.
 func result(b []byte) uint64 {
 	edge.out = b

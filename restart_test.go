@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -575,21 +574,6 @@ func TestShutdownRetriesTheWrite(t *testing.T) {
 		assert.Equal(t, 1, calls)
 		a.once.Do(func() {}) // closed: the cleanup must not close it again
 	})
-}
-
-func TestFirstLine(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		want string
-	}{
-		{errors.New("disk full"), "disk full"},
-		{errors.Join(errors.New("a"), errors.New("b"), errors.New("c")), "a (and 2 more)"},
-		{errors.Join(errors.New("a"), errors.Join(errors.New("b"), errors.New("c"))), "a (and 2 more)"},
-	} {
-		if got := firstLine(tt.err); got != tt.want {
-			t.Errorf("firstLine(%q) = %q; want %q", tt.err, got, tt.want)
-		}
-	}
 }
 
 // TestWebhookChangeAfterStopBegan: once the graceful stop has closed the

@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"deeplink/internal/egress"
+	"deeplink/internal/wire"
+	"encoding/json"
+	"net/http"
 	"time"
 	_ "time/tzdata" // the modules' zone checks (knownZone) must work without /usr/share/zoneinfo
 
@@ -71,7 +75,15 @@ func clockTimeGet(ctx context.Context, mod api.Module, stack []uint64) {
 // reports whether name is a zone of the IANA database, for the module's
 // check of a registration's timezone: the database is the host's (450 KB
 // the module does not carry).
-func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
+//
+//	fetch(req, req_len, out, out_cap) -> n
+//
+// fetches the files of the wire.Fetch at req (JSON) through client, all
+// at once, for the dashboard's association check (the module has no
+// sockets), and returns the length n of the JSON of their []egress.File,
+// written at out when n <= out_cap.
+func instantiateHost(ctx context.Context, rt wazero.Runtime, client *http.Client) error {
+	i32 := api.ValueTypeI32
 	_, err := rt.NewHostModuleBuilder("deeplink_host").
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
@@ -83,9 +95,44 @@ func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
 			if _, err := time.LoadLocation(string(name)); err == nil {
 				stack[0] = 1
 			}
-		}), []api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}).
+		}), []api.ValueType{i32, i32}, []api.ValueType{i32}).
 		WithParameterNames("name", "name_len").
 		Export("known_zone").
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+			stack[0] = uint64(fetch(ctx, client, mod, uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])))
+		}), []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}).
+		WithParameterNames("req", "req_len", "out", "out_cap").
+		Export("fetch").
 		Instantiate(ctx)
 	return err
+}
+
+// fetch serves deeplink_host.fetch. While it fetches, the call is the
+// host's, as in a store call (storeCall): the watchdog leaves it be, and
+// the fetches end a little before the call's deadline, so that the module
+// has the time to show what they found.
+func fetch(ctx context.Context, client *http.Client, mod api.Module, req, reqLen, out, outCap uint32) uint32 {
+	c := callOf(ctx)
+	c.check()
+	b, ok := mod.Memory().Read(req, min(reqLen, 64<<10))
+	var f wire.Fetch
+	if !ok || reqLen > 64<<10 || json.Unmarshal(b, &f) != nil || len(f.URLs) > wire.MaxFetchURLs || f.Limit < 0 || f.Limit > wire.MaxFetchLimit {
+		panic("deeplink_host.fetch: malformed request")
+	}
+	if !c.deadline.IsZero() {
+		c.dog.inHost(c.slot, c.watched)
+		defer c.dog.back(c.slot, c.watched)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.deadline.Add(-min(time.Second, time.Until(c.deadline)/2)))
+		defer cancel()
+	}
+	reply, err := json.Marshal(egress.GetFiles(ctx, client, f.URLs, f.Limit))
+	if err != nil {
+		panic("deeplink_host.fetch: " + err.Error())
+	}
+	if len(reply) <= int(outCap) && !mod.Memory().Write(out, reply) {
+		panic("deeplink_host.fetch: answer buffer out of the module's memory")
+	}
+	return uint32(len(reply))
 }

@@ -21,6 +21,7 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -162,7 +163,7 @@ func run() error {
 	}
 	compiling := make(chan compiledModule, 1)
 	go func() {
-		rt, cm, err := compile(context.Background(), wasmBytes, backend)
+		rt, cm, err := compile(context.Background(), wasmBytes, backend, client)
 		compiling <- compiledModule{rt, cm, err}
 	}()
 	state, err := openState(cfg, cfg.DataDir)
@@ -266,9 +267,9 @@ func baseURL(ln net.Listener) string {
 }
 
 // compile compiles the module once, through the compilation cache, in a
-// runtime that provides it the WASI imports and deeplink_store, served by
-// b.
-func compile(ctx context.Context, wasmBytes []byte, b *hoststore.Backend) (wazero.Runtime, wazero.CompiledModule, error) {
+// runtime that provides it the WASI imports, deeplink_store, served by b,
+// and deeplink_host, whose fetches go through client.
+func compile(ctx context.Context, wasmBytes []byte, b *hoststore.Backend, client *http.Client) (wazero.Runtime, wazero.CompiledModule, error) {
 	dir := *cacheFlag
 	if dir == "" {
 		base, err := os.UserCacheDir()
@@ -284,7 +285,7 @@ func compile(ctx context.Context, wasmBytes []byte, b *hoststore.Backend) (wazer
 	// No WithCloseOnContextDone: the deadline is kept at the host's
 	// functions instead (instantiateWASI, and the watchdog).
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCompilationCache(cache))
-	if err := errors.Join(instantiateWASI(ctx, rt), instantiateStore(ctx, rt, b), instantiateHost(ctx, rt)); err != nil {
+	if err := errors.Join(instantiateWASI(ctx, rt), instantiateStore(ctx, rt, b), instantiateHost(ctx, rt, client)); err != nil {
 		rt.Close(ctx)
 		return nil, nil, err
 	}

@@ -1,7 +1,7 @@
 // Command wasmrun runs a test binary of the root package compiled to
 // wasip1 (go test -c), as bench/wasm-factor.sh does, with the host
 // functions the edge host provides (internal/store/hoststore,
-// deeplink_host.known_zone): a test binary of the edge build keeps its
+// deeplink_host): a test binary of the edge build keeps its
 // state on the host, as the module does. The store is an embedded one in
 // a temporary directory, durability "interval"; the host's file system is
 // mounted at /, and the working directory is the caller's.
@@ -80,6 +80,15 @@ func doMain() int {
 			s[0] = 1
 		}
 	}), []api.ValueType{i32, i32}, []api.ValueType{i32}).Export("known_zone").
+		// fetch answers that nothing could be fetched: no test the factor
+		// runs checks association files.
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, s []uint64) {
+		reply := []byte(`[{"status":0,"content_type":"","err":"wasmrun fetches nothing"},{"status":0,"content_type":"","err":"wasmrun fetches nothing"}]`)
+		if len(reply) <= int(uint32(s[3])) {
+			mod.Memory().Write(uint32(s[2]), reply)
+		}
+		s[0] = uint64(len(reply))
+	}), []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}).Export("fetch").
 		Instantiate(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

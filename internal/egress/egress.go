@@ -1,8 +1,8 @@
 // Package egress makes the service's outgoing webhook requests: one HTTP
 // client with the rules of docs/api.md (timeout, no redirects, no proxy,
-// every dialled address checked) and one POST that reads at most 4 KiB of
-// the answer. The native dispatcher and the wasm host both use it, so the
-// rules cannot drift apart.
+// every dialled address checked), one POST that reads at most 4 KiB of
+// the answer, and GetFiles for the association check. The native service
+// and the wasm host both use it, so the rules cannot drift apart.
 package egress
 
 import (
@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -118,26 +119,51 @@ func Post(ctx context.Context, c *http.Client, url string, header http.Header, b
 	return r
 }
 
-// Get fetches url through c and reads at most limit bytes of the answer,
-// which it keeps with its header: for checks of files a merchant serves
-// (the association files), under the same rules as deliveries.
-func Get(ctx context.Context, c *http.Client, url string, limit int64) (Result, http.Header) {
-	start := time.Now()
+// File is a file a merchant serves, as GetFiles fetched it: what a check
+// reads of it, and no more (the edge host hands it to the module).
+type File struct {
+	Status      int    `json:"status"`             // 0 when no answer came
+	ContentType string `json:"content_type"`       // the answer's, cut to maxFileHeader bytes
+	Location    string `json:"location,omitempty"` // a redirect's, cut to maxFileHeader bytes
+	Body        []byte `json:"body,omitempty"`     // at most the limit GetFiles was given
+	Err         string `json:"err,omitempty"`      // no answer, or the body could not be read
+}
+
+// maxFileHeader bounds what File keeps of a header: enough to show.
+const maxFileHeader = 1 << 10
+
+// GetFiles fetches each of urls through c, all at once, and reads at most
+// limit bytes of each answer: for checks of files a merchant serves (the
+// association files), under the same rules as deliveries. The files are
+// in the order of urls.
+func GetFiles(ctx context.Context, c *http.Client, urls []string, limit int64) []File {
+	files := make([]File, len(urls))
+	var wg sync.WaitGroup
+	for i, u := range urls {
+		wg.Go(func() { files[i] = getFile(ctx, c, u, limit) })
+	}
+	wg.Wait()
+	return files
+}
+
+func getFile(ctx context.Context, c *http.Client, url string, limit int64) File {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return Result{Err: err}, nil
+		return File{Err: err.Error()}
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		var te interface{ Timeout() bool }
-		return Result{Err: err, Duration: time.Since(start), Timeout: errors.As(err, &te) && te.Timeout()}, nil
+		return File{Err: err.Error()}
 	}
-	r := Result{Status: resp.StatusCode}
-	r.Body, r.Err = io.ReadAll(io.LimitReader(resp.Body, limit))
-	resp.Body.Close()
-	r.Duration = time.Since(start)
-	return r, resp.Header
+	defer resp.Body.Close()
+	f := File{Status: resp.StatusCode, ContentType: cut(resp.Header.Get("Content-Type")), Location: cut(resp.Header.Get("Location"))}
+	if f.Body, err = io.ReadAll(io.LimitReader(resp.Body, limit)); err != nil {
+		f.Err = err.Error()
+	}
+	return f
 }
+
+func cut(s string) string { return s[:min(len(s), maxFileHeader)] }
 
 // refuseNonPublic is a net.Dialer Control: it refuses to connect to an
 // address that is not public, whatever name resolved to it.

@@ -1,8 +1,13 @@
 package egress
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestIsPublicAddr(t *testing.T) {
@@ -56,5 +61,55 @@ func TestRefuseNonPublic(t *testing.T) {
 	}
 	if err := refuseNonPublic("tcp", "8.8.8.8:443", nil); err != nil {
 		t.Errorf("refuseNonPublic(8.8.8.8:443) = %v; want nil", err)
+	}
+}
+
+// TestGetFiles: each file as the check reads it, in the order asked,
+// its body cut at the limit and its headers at maxFileHeader; an address
+// that does not answer is an error of its own file only.
+func TestGetFiles(t *testing.T) {
+	long := "https://example.com/" + strings.Repeat("a", 2*maxFileHeader)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/json":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"applinks":{}}`)
+		case "/big":
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, strings.Repeat("x", 100))
+		case "/moved":
+			w.Header().Set("Location", long)
+			w.WriteHeader(http.StatusMovedPermanently)
+		}
+	}))
+	defer srv.Close()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	c, err := NewClient(Options{Timeout: 5 * time.Second, AllowPrivate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls := []string{srv.URL + "/json", srv.URL + "/big", srv.URL + "/moved", dead.URL + "/json"}
+	got := GetFiles(t.Context(), c, urls, 64)
+	want := []File{
+		{Status: 200, ContentType: "application/json", Body: []byte(`{"applinks":{}}`)},
+		{Status: 200, ContentType: "text/plain", Body: []byte(strings.Repeat("x", 64))},
+		{Status: 301, Location: long[:maxFileHeader]},
+		{},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("GetFiles(%q) = %d files; want %d", urls, len(got), len(want))
+	}
+	for i, f := range got {
+		w := want[i]
+		if i == len(want)-1 {
+			if f.Status != 0 || f.Err == "" {
+				t.Errorf("GetFiles: %s = %+v; want no status and an error", urls[i], f)
+			}
+			continue
+		}
+		if f.Status != w.Status || f.ContentType != w.ContentType || f.Location != w.Location || string(f.Body) != string(w.Body) || f.Err != "" {
+			t.Errorf("GetFiles: %s = %+v; want %+v", urls[i], f, w)
+		}
 	}
 }

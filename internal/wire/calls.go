@@ -62,3 +62,23 @@ func Primary(path string) bool {
 	_, rest, _ = strings.Cut(rest, "/")
 	return rest == "webhooks" || strings.HasPrefix(rest, "webhooks/") || rest == "events" || strings.HasPrefix(rest, "events/")
 }
+
+// Fetch asks the host to fetch files a merchant serves (the association
+// check of the dashboard), all at once: deeplink_host.fetch, whose answer
+// is the JSON of an []egress.File in the order of URLs.
+type Fetch struct {
+	URLs  []string `json:"urls"`
+	Limit int64    `json:"limit"` // bytes read of each body at most
+}
+
+// A Fetch asks for at most MaxFetchURLs files and MaxFetchLimit bytes of
+// each.
+const (
+	MaxFetchURLs  = 2
+	MaxFetchLimit = 1 << 20
+)
+
+// FetchReplyCap is the size of the buffer that takes the answer to a
+// Fetch of n URLs and limit: each body base64 in JSON, and room for the
+// rest of its File.
+func FetchReplyCap(n int, limit int64) int { return n * (int(limit)*4/3 + 16<<10) }
