@@ -1327,12 +1327,27 @@ func contractCases() []contractCase {
 		{name: "dashboard/the association check fetches the game host's files", opts: ctOpts{apps: true}, run: func(t *testing.T, s *ctService) {
 			own := s.do(t, http.MethodGet, "/.well-known/apple-app-site-association", nil) // right for the service's apps
 			ctStatus(t, own, http.StatusOK)
+			// While the check waits on the game's host, the service serves
+			// on: an event published meanwhile is accepted at once (on the
+			// edge build, the check must not hold the primary instance).
+			published := make(chan string, 1)
 			game := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				switch r.URL.Path {
 				case "/.well-known/apple-app-site-association":
 					w.Header().Set("Content-Type", "application/json")
 					w.Write(own.body)
 				case "/.well-known/assetlinks.json":
+					req, _ := http.NewRequest(http.MethodPost, s.URL+"/stores/"+ctStoreA+"/events",
+						strings.NewReader(`{"type":"order.status.updated","data":{"object":{"id":"o-1","status":"completed"}}}`))
+					req.Header.Set("X-API-Key", ctKeyA)
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
+					if err != nil {
+						published <- err.Error()
+					} else {
+						resp.Body.Close()
+						published <- resp.Status
+					}
 					http.Redirect(w, r, "https://www.example.com"+r.URL.Path, http.StatusMovedPermanently)
 				default:
 					http.NotFound(w, r)
@@ -1346,6 +1361,9 @@ func contractCases() []contractCase {
 				c["webhooks"].(map[string]any)["trusted_ca_file"] = ca
 				c["stores"].([]any)[0].(map[string]any)["game_authorize_url"] = game.URL + "/oauth/authorize"
 			})
+			if s.target == targetWasm {
+				s.argv = append(s.argv, "-instances", "2") // the primary, and one for the rest
+			}
 			s.start()
 			d := newDashClient(t, s.URL)
 			d.signIn(ctStoreA, ctKeyA)
@@ -1358,6 +1376,7 @@ func contractCases() []contractCase {
 			assert.Contains(t, apple, "right:</span> valid JSON")
 			assert.NotContains(t, apple, "wrong:", "the service's own file, served over TLS by a host trusted_ca_file vouches for")
 			assert.Contains(t, android, "answered 301 to https://www.example.com/.well-known/assetlinks.json")
+			assert.Equal(t, "202 Accepted", <-published, "an event published while the check waited")
 		}},
 		{name: "ops/healthz and readyz", run: func(t *testing.T, s *ctService) {
 			ctStatus(t, s.do(t, http.MethodGet, "/healthz", nil), http.StatusOK)

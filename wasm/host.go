@@ -36,10 +36,11 @@ type host struct {
 	client   *http.Client
 	kick     chan struct{} // asks the loop to tick now
 
-	slots   []atomic.Pointer[instance] // the instance in each slot now; the primary first
-	free    chan *instance             // those free to take a request any may serve
-	started atomic.Uint64              // numbers the instances started
-	dog     *watchdog                  // kills the host when a call runs away (nil: no deadline)
+	slots       []atomic.Pointer[instance] // the instance in each slot now; the primary first
+	free        chan *instance             // the workers free to take a request any may serve
+	primaryFree chan *instance             // the primary, when free to take one too (it also takes its own)
+	started     atomic.Uint64              // numbers the instances started
+	dog         *watchdog                  // kills the host when a call runs away (nil: no deadline)
 }
 
 // instance is one instance of the module.
@@ -66,13 +67,13 @@ var exports = []string{"buffer", "start", "handle", "tick", "finish", "wake", "s
 // is.
 func newHost(state *hostState, dog *watchdog, rt wazero.Runtime, compiled wazero.CompiledModule, n int, args wire.StartArgs) (*host, error) {
 	h := &host{state: state, dog: dog, rt: rt, compiled: compiled, args: args, kick: make(chan struct{}, 1),
-		slots: make([]atomic.Pointer[instance], n), free: make(chan *instance, n)}
+		slots: make([]atomic.Pointer[instance], n), free: make(chan *instance, n), primaryFree: make(chan *instance, 1)}
 	in, err := h.startInstance(0)
 	if err != nil {
 		return nil, err
 	}
 	h.slots[0].Store(in)
-	h.free <- in
+	h.primaryFree <- in
 	for i := 1; i < n; i++ {
 		go func() {
 			for wait := time.Second; ; wait = min(2*wait, time.Minute) {
@@ -89,8 +90,6 @@ func newHost(state *hostState, dog *watchdog, rt wazero.Runtime, compiled wazero
 	}
 	return h, nil
 }
-
-func (h *host) primary() *instance { return h.slots[0].Load() }
 
 // startInstance starts a fresh instance for slot.
 func (h *host) startInstance(slot int) (*instance, error) {
@@ -240,20 +239,44 @@ func (in *instance) call(name string, b []byte, args ...uint64) (out []byte, id 
 	return out, id, wait, err
 }
 
-// handle has an instance serve the framed request req for path.
+// handle has an instance serve the framed request req for path: the
+// primary those wire.Primary names; a worker, once one has started,
+// those wire.Waits names; any free instance the others.
 func (h *host) handle(path string, req []byte) (*wire.Response, error) {
-	in, pooled := h.primary(), !wire.Primary(path)
+	in, pooled := h.slots[0].Load(), !wire.Primary(path)
 	if pooled {
-		in = <-h.free
+		in = h.take(wire.Waits(path) && len(h.slots) > 1)
 	}
 	out, _, wait, err := in.call("handle", req)
 	if pooled {
-		h.free <- in // free for the next request while this one's changes are written
+		h.give(in) // free for the next request while this one's changes are written
 	}
 	if err := errors.Join(err, wait()); err != nil {
 		return nil, err
 	}
 	return wire.ParseResponse(out)
+}
+
+// take returns a free instance, a worker when worker is true.
+func (h *host) take(worker bool) *instance {
+	if worker {
+		return <-h.free
+	}
+	select {
+	case in := <-h.free:
+		return in
+	case in := <-h.primaryFree:
+		return in
+	}
+}
+
+// give makes in, taken by take, free again.
+func (h *host) give(in *instance) {
+	if in.slot == 0 {
+		h.primaryFree <- in
+	} else {
+		h.free <- in
+	}
 }
 
 func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {

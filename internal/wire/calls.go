@@ -50,8 +50,14 @@ type Result struct {
 // Primary reports whether a request for path goes to the edge host's
 // primary instance, the one that holds the webhook state's working copy
 // and works the deliveries: the webhook, event and dashboard routes (and
-// the edgefault build's test routes). Any instance serves the others.
+// the edgefault build's test routes), but the dashboard's Settings, which
+// shows no webhook state, and whose association check waits on another
+// site for seconds that the primary's other requests would wait too. Any
+// instance serves the others.
 func Primary(path string) bool {
+	if path == "/dashboard/settings" || strings.HasPrefix(path, "/dashboard/settings/") {
+		return false
+	}
 	if strings.HasPrefix(path, "/dashboard") || strings.HasPrefix(path, "/__fault/") {
 		return true
 	}
@@ -62,6 +68,11 @@ func Primary(path string) bool {
 	_, rest, _ = strings.Cut(rest, "/")
 	return rest == "webhooks" || strings.HasPrefix(rest, "webhooks/") || rest == "events" || strings.HasPrefix(rest, "events/")
 }
+
+// Waits reports whether a request for path waits on another site (the
+// association check): the edge host gives it a worker when it has one,
+// so that the requests the primary takes do not wait behind it.
+func Waits(path string) bool { return path == "/dashboard/settings/check" }
 
 // Fetch asks the host to fetch files a merchant serves (the association
 // check of the dashboard), all at once: deeplink_host.fetch, whose answer

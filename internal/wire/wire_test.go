@@ -54,6 +54,9 @@ func TestPrimary(t *testing.T) {
 		{"/stores/s1/events", true},
 		{"/dashboard", true},
 		{"/dashboard/sign-in", true},
+		{"/dashboard/settings", false},
+		{"/dashboard/settings/check", false},
+		{"/dashboard/settingsx", true},
 		{"/__fault/trap", true},
 		{"/stores/s1/auth/auth-code", false},
 		{"/stores/s1/auth/token", false},
@@ -65,6 +68,22 @@ func TestPrimary(t *testing.T) {
 	} {
 		if got := Primary(tt.path); got != tt.want {
 			t.Errorf("Primary(%q) = %v; want %v", tt.path, got, tt.want)
+		}
+	}
+}
+
+func TestWaits(t *testing.T) {
+	for _, tt := range []struct {
+		path string
+		want bool
+	}{
+		{"/dashboard/settings/check", true},
+		{"/dashboard/settings", false},
+		{"/dashboard/webhooks", false},
+		{"/stores/s1/events", false},
+	} {
+		if got := Waits(tt.path); got != tt.want {
+			t.Errorf("Waits(%q) = %v; want %v", tt.path, got, tt.want)
 		}
 	}
 }
