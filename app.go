@@ -13,6 +13,7 @@ import (
 
 	"deeplink/internal/store"
 	"deeplink/internal/store/embedded"
+	"deeplink/internal/webhook"
 )
 
 // app is the service without its listener: what run serves and what tests
@@ -59,11 +60,11 @@ func newAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.srv.hooks.start(); err != nil {
+	if err := a.srv.hooks.Start(); err != nil {
 		a.store.Close()
 		return nil, err
 	}
-	if a.srv.hooks.share != nil {
+	if a.srv.hooks.Share != nil {
 		a.tick(now()) // takes the lead, if free, now rather than in a second
 	}
 	a.done, a.idle = make(chan struct{}), make(chan struct{})
@@ -111,7 +112,7 @@ func removeTempFiles(dir string, logger *slog.Logger) {
 	}
 	for _, e := range entries {
 		base, _, ok := strings.Cut(e.Name(), ".tmp")
-		if !ok || !e.Type().IsRegular() || base != hooksFileName && base != cookieKeyFile {
+		if !ok || !e.Type().IsRegular() || base != webhook.HooksFileName && base != cookieKeyFile {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
@@ -146,7 +147,7 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	}
 	srv := newServer(cfg, a.store, key, logger)
 	srv.now = now
-	srv.hooks.now = now
+	srv.hooks.Now = now
 	srv.storeFailing = a.store.Failing
 	srv.remote = st.remote
 	srv.live = st.live
@@ -154,20 +155,20 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 		srv.liveCodes = &costlyGauge{compute: st.codes, size: st.live}
 	}
 	srv.demo = demo
-	srv.hooks.st = a.store
+	srv.hooks.St = a.store
 	if st.remote {
-		if err := srv.hooks.shareWith(ctx, a.store); err != nil {
+		if err := srv.hooks.ShareWith(ctx, a.store); err != nil {
 			a.store.Close()
 			return nil, err
 		}
 	}
 	if dir != "" {
-		if err := srv.hooks.importHooksFile(ctx, dir); err != nil {
+		if err := srv.hooks.ImportHooksFile(ctx, dir, filepath.Join(dir, legacyMovedDir)); err != nil {
 			a.store.Close()
 			return nil, err
 		}
 	}
-	if err := srv.hooks.loadStore(ctx); err != nil {
+	if err := srv.hooks.LoadStore(ctx); err != nil {
 		a.store.Close()
 		return nil, err
 	}
@@ -183,7 +184,7 @@ func (a *app) tick(now time.Time) {
 	a.srv.keys.sweep(now)
 	a.srv.grants.sweep(now)
 	a.srv.tallies.sweep(context.Background(), a.srv, now)
-	if err := a.srv.hooks.tick(now); err != nil {
+	if err := a.srv.hooks.Tick(now); err != nil {
 		a.srv.log.Error("webhooks: writing the state failed; trying again at the next tick", "err", err)
 	}
 }
@@ -195,7 +196,7 @@ func (a *app) Close() error {
 		close(a.done)
 		<-a.idle
 	}
-	a.srv.hooks.stop()
+	a.srv.hooks.Stop()
 	return a.writeState()
 }
 
@@ -203,10 +204,10 @@ func (a *app) Close() error {
 // the store. After a failure it can be called again.
 func (a *app) writeState() error {
 	ctx := context.Background()
-	if err := a.srv.hooks.sync(ctx); err != nil {
+	if err := a.srv.hooks.Sync(ctx); err != nil {
 		return err
 	}
-	a.srv.hooks.release(ctx)
+	a.srv.hooks.Release(ctx)
 	return a.store.Close()
 }
 

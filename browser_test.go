@@ -320,8 +320,12 @@ func TestBrowserDashboard(t *testing.T) {
 	)
 
 	do("delete, confirmed",
+		// Each click waits for the page it led to: a node found while
+		// the last page was still going away is lost with it.
 		chromedp.Click(link("Webhooks")),
+		chromedp.WaitVisible(link("Add endpoint")),
 		chromedp.Click(link("Delete")),
+		chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Delete endpoint"]`)),
 		chromedp.Click(button("Delete")),
 		chromedp.WaitVisible(xpath(`//h2[normalize-space(.)="No endpoints yet"]`)),
 	)

@@ -368,7 +368,7 @@ func (s *server) call(ctx context.Context, st *StoreConfig, c apiCall, h func(ht
 	switch {
 	case c.change:
 		s.change(rec, r, true, func(w http.ResponseWriter, r *http.Request) { refusing(s, h)(w, r, st) })
-	case s.hooks.fresh(ctx) != nil:
+	case s.hooks.Fresh(ctx) != nil:
 		writeError(rec, errStoreDown)
 	default:
 		h(rec, r, st)

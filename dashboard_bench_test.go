@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"deeplink/internal/egress"
+	"deeplink/internal/webhook"
 )
 
 // BenchmarkDashboardPages serves the dashboard's pages for a store with 5
@@ -30,21 +31,21 @@ func BenchmarkDashboardPages(b *testing.B) {
 	}
 	b.Cleanup(func() { a.Close() })
 	hk := a.srv.hooks
-	benchAddEndpoints(hk, maxEndpointsPerStore, "https://shop.example.com/hooks")
+	benchAddEndpoints(hk, webhook.MaxEndpointsPerStore, "https://shop.example.com/hooks")
 	st := cfg.Stores[0]
 	for range 200 {
-		if _, ok := hk.publish(st.ID, eventOrderStatus, json.RawMessage(benchOrder), ""); !ok {
+		if _, ok := hk.Publish(st.ID, webhook.EventOrderStatus, json.RawMessage(benchOrder), ""); !ok {
 			b.Fatal("publish refused")
 		}
 	}
-	hk.mu.Lock()
+	hk.Mu.Lock()
 	now := time.Now()
-	hk.advanceLocked(now)
-	for j := hk.takeLocked(now); j != nil; j = hk.takeLocked(now) {
-		hk.finishLocked(j, egress.Result{Err: errors.New("dial tcp: connection refused"), Duration: time.Millisecond})
+	hk.AdvanceLocked(now)
+	for j := hk.TakeLocked(now); j != nil; j = hk.TakeLocked(now) {
+		hk.FinishLocked(j, egress.Result{Err: errors.New("dial tcp: connection refused"), Duration: time.Millisecond})
 	}
-	ep := hk.byStore[st.ID][0].ID
-	hk.mu.Unlock()
+	ep := hk.ByStore[st.ID][0].ID
+	hk.Mu.Unlock()
 
 	h := a.srv.handler()
 	form := url.Values{"store_id": {st.ID}, "api_key": {st.APIKeys[0]}}
@@ -60,7 +61,7 @@ func BenchmarkDashboardPages(b *testing.B) {
 	pages := []struct{ name, path string }{
 		{"webhooks", "/dashboard/webhooks"},
 		{"deliveries", "/dashboard/webhooks/" + ep + "/deliveries"},
-		{"delivery", "/dashboard/webhooks/" + ep + "/deliveries/" + hk.byStore[st.ID][0].log[0].ID},
+		{"delivery", "/dashboard/webhooks/" + ep + "/deliveries/" + hk.ByStore[st.ID][0].Log[0].ID},
 		{"settings", "/dashboard/settings"},
 	}
 	total := 0

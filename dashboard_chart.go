@@ -1,6 +1,7 @@
 package main
 
 import (
+	"deeplink/internal/webhook"
 	"fmt"
 	"time"
 )
@@ -26,29 +27,29 @@ func (st endpointStats) Rate() float64 {
 	return float64(st.Succeeded) / float64(st.Total())
 }
 
-// stats counts the deliveries of the endpoint id made in the 24 hours up
+// statsOf counts the deliveries of the endpoint id made in the 24 hours up
 // to now, from its delivery log, by their status.
-func (hk *hooks) stats(id string, now time.Time) endpointStats {
+func statsOf(hk *webhook.Hooks, id string, now time.Time) endpointStats {
 	var st endpointStats
-	hk.mu.Lock()
-	defer hk.mu.Unlock()
-	e := hk.endpoints[id]
+	hk.Mu.Lock()
+	defer hk.Mu.Unlock()
+	e := hk.Endpoints[id]
 	if e == nil {
 		return st
 	}
 	end := now.Truncate(time.Hour).Add(time.Hour)
 	start := end.Add(-24 * time.Hour)
-	for _, d := range e.log {
+	for _, d := range e.Log {
 		at := time.Unix(d.CreatedAt, 0)
 		if at.Before(start) || !at.Before(end) {
 			continue
 		}
 		h := &st.Hours[int(at.Sub(start)/time.Hour)]
 		switch d.Status {
-		case statusSucceeded:
+		case webhook.StatusSucceeded:
 			h.Succeeded++
 			st.Succeeded++
-		case statusFailed:
+		case webhook.StatusFailed:
 			h.Failed++
 			st.Failed++
 		default:

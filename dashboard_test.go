@@ -1,6 +1,7 @@
 package main
 
 import (
+	"deeplink/internal/webhook"
 	"fmt"
 	"html"
 	"io"
@@ -183,11 +184,11 @@ func TestDashboardWebhooks(t *testing.T) {
 	d := newDashClient(t, w.srv.URL)
 	require.Equal(t, http.StatusOK, d.signIn(whStoreA, whKeyA).status)
 
-	p := d.post("/dashboard/webhooks/new", url.Values{"url": {"ftp://nope"}, "events": {eventOrderStatus}, "enabled": {"on"}})
+	p := d.post("/dashboard/webhooks/new", url.Values{"url": {"ftp://nope"}, "events": {webhook.EventOrderStatus}, "enabled": {"on"}})
 	assert.Equal(t, http.StatusUnprocessableEntity, p.status, "a bad URL")
 	assert.Contains(t, p.body, `aria-invalid="true"`)
 
-	p = d.post("/dashboard/webhooks/new", url.Values{"url": {rc.URL + "/hooks"}, "description": {"orders"}, "events": {eventOrderStatus}, "enabled": {"on"}})
+	p = d.post("/dashboard/webhooks/new", url.Values{"url": {rc.URL + "/hooks"}, "description": {"orders"}, "events": {webhook.EventOrderStatus}, "enabled": {"on"}})
 	require.Equal(t, http.StatusOK, p.status, p.body)
 	secret := secretShown(p.body)
 	require.NotEmpty(t, secret, "the secret right after saving")
@@ -255,7 +256,7 @@ func TestDashboardWebhooks(t *testing.T) {
 	assert.Contains(t, p.body, "Endpoint enabled")
 	assert.Equal(t, true, w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA}).data()["enabled"])
 
-	p = d.post("/dashboard/webhooks/"+id+"/edit", url.Values{"url": {rc.URL + "/v2"}, "events": {eventOrderStatus, eventTest}, "enabled": {"on"}})
+	p = d.post("/dashboard/webhooks/"+id+"/edit", url.Values{"url": {rc.URL + "/v2"}, "events": {webhook.EventOrderStatus, webhook.EventTest}, "enabled": {"on"}})
 	assert.Contains(t, p.body, "Endpoint saved")
 	got := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA}).data()
 	assert.Equal(t, rc.URL+"/v2", got["url"])
@@ -354,7 +355,7 @@ func TestDashboardRecover(t *testing.T) {
 	})
 	id, _ := w.whEndpoint(t, rc.URL)
 	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o-1", "completed"), "")
-	w.whAwaitStatus(t, id, w.whDeliveryOf(t, id, evt), statusFailed)
+	w.whAwaitStatus(t, id, w.whDeliveryOf(t, id, evt), webhook.StatusFailed)
 	down.Store(false)
 	for len(rc.hits) > 0 {
 		<-rc.hits
@@ -385,23 +386,23 @@ func TestEndpointStats(t *testing.T) {
 	now := time.Date(2026, 11, 27, 15, 30, 0, 0, time.UTC)
 	c := whFast()
 	c.DataDir = t.TempDir()
-	hk := newHooks(whParseConfig(t, c))
-	e := &endpoint{ID: "we_stats"}
-	hk.endpoints[e.ID] = e
+	hk := webhook.NewHooks(whParseConfig(t, c))
+	e := &webhook.Endpoint{ID: "we_stats"}
+	hk.Endpoints[e.ID] = e
 	for _, d := range []struct {
 		ago    time.Duration
 		status string
 	}{
-		{0, statusPending},
-		{10 * time.Minute, statusSucceeded},
-		{time.Hour, statusFailed},
-		{5 * time.Hour, statusSucceeded},
-		{23 * time.Hour, statusSucceeded},
-		{25 * time.Hour, statusFailed}, // before the window
+		{0, webhook.StatusPending},
+		{10 * time.Minute, webhook.StatusSucceeded},
+		{time.Hour, webhook.StatusFailed},
+		{5 * time.Hour, webhook.StatusSucceeded},
+		{23 * time.Hour, webhook.StatusSucceeded},
+		{25 * time.Hour, webhook.StatusFailed}, // before the window
 	} {
-		e.log = append(e.log, &delivery{Status: d.status, CreatedAt: now.Add(-d.ago).Unix()})
+		e.Log = append(e.Log, &webhook.Delivery{Status: d.status, CreatedAt: now.Add(-d.ago).Unix()})
 	}
-	st := hk.stats(e.ID, now)
+	st := statsOf(hk, e.ID, now)
 	if st.Succeeded != 3 || st.Failed != 1 || st.Pending != 1 {
 		t.Errorf("stats = %d succeeded, %d failed, %d pending; want 3, 1, 1", st.Succeeded, st.Failed, st.Pending)
 	}

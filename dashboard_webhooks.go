@@ -1,6 +1,7 @@
 package main
 
 import (
+	"deeplink/internal/webhook"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -111,10 +112,10 @@ func (s *server) dashEndpoints(w http.ResponseWriter, r *http.Request, sess *das
 	}
 	now := time.Now()
 	for i := range list {
-		list[i].Stats = s.hooks.stats(list[i].ID, now)
+		list[i].Stats = statsOf(s.hooks, list[i].ID, now)
 	}
 	p := s.page(sess, "Webhooks", "webhooks")
-	p["Endpoints"], p["Max"], p["Done"] = list, maxEndpointsPerStore, doneMessage(r.URL.Query().Get("done"))
+	p["Endpoints"], p["Max"], p["Done"] = list, webhook.MaxEndpointsPerStore, doneMessage(r.URL.Query().Get("done"))
 	s.render(w, http.StatusOK, "webhooks.html", p)
 }
 
@@ -143,7 +144,7 @@ func (s *server) endpointOf(r *http.Request, sess *dashSession) (endpointView, a
 // dashEndpointForm is the form of a new endpoint, or of the path's.
 func (s *server) dashEndpointForm(w http.ResponseWriter, r *http.Request, sess *dashSession) {
 	p := s.page(sess, "Add endpoint", "webhooks")
-	e := endpointView{Enabled: true, Events: []string{eventOrderStatus}}
+	e := endpointView{Enabled: true, Events: []string{webhook.EventOrderStatus}}
 	if r.PathValue("endpoint_id") != "" {
 		var a apiAnswer
 		var ok bool
@@ -342,11 +343,11 @@ func (s *server) dashDeliveries(w http.ResponseWriter, r *http.Request, sess *da
 	}
 	pending := false
 	for _, d := range list {
-		pending = pending || d.Status == statusPending
+		pending = pending || d.Status == webhook.StatusPending
 	}
 	p := s.page(sess, "Deliveries", "webhooks")
 	p["Endpoint"], p["Deliveries"], p["Pending"] = e, list, pending
-	p["EventType"], p["Status"], p["Statuses"] = q.Get("event_type"), q.Get("status"), []string{statusSucceeded, statusFailed, statusPending}
+	p["EventType"], p["Status"], p["Statuses"] = q.Get("event_type"), q.Get("status"), []string{webhook.StatusSucceeded, webhook.StatusFailed, webhook.StatusPending}
 	p["Done"] = doneMessage(q.Get("done"))
 	if a.Next != "" {
 		older := url.Values{}

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"deeplink/internal/egress"
+	"deeplink/internal/webhook"
 )
 
 const (
@@ -39,7 +40,7 @@ const (
 	// other. The yardstick runs benchConcurrency goroutines.
 	benchStores      = 2
 	benchEndpoints   = 4
-	benchConcurrency = benchStores * benchEndpoints * perEndpointInFlight
+	benchConcurrency = benchStores * benchEndpoints * webhook.PerEndpointInFlight
 )
 
 // benchOrder is a realistic data.object of order.status.updated.
@@ -117,19 +118,19 @@ func benchConfig(b *testing.B, stores int) *Config {
 
 // benchAddEndpoints gives each configured store n endpoints at url, as
 // the create handler would.
-func benchAddEndpoints(hk *hooks, n int, url string) {
-	hk.mu.Lock()
-	defer hk.mu.Unlock()
+func benchAddEndpoints(hk *webhook.Hooks, n int, url string) {
+	hk.Mu.Lock()
+	defer hk.Mu.Unlock()
 	now := time.Now().Unix()
-	for _, st := range hk.cfg.Stores {
+	for _, st := range hk.Cfg.Stores {
 		for range n {
-			e := &endpoint{
-				ID: newID("we_"), StoreID: st.ID, URL: url, Events: []string{eventOrderStatus}, Enabled: true,
-				CreatedAt: now, UpdatedAt: now, Secret: newSecret(),
+			e := &webhook.Endpoint{
+				ID: webhook.NewID("we_"), StoreID: st.ID, URL: url, Events: []string{webhook.EventOrderStatus}, Enabled: true,
+				CreatedAt: now, UpdatedAt: now, Secret: webhook.NewSecret(),
 			}
-			hk.endpoints[e.ID] = e
-			hk.byStore[st.ID] = append(hk.byStore[st.ID], e)
-			hk.touchLocked(kindEndpoint, e.ID)
+			hk.Endpoints[e.ID] = e
+			hk.ByStore[st.ID] = append(hk.ByStore[st.ID], e)
+			hk.TouchLocked(webhook.KindEndpoint, e.ID)
 		}
 	}
 }
@@ -168,10 +169,10 @@ func (s *deliveryBench) run(b *testing.B, n int) int {
 	for range benchConcurrency {
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(events); i = next.Add(1) - 1 {
-				st := hk.cfg.Stores[int(i)%len(hk.cfg.Stores)]
+				st := hk.Cfg.Stores[int(i)%len(hk.Cfg.Stores)]
 				ok := true
-				err := hk.locked(context.Background(), func() {
-					_, ok = hk.publish(st.ID, eventOrderStatus, json.RawMessage(benchOrder), "")
+				err := hk.Locked(context.Background(), func() {
+					_, ok = hk.Publish(st.ID, webhook.EventOrderStatus, json.RawMessage(benchOrder), "")
 				})
 				if !ok {
 					b.Error("publish refused: over budget")
@@ -202,18 +203,18 @@ type yardstick struct {
 	rc     *benchReceiver
 	url    string
 	secret string
-	ev     *event
+	ev     *webhook.Event
 }
 
 func newYardstick(b *testing.B) *yardstick {
 	rc := newBenchReceiver(b)
-	hk := newHooks(benchConfig(b, 1))
-	hk.mu.Lock()
-	ev := hk.newEventLocked(eventOrderStatus, json.RawMessage(benchOrder))
-	hk.mu.Unlock()
+	hk := webhook.NewHooks(benchConfig(b, 1))
+	hk.Mu.Lock()
+	ev := hk.NewEventLocked(webhook.EventOrderStatus, json.RawMessage(benchOrder))
+	hk.Mu.Unlock()
 	tr := &http.Transport{MaxIdleConnsPerHost: benchConcurrency}
 	b.Cleanup(tr.CloseIdleConnections)
-	return &yardstick{client: &http.Client{Transport: tr}, rc: rc, url: rc.URL + "/hooks", secret: newSecret(), ev: ev}
+	return &yardstick{client: &http.Client{Transport: tr}, rc: rc, url: rc.URL + "/hooks", secret: webhook.NewSecret(), ev: ev}
 }
 
 func (y *yardstick) run(b *testing.B, n int) int {
@@ -224,13 +225,13 @@ func (y *yardstick) run(b *testing.B, n int) int {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) {
 				now := time.Now()
-				sig := signDelivery(y.secret, "", y.ev.ID, now.Unix(), y.ev.Body)
+				sig := webhook.SignDelivery(y.secret, "", y.ev.ID, now.Unix(), y.ev.Body)
 				req, err := http.NewRequest(http.MethodPost, y.url, strings.NewReader(string(y.ev.Body)))
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				req.Header = deliveryHeader(sig)
+				req.Header = webhook.DeliveryHeader(sig)
 				resp, err := y.client.Do(req)
 				if err != nil {
 					b.Error(err)
@@ -338,7 +339,7 @@ func BenchmarkPendingDeliveryHeap(b *testing.B) {
 	const (
 		stores    = 4
 		events    = 20_000
-		endpoints = maxEndpointsPerStore
+		endpoints = webhook.MaxEndpointsPerStore
 		pending   = events * endpoints
 	)
 	// The refused connection's error, from a real attempt to a closed port.
@@ -381,28 +382,28 @@ func BenchmarkPendingDeliveryHeap(b *testing.B) {
 				b.Fatalf("publish: %d %s", w.Code, w.Body)
 			}
 		}
-		if len(hk.deliv) != pending {
-			b.Fatalf("%d deliveries, want %d", len(hk.deliv), pending)
+		if len(hk.Deliv) != pending {
+			b.Fatalf("%d deliveries, want %d", len(hk.Deliv), pending)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&m1)
 
 		// One failed attempt each: every endpoint is at its in-flight limit
 		// after perEndpointInFlight takes, so take and finish in turn.
-		hk.mu.Lock()
+		hk.Mu.Lock()
 		now := time.Now()
-		hk.advanceLocked(now)
+		hk.AdvanceLocked(now)
 		for {
-			j := hk.takeLocked(now)
+			j := hk.TakeLocked(now)
 			if j == nil {
 				break
 			}
-			hk.finishLocked(j, egress.Result{Err: errors.New(strings.Clone(refusedMsg)), Duration: 300 * time.Microsecond})
+			hk.FinishLocked(j, egress.Result{Err: errors.New(strings.Clone(refusedMsg)), Duration: 300 * time.Microsecond})
 		}
-		hk.mu.Unlock()
+		hk.Mu.Unlock()
 		failed := 0
-		for _, d := range hk.deliv {
-			if d.Status == statusPending && len(d.Attempts) == 1 {
+		for _, d := range hk.Deliv {
+			if d.Status == webhook.StatusPending && len(d.Attempts) == 1 {
 				failed++
 			}
 		}

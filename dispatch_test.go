@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"deeplink/internal/egress"
+	"deeplink/internal/webhook"
 )
 
 // Tests of what merchants receive and when (API.md §5.1, §6): the request,
@@ -64,7 +65,7 @@ func TestDeliveryOverTLS(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(h.body, &typed))
 	assert.Equal(t, evt, typed.ID)
-	assert.Equal(t, eventOrderStatus, typed.Type)
+	assert.Equal(t, webhook.EventOrderStatus, typed.Type)
 	assert.GreaterOrEqual(t, typed.CreatedAt, before)
 	assert.LessOrEqual(t, typed.CreatedAt, after)
 	assert.Equal(t, map[string]map[string]any{"object": object}, typed.Data)
@@ -83,7 +84,7 @@ func TestDeliveryOverTLS(t *testing.T) {
 	assert.Equal(t, whStdHMAC(t, secret, evt, ts, h.body), h.header.Get("Webhook-Signature"),
 		"the Standard Webhooks signature verifies with the same secret")
 
-	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusSucceeded)
+	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), webhook.StatusSucceeded)
 	atts := whAttempts(t, d)
 	require.Len(t, atts, 1)
 	assert.Equal(t, float64(200), atts[0]["response_status"])
@@ -106,17 +107,17 @@ func TestDeliveryRetries(t *testing.T) {
 		want     string
 		wantErrs []string // per attempt; "" means no error
 	}{
-		{"500 twice then 200", []answer{{500, ""}, {500, ""}, {200, ""}}, statusSucceeded,
+		{"500 twice then 200", []answer{{500, ""}, {500, ""}, {200, ""}}, webhook.StatusSucceeded,
 			[]string{"500", "500", ""}},
-		{"always 500", []answer{{500, ""}}, statusFailed,
+		{"always 500", []answer{{500, ""}}, webhook.StatusFailed,
 			[]string{"500", "500", "500", "500"}},
-		{"204 is not success", []answer{{204, ""}, {200, ""}}, statusSucceeded,
+		{"204 is not success", []answer{{204, ""}, {200, ""}}, webhook.StatusSucceeded,
 			[]string{"answer 200", ""}},
-		{"201 is not success", []answer{{201, ""}}, statusFailed,
+		{"201 is not success", []answer{{201, ""}}, webhook.StatusFailed,
 			[]string{"answer 200", "answer 200", "answer 200", "answer 200"}},
-		{"429 with Retry-After 0", []answer{{429, "0"}, {200, ""}}, statusSucceeded,
+		{"429 with Retry-After 0", []answer{{429, "0"}, {200, ""}}, webhook.StatusSucceeded,
 			[]string{"429", ""}},
-		{"503 then 200", []answer{{503, ""}, {200, ""}}, statusSucceeded,
+		{"503 then 200", []answer{{503, ""}, {200, ""}}, webhook.StatusSucceeded,
 			[]string{"503", ""}},
 	}
 	for _, tc := range cases {
@@ -180,7 +181,7 @@ func TestRetryIgnoresRetryAfter(t *testing.T) {
 	})
 	ep, _ := w.whEndpoint(t, rc.URL)
 	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
-	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusSucceeded)
+	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), webhook.StatusSucceeded)
 	atts := whAttempts(t, d)
 	require.Len(t, atts, 2)
 	var at [2]time.Time
@@ -255,11 +256,11 @@ func TestDeliveryOnlyToEnabledSubscribers(t *testing.T) {
 	otherType := whNewReceiver(t, false, nil)
 
 	epOn, _ := w.whEndpoint(t, on.URL)
-	epCreatedOff := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": createdOff.URL, "events": []string{eventOrderStatus}, "enabled": false})["id"].(string)
+	epCreatedOff := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": createdOff.URL, "events": []string{webhook.EventOrderStatus}, "enabled": false})["id"].(string)
 	epPatchedOff, _ := w.whEndpoint(t, patchedOff.URL)
 	r := w.do(t, whReq{method: "PATCH", path: whEndpointPath(whStoreA, epPatchedOff), key: whKeyA, body: map[string]any{"enabled": false}})
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
-	epOther := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": otherType.URL, "events": []string{eventTest}})["id"].(string)
+	epOther := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": otherType.URL, "events": []string{webhook.EventTest}})["id"].(string)
 
 	first := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
 	second := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "completed"), "")
@@ -268,7 +269,7 @@ func TestDeliveryOnlyToEnabledSubscribers(t *testing.T) {
 	got := []string{on.next(t, whWait).header.Get("Webhook-Id"), on.next(t, whWait).header.Get("Webhook-Id")}
 	assert.ElementsMatch(t, []string{first, second}, got)
 	for _, evt := range []string{first, second} {
-		w.whAwaitStatus(t, epOn, w.whDeliveryOf(t, epOn, evt), statusSucceeded)
+		w.whAwaitStatus(t, epOn, w.whDeliveryOf(t, epOn, evt), webhook.StatusSucceeded)
 	}
 	for name, c := range map[string]struct {
 		rc *whReceiver
@@ -292,7 +293,7 @@ func TestDeliveryOnlyToEnabledSubscribers(t *testing.T) {
 func TestNoRetryAfterDisabling(t *testing.T) {
 	for _, patch := range []map[string]any{
 		{"enabled": false},
-		{"events": []string{eventTest}},
+		{"events": []string{webhook.EventTest}},
 	} {
 		t.Run(fmt.Sprint(patch), func(t *testing.T) {
 			conf := whFast()
@@ -311,7 +312,7 @@ func TestNoRetryAfterDisabling(t *testing.T) {
 
 			r = w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + dlv, key: whKeyA})
 			require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
-			assert.Equal(t, statusFailed, r.data()["status"], "the PATCH fails the pending retry")
+			assert.Equal(t, webhook.StatusFailed, r.data()["status"], "the PATCH fails the pending retry")
 			assert.Len(t, whAttempts(t, r.data()), 1, "no attempt after the PATCH")
 			// /metrics agrees: one delivery failed, after one attempt retried.
 			r = w.do(t, whReq{method: "GET", path: "/metrics"})
@@ -351,7 +352,7 @@ func TestNoAttemptOfQueuedDeliveriesAfterDisabling(t *testing.T) {
 		case h.n == 1:
 			whBlock(releaseFirst)(h, w, r)
 			w.WriteHeader(http.StatusInternalServerError)
-		case h.n <= 1+perEndpointInFlight:
+		case h.n <= 1+webhook.PerEndpointInFlight:
 			whBlock(release)(h, w, r)
 		}
 	})
@@ -366,11 +367,11 @@ func TestNoAttemptOfQueuedDeliveriesAfterDisabling(t *testing.T) {
 	dlv := w.whDeliveryOf(t, ep, evt)
 	require.Equal(t, evt, rc.next(t, whWait).header.Get("Webhook-Id"))
 	var blockers []string
-	for i := range perEndpointInFlight {
+	for i := range webhook.PerEndpointInFlight {
 		e := w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i+1), "pending"), "")
 		blockers = append(blockers, w.whDeliveryOf(t, ep, e))
 	}
-	for range perEndpointInFlight - 1 {
+	for range webhook.PerEndpointInFlight - 1 {
 		rc.next(t, whWait)
 	}
 	// The failed first attempt frees a place for the last blocker, so its
@@ -386,25 +387,25 @@ func TestNoAttemptOfQueuedDeliveriesAfterDisabling(t *testing.T) {
 	r := w.do(t, whReq{method: "PATCH", path: whEndpointPath(whStoreA, ep), key: whKeyA, body: map[string]any{"enabled": false}})
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.raw)
 	sent := rc.count.Load()
-	require.EqualValues(t, 1+perEndpointInFlight, sent)
+	require.EqualValues(t, 1+webhook.PerEndpointInFlight, sent)
 	unblock()
 
-	d := w.whAwait(t, ep, dlv, func(d map[string]any) bool { return d["status"] != statusPending })
-	assert.Equal(t, statusFailed, d["status"], "the retry ended when the endpoint was disabled")
+	d := w.whAwait(t, ep, dlv, func(d map[string]any) bool { return d["status"] != webhook.StatusPending })
+	assert.Equal(t, webhook.StatusFailed, d["status"], "the retry ended when the endpoint was disabled")
 	assert.Len(t, whAttempts(t, d), 1, "no attempt after disabling")
-	d = w.whAwaitStatus(t, ep, dlvFirst, statusFailed)
+	d = w.whAwaitStatus(t, ep, dlvFirst, webhook.StatusFailed)
 	assert.Empty(t, whAttempts(t, d), "a first attempt still queued is not made either")
 	for _, b := range blockers {
-		w.whAwaitStatus(t, ep, b, statusSucceeded) // the attempts under way at the PATCH end normally
+		w.whAwaitStatus(t, ep, b, webhook.StatusSucceeded) // the attempts under way at the PATCH end normally
 	}
 	assert.Equal(t, sent, rc.count.Load(), "no request reached the endpoint after the PATCH")
-	assert.Zero(t, w.app.srv.hooks.queueDepth(), "the failed retry gave its place back")
+	assert.Zero(t, w.app.srv.hooks.QueueDepth(), "the failed retry gave its place back")
 
 	// Nothing is lost: a manual retry names the endpoint and still goes.
 	r = w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + dlv + "/retry", key: whKeyA})
 	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.raw)
 	assert.Equal(t, evt, rc.next(t, whWait).header.Get("Webhook-Id"))
-	w.whAwaitStatus(t, ep, r.data()["id"].(string), statusSucceeded)
+	w.whAwaitStatus(t, ep, r.data()["id"].(string), webhook.StatusSucceeded)
 }
 
 // whDelivered publishes n order events, one after the other, each once
@@ -416,7 +417,7 @@ func (w *whApp) whDelivered(t *testing.T, ep string, n int, after func(i int)) [
 	for i := range n {
 		evt := w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i), "pending"), "")
 		dlv := w.whDeliveryOf(t, ep, evt)
-		w.whAwaitStatus(t, ep, dlv, statusSucceeded)
+		w.whAwaitStatus(t, ep, dlv, webhook.StatusSucceeded)
 		dlvs = append(dlvs, dlv)
 		if after != nil {
 			after(i)
@@ -448,32 +449,32 @@ func TestDeliveryLogBytes(t *testing.T) {
 	hk := w.app.srv.hooks
 	dlvs := w.whDelivered(t, ep, 6, func(i int) {
 		if i == 0 {
-			hk.mu.Lock()
-			one := hk.endpoints[ep].logBytes
-			hk.budget.log = 3*one + one/2
-			hk.mu.Unlock()
+			hk.Mu.Lock()
+			one := hk.Endpoints[ep].LogBytes
+			hk.Budget.Log = 3*one + one/2
+			hk.Mu.Unlock()
 		}
 	})
 	assert.Equal(t, []string{dlvs[5], dlvs[4], dlvs[3]}, whField(w.whDeliveries(t, ep, ""), "id"), "the newest 3 fit")
-	hk.mu.Lock()
-	assert.LessOrEqual(t, hk.endpoints[ep].logBytes, hk.budget.log, "what the log holds")
+	hk.Mu.Lock()
+	assert.LessOrEqual(t, hk.Endpoints[ep].LogBytes, hk.Budget.Log, "what the log holds")
 	whCheckRefs(t, hk)
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 
 	// Pending deliveries are not the log budget's: they stay.
 	slow := whFast()
 	slow.Retry = []string{"1h"} // refused once, then pending for the test's length
 	w2 := whStart(t, slow)
 	hk2 := w2.app.srv.hooks
-	hk2.mu.Lock()
-	hk2.budget.log = 1
-	hk2.mu.Unlock()
+	hk2.Mu.Lock()
+	hk2.Budget.Log = 1
+	hk2.Mu.Unlock()
 	dead, _ := w2.whEndpoint(t, "http://127.0.0.1:1/")
 	evt := w2.whPublish(t, whStoreA, whKeyA, whOrder("o9", "pending"), "")
 	assert.Equal(t, []string{w2.whDeliveryOf(t, dead, evt)}, whField(w2.whDeliveries(t, dead, ""), "id"), "the pending delivery")
-	hk2.mu.Lock()
+	hk2.Mu.Lock()
 	whCheckRefs(t, hk2)
-	hk2.mu.Unlock()
+	hk2.Mu.Unlock()
 }
 
 func TestRotateSecretSignatures(t *testing.T) {
@@ -601,7 +602,7 @@ func TestPendingDeliverySurvivesRestart(t *testing.T) {
 			dlv := w1.whDeliveryOf(t, ep, evt)
 			rc.next(t, whWait)
 			w1.whAwait(t, ep, dlv, func(d map[string]any) bool {
-				return d["status"] == statusPending && d["attempt_count"] == float64(tc.recorded)
+				return d["status"] == webhook.StatusPending && d["attempt_count"] == float64(tc.recorded)
 			})
 			w1.close()
 			restarted.Store(true)
@@ -619,7 +620,7 @@ func TestPendingDeliverySurvivesRestart(t *testing.T) {
 			require.Len(t, v1, 1)
 			assert.Equal(t, whHMAC(secret, ts, h.body), v1[0])
 
-			d := w2.whAwaitStatus(t, ep, dlv, statusSucceeded)
+			d := w2.whAwaitStatus(t, ep, dlv, webhook.StatusSucceeded)
 			atts := whAttempts(t, d)
 			require.Len(t, atts, tc.recorded+1)
 			if tc.recorded > 0 {
@@ -642,7 +643,7 @@ func TestSlowEndpointsDoNotDelayAnother(t *testing.T) {
 		slowA, slowB int // slow endpoints of stores A and B
 	}{
 		{"one slow endpoint of another store", 1, 0},
-		{"every other endpoint of both stores", maxEndpointsPerStore, maxEndpointsPerStore - 1},
+		{"every other endpoint of both stores", webhook.MaxEndpointsPerStore, webhook.MaxEndpointsPerStore - 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			conf := whFast()
@@ -651,18 +652,18 @@ func TestSlowEndpointsDoNotDelayAnother(t *testing.T) {
 			release := make(chan struct{})
 			slow := whNewReceiver(t, false, whBlock(release))
 			whReleaseAtEnd(t, release)
-			events := []string{eventOrderStatus}
+			events := []string{webhook.EventOrderStatus}
 			for range tt.slowA {
 				w.whEndpoint(t, slow.URL)
 			}
 			for range tt.slowB {
 				w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": slow.URL, "events": events})
 			}
-			for i := range 2 * perEndpointInFlight { // half of them wait on their endpoint
+			for i := range 2 * webhook.PerEndpointInFlight { // half of them wait on their endpoint
 				w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("a", i), "pending"), "")
 				w.whPublish(t, whStoreB, whKeyB, whOrder(fmt.Sprint("b", i), "pending"), "")
 			}
-			held := (tt.slowA + tt.slowB) * perEndpointInFlight
+			held := (tt.slowA + tt.slowB) * webhook.PerEndpointInFlight
 			for range held {
 				slow.next(t, whWait) // every slow endpoint reaches its limit, all at once
 			}
@@ -684,15 +685,15 @@ func TestDeletedEndpointGivesBackItsWorkers(t *testing.T) {
 	release := make(chan struct{})
 	slow := whNewReceiver(t, false, whBlock(release))
 	whReleaseAtEnd(t, release)
-	perCycle := maxEndpointsPerStore * perEndpointInFlight
-	require.Greater(t, 3*perCycle, dispatchWorkers(len(w.cfg.Stores)), "the cycles need more attempts than the pool has workers")
+	perCycle := webhook.MaxEndpointsPerStore * webhook.PerEndpointInFlight
+	require.Greater(t, 3*perCycle, webhook.DispatchWorkers(len(w.cfg.Stores)), "the cycles need more attempts than the pool has workers")
 	for cycle := range 3 {
 		var ids []string
-		for range maxEndpointsPerStore {
+		for range webhook.MaxEndpointsPerStore {
 			id, _ := w.whEndpoint(t, slow.URL)
 			ids = append(ids, id)
 		}
-		for i := range perEndpointInFlight {
+		for i := range webhook.PerEndpointInFlight {
 			w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("a", cycle, i), "pending"), "")
 		}
 		for range perCycle {
@@ -712,7 +713,7 @@ func TestDeletedEndpointGivesBackItsWorkers(t *testing.T) {
 func (w *whApp) requirePromptDelivery(t *testing.T, why string) {
 	t.Helper()
 	fast := whNewReceiver(t, false, nil)
-	w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": fast.URL, "events": []string{eventOrderStatus}})
+	w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": fast.URL, "events": []string{webhook.EventOrderStatus}})
 	evt := w.whPublish(t, whStoreB, whKeyB, whOrder("b-last", "completed"), "")
 	select {
 	case h := <-fast.hits:
@@ -724,15 +725,15 @@ func (w *whApp) requirePromptDelivery(t *testing.T, why string) {
 
 func TestDispatchWorkers(t *testing.T) {
 	for _, tt := range []struct{ stores, want int }{
-		{0, minDispatchWorkers},
-		{1, minDispatchWorkers}, // 21 would do
+		{0, webhook.MinDispatchWorkers},
+		{1, webhook.MinDispatchWorkers}, // 21 would do
 		{2, 41},
 		{10, 201},
 		{51, 1021},
-		{52, maxDispatchWorkers},
-		{100_000, maxDispatchWorkers},
+		{52, webhook.MaxDispatchWorkers},
+		{100_000, webhook.MaxDispatchWorkers},
 	} {
-		if got := dispatchWorkers(tt.stores); got != tt.want {
+		if got := webhook.DispatchWorkers(tt.stores); got != tt.want {
 			t.Errorf("dispatchWorkers(%d) = %d; want %d", tt.stores, got, tt.want)
 		}
 	}
@@ -806,7 +807,7 @@ func TestDeliveryResponseBodyCapped(t *testing.T) {
 			rc := whNewReceiver(t, false, tc.respond)
 			ep, _ := w.whEndpoint(t, rc.URL)
 			evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
-			d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusSucceeded)
+			d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), webhook.StatusSucceeded)
 			atts := whAttempts(t, d)
 			require.Len(t, atts, 1)
 			body := atts[0]["response_body"].(string)
@@ -833,7 +834,7 @@ func TestAttemptErrorText(t *testing.T) {
 		{"refused", egress.Result{Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}},
 			"dial tcp: connect: connection refused"},
 	} {
-		if got := (attempt{}).complete(tt.r).Error; got != tt.want {
+		if got := (webhook.Attempt{}).Complete(tt.r).Error; got != tt.want {
 			t.Errorf("%s: complete(%v).Error = %q; want %q", tt.name, tt.r.Err, got, tt.want)
 		}
 	}
@@ -853,7 +854,7 @@ func TestAttemptURLIsWhereItWent(t *testing.T) {
 	failing.next(t, whWait) // the first attempt was made, and failed
 	r := w.do(t, whReq{method: http.MethodPatch, path: whEndpointPath(whStoreA, ep), key: whKeyA, body: map[string]any{"url": working.URL}})
 	require.Equal(t, http.StatusOK, r.status, "PATCH url: %s", r.body)
-	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusSucceeded)
+	d := w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), webhook.StatusSucceeded)
 	assert.Equal(t, working.URL, d["url"], "the delivery's url: the endpoint's now")
 	atts := whAttempts(t, d)
 	require.GreaterOrEqual(t, len(atts), 2, "attempts: %v", atts)
@@ -876,10 +877,10 @@ func TestFailureReason(t *testing.T) {
 		want   string         // failure_reason; "" for none
 		status string         // the delivery's end
 	}{
-		{"retries used up", http.StatusInternalServerError, nil, reasonRetriesUsedUp, statusFailed},
-		{"disabled", 0, map[string]any{"enabled": false}, reasonDisabled, statusFailed},
-		{"event type dropped", 0, map[string]any{"events": []string{eventTest}}, reasonUnsubscribed, statusFailed},
-		{"succeeded", http.StatusOK, nil, "", statusSucceeded},
+		{"retries used up", http.StatusInternalServerError, nil, webhook.ReasonRetriesUsedUp, webhook.StatusFailed},
+		{"disabled", 0, map[string]any{"enabled": false}, webhook.ReasonDisabled, webhook.StatusFailed},
+		{"event type dropped", 0, map[string]any{"events": []string{webhook.EventTest}}, webhook.ReasonUnsubscribed, webhook.StatusFailed},
+		{"succeeded", http.StatusOK, nil, "", webhook.StatusSucceeded},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

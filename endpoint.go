@@ -1,7 +1,7 @@
 package main
 
 import (
-	"cmp"
+	"deeplink/internal/webhook"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -32,7 +32,7 @@ type endpointChange struct {
 // request that disables e, creation with enabled false included, makes
 // its reason manual; one that enables it clears the reason and e's
 // failure window.
-func (c *endpointChange) apply(e *endpoint, now int64) {
+func (c *endpointChange) apply(e *webhook.Endpoint, now int64) {
 	if c.url != nil {
 		e.URL = *c.url
 	}
@@ -49,7 +49,7 @@ func (c *endpointChange) apply(e *endpoint, now int64) {
 			// before the merchant turned it back on.
 			e.DisabledReason, e.FailingSince = "", 0
 		} else {
-			e.DisabledReason = disabledManual
+			e.DisabledReason = webhook.DisabledManual
 		}
 	}
 	e.UpdatedAt = now
@@ -165,58 +165,46 @@ func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st
 		return
 	}
 	hk := s.hooks
-	hk.mu.Lock()
-	if len(hk.byStore[st.ID]) >= maxEndpointsPerStore {
-		hk.mu.Unlock()
+	hk.Mu.Lock()
+	if len(hk.ByStore[st.ID]) >= webhook.MaxEndpointsPerStore {
+		hk.Mu.Unlock()
 		writeError(w, validationError([]fieldError{{"url", "this store already has 5 webhook endpoints, the most allowed; delete one first"}}))
 		return
 	}
 	made := time.Now()
 	now := made.Unix()
-	e := &endpoint{ID: newID("we_"), StoreID: st.ID, Enabled: true, CreatedAt: now, CreatedNS: made.UnixNano(), Secret: newSecret()}
+	e := &webhook.Endpoint{ID: webhook.NewID("we_"), StoreID: st.ID, Enabled: true, CreatedAt: now, CreatedNS: made.UnixNano(), Secret: webhook.NewSecret()}
 	c.apply(e, now)
-	hk.addEndpointLocked(e)
-	hk.touchLocked(kindEndpoint, e.ID)
-	v := e.view()
+	hk.AddEndpointLocked(e)
+	hk.TouchLocked(webhook.KindEndpoint, e.ID)
+	v := e.View()
 	v["secret"] = e.Secret
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 	w.Header().Set("Cache-Control", "no-store") // it shows the secret
 	writeJSON(w, http.StatusCreated, map[string]any{"data": v})
 }
 
-// addEndpointLocked adds e to the endpoints of its store, which are kept
-// in the order they were made (by created_at, created_ns, then id): the
-// same in every replica and after a restart. hk.mu must be held.
-func (hk *hooks) addEndpointLocked(e *endpoint) {
-	hk.endpoints[e.ID] = e
-	list := hk.byStore[e.StoreID]
-	i, _ := slices.BinarySearchFunc(list, e, func(a, b *endpoint) int {
-		return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), cmp.Compare(a.CreatedNS, b.CreatedNS), cmp.Compare(a.ID, b.ID))
-	})
-	hk.byStore[e.StoreID] = slices.Insert(list, i, e)
-}
-
 func (s *server) handleListEndpoints(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
 	hk := s.hooks
-	hk.mu.Lock()
+	hk.Mu.Lock()
 	list := []map[string]any{}
-	for _, e := range hk.byStore[st.ID] {
-		list = append(list, e.view())
+	for _, e := range hk.ByStore[st.ID] {
+		list = append(list, e.View())
 	}
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"data": list})
 }
 
-func (s *server) handleGetEndpoint(w http.ResponseWriter, r *http.Request, e *endpoint) {
-	writeJSON(w, http.StatusOK, map[string]any{"data": e.view()})
+func (s *server) handleGetEndpoint(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
+	writeJSON(w, http.StatusOK, map[string]any{"data": e.View()})
 }
 
-func (s *server) handleGetSecret(w http.ResponseWriter, r *http.Request, e *endpoint) {
+func (s *server) handleGetSecret(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]string{"secret": e.Secret}})
 }
 
-func (s *server) handlePatchEndpoint(w http.ResponseWriter, r *http.Request, e *endpoint) {
+func (s *server) handlePatchEndpoint(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
 	var req endpointRequest
 	if !readJSONObject(w, r, &req) {
 		return
@@ -230,41 +218,41 @@ func (s *server) handlePatchEndpoint(w http.ResponseWriter, r *http.Request, e *
 	c.apply(e, time.Now().Unix())
 	switch {
 	case wasEnabled && !e.Enabled:
-		s.hooks.dropQueuedLocked(e, dropAll)
+		s.hooks.DropQueuedLocked(e, webhook.DropAll)
 	case c.events != nil:
-		s.hooks.dropQueuedLocked(e, e.refusesLocked)
+		s.hooks.DropQueuedLocked(e, e.RefusesLocked)
 	}
-	s.hooks.touchLocked(kindEndpoint, e.ID)
-	writeJSON(w, http.StatusOK, map[string]any{"data": e.view()})
+	s.hooks.TouchLocked(webhook.KindEndpoint, e.ID)
+	writeJSON(w, http.StatusOK, map[string]any{"data": e.View()})
 }
 
-func (s *server) handleDeleteEndpoint(w http.ResponseWriter, r *http.Request, e *endpoint) {
-	s.hooks.removeEndpointLocked(e)
+func (s *server) handleDeleteEndpoint(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
+	s.hooks.RemoveEndpointLocked(e)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, e *endpoint) {
+func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
 	now := time.Now()
 	e.OldSecret, e.OldSecretEnd = e.Secret, now.Add(s.cfg.Webhooks.SecretRotationGrace.D()).Unix()
-	e.Secret = newSecret()
+	e.Secret = webhook.NewSecret()
 	e.UpdatedAt = now.Unix()
-	s.hooks.touchLocked(kindEndpoint, e.ID)
+	s.hooks.TouchLocked(webhook.KindEndpoint, e.ID)
 	// The answer shows the new secret, as creation shows the first
 	// (rotating makes a new secret and returns it).
-	v := e.view()
+	v := e.View()
 	v["secret"] = e.Secret
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"data": v})
 }
 
-func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *endpoint) {
+func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
 	hk := s.hooks
-	ev := hk.newEventLocked(eventTest, json.RawMessage(`{"id":"test","message":"This is a test event from the webhook settings."}`))
-	if !hk.roomLocked(e.StoreID, 1, len(ev.Body)) {
+	ev := hk.NewEventLocked(webhook.EventTest, json.RawMessage(`{"id":"test","message":"This is a test event from the webhook settings."}`))
+	if !hk.RoomLocked(e.StoreID, 1, len(ev.Body)) {
 		writeError(w, errOverBudget)
 		return
 	}
-	d := hk.enqueueLocked(e, ev)
+	d := hk.EnqueueLocked(e, ev)
 	d.Explicit = true // goes even to a disabled endpoint, once
 	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": ev.ID, "delivery_id": d.ID}})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"deeplink/internal/webhook"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -50,7 +51,7 @@ func (w *whApp) whSend(t *testing.T, ep string, fl *whFlaky, s whStep) map[strin
 	fl.down.Store(!s.ok)
 	fl.skip.Store(int64(s.advance))
 	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
-	return w.whAwait(t, ep, w.whDeliveryOf(t, ep, evt), func(d map[string]any) bool { return d["status"] != statusPending })
+	return w.whAwait(t, ep, w.whDeliveryOf(t, ep, evt), func(d map[string]any) bool { return d["status"] != webhook.StatusPending })
 }
 
 // whGetEndpoint returns store A's endpoint ep as the API shows it.
@@ -109,15 +110,15 @@ func TestDisableAfter(t *testing.T) {
 		steps        []whStep
 		want         any // disabled_reason at the end
 	}{
-		{"failing for disable_after", "1h", []whStep{whFail, whAfter(time.Hour, whFail)}, disabledFailing},
+		{"failing for disable_after", "1h", []whStep{whFail, whAfter(time.Hour, whFail)}, webhook.DisabledFailing},
 		{"failing for less", "1h", []whStep{whFail, whAfter(59*time.Minute, whFail)}, nil},
 		{"a success closes the window", "1h", []whStep{whFail, whAfter(40*time.Minute, whOK), whAfter(40*time.Minute, whFail)}, nil},
 		{"the window opens at the first failure after a success", "1h",
 			[]whStep{whFail, whOK, whAfter(40*time.Minute, whFail), whAfter(59*time.Minute, whFail)}, nil},
 		{"a new window runs its full length", "1h",
-			[]whStep{whFail, whOK, whAfter(40*time.Minute, whFail), whAfter(time.Hour, whFail)}, disabledFailing},
+			[]whStep{whFail, whOK, whAfter(40*time.Minute, whFail), whAfter(time.Hour, whFail)}, webhook.DisabledFailing},
 		{"0s never disables", "0s", []whStep{whFail, whAfter(10000*time.Hour, whFail)}, nil},
-		{"the default is 120h", "", []whStep{whFail, whAfter(120*time.Hour, whFail)}, disabledFailing},
+		{"the default is 120h", "", []whStep{whFail, whAfter(120*time.Hour, whFail)}, webhook.DisabledFailing},
 		{"not before 120h by default", "", []whStep{whFail, whAfter(119*time.Hour, whFail)}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,7 +152,7 @@ func TestDisableAfter(t *testing.T) {
 			// Disabled at the last failure, that delivery is failed
 			// without a retry, and nothing more is sent.
 			assert.Len(t, whAttempts(t, last), 1, "the last delivery: %v", last)
-			assert.Equal(t, reasonDisabled, last["failure_reason"])
+			assert.Equal(t, webhook.ReasonDisabled, last["failure_reason"])
 			sent := rc.count.Load()
 			evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o2", "pending"), "")
 			for _, d := range w.whDeliveries(t, ep, "") {
@@ -189,7 +190,7 @@ func TestDisableAfterWithoutAttempts(t *testing.T) {
 	advance(w.app, time.Hour)
 	require.Eventually(t, func() bool {
 		r, err := w.try(whReq{method: "GET", path: whEndpointPath(whStoreA, ep), key: whKeyA})
-		return err == nil && r.data()["disabled_reason"] == disabledFailing
+		return err == nil && r.data()["disabled_reason"] == webhook.DisabledFailing
 	}, whWait, 10*time.Millisecond, "the tick disables it")
 	assert.Len(t, whDisabledLines(t, logs.String()), 1)
 }
@@ -203,9 +204,9 @@ func TestDisabledReason(t *testing.T) {
 	conf.DisableAfter = "1h"
 	w := whStart(t, conf)
 	rc := whNewFlaky(t)
-	created := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": rc.URL, "events": []string{eventOrderStatus}, "enabled": false})
-	assert.Equal(t, disabledManual, created["disabled_reason"], "created with enabled false")
-	enabled := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": rc.URL, "events": []string{eventOrderStatus}})
+	created := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": rc.URL, "events": []string{webhook.EventOrderStatus}, "enabled": false})
+	assert.Equal(t, webhook.DisabledManual, created["disabled_reason"], "created with enabled false")
+	enabled := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": rc.URL, "events": []string{webhook.EventOrderStatus}})
 	assert.Contains(t, enabled, "disabled_reason", "null is shown, not left out")
 	assert.Nil(t, enabled["disabled_reason"], "created enabled")
 	w.do(t, whReq{method: "DELETE", path: whEndpointPath(whStoreA, enabled["id"].(string)), key: whKeyA})
@@ -215,7 +216,7 @@ func TestDisabledReason(t *testing.T) {
 	failing := func(t *testing.T) {
 		w.whSend(t, ep, rc, whFail)
 		w.whSend(t, ep, rc, whAfter(time.Hour, whFail))
-		require.Equal(t, disabledFailing, w.whGetEndpoint(t, ep)["disabled_reason"])
+		require.Equal(t, webhook.DisabledFailing, w.whGetEndpoint(t, ep)["disabled_reason"])
 	}
 	for _, tt := range []struct {
 		name   string
@@ -224,12 +225,12 @@ func TestDisabledReason(t *testing.T) {
 		want   any
 	}{
 		{"enable", nil, map[string]any{"enabled": true}, nil},
-		{"disable", nil, map[string]any{"enabled": false}, disabledManual},
-		{"another field of a disabled one", nil, map[string]any{"description": "d"}, disabledManual},
+		{"disable", nil, map[string]any{"enabled": false}, webhook.DisabledManual},
+		{"another field of a disabled one", nil, map[string]any{"description": "d"}, webhook.DisabledManual},
 		{"enable again", nil, map[string]any{"enabled": true}, nil},
 		{"another field of an enabled one", nil, map[string]any{"description": "e"}, nil},
-		{"disable one disabled as failing", failing, map[string]any{"enabled": false}, disabledFailing},
-		{"another field of one disabled as failing", nil, map[string]any{"description": "f"}, disabledFailing},
+		{"disable one disabled as failing", failing, map[string]any{"enabled": false}, webhook.DisabledFailing},
+		{"another field of one disabled as failing", nil, map[string]any{"description": "f"}, webhook.DisabledFailing},
 		{"enable one disabled as failing", nil, map[string]any{"enabled": true}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,7 +271,7 @@ func TestDisabledReasonSurvivesRestart(t *testing.T) {
 	for _, tt := range []struct {
 		ep   string
 		want any
-	}{{failing, disabledFailing}, {manual, disabledManual}, {open, nil}} {
+	}{{failing, webhook.DisabledFailing}, {manual, webhook.DisabledManual}, {open, nil}} {
 		if got := w2.whGetEndpoint(t, tt.ep)["disabled_reason"]; got != tt.want {
 			t.Errorf("disabled_reason of %s after a restart = %v; want %v", tt.ep, got, tt.want)
 		}
@@ -278,7 +279,7 @@ func TestDisabledReasonSurvivesRestart(t *testing.T) {
 	// w1's clock ran an hour ahead when open's window opened: two hours
 	// on w2's is an hour after.
 	w2.whSend(t, open, rc, whAfter(2*time.Hour, whFail))
-	assert.Equal(t, disabledFailing, w2.whGetEndpoint(t, open)["disabled_reason"], "the window opened before the restart")
+	assert.Equal(t, webhook.DisabledFailing, w2.whGetEndpoint(t, open)["disabled_reason"], "the window opened before the restart")
 }
 
 // TestEndpointRecordOfAnEarlierBuild: an endpoint saved before
@@ -286,21 +287,21 @@ func TestDisabledReasonSurvivesRestart(t *testing.T) {
 // disabled one shows manual, and no window is open.
 func TestEndpointRecordOfAnEarlierBuild(t *testing.T) {
 	hk, _ := whHooks(t, whFast(), 0)
-	var f hooksFile
+	var f webhook.HooksFile
 	for _, rec := range []string{
 		`{"id":"we_on","store_id":"` + whStoreA + `","url":"https://h.example.com/","description":"","events":["order.status.updated"],"enabled":true,"created_at":1,"updated_at":1,"secret":"whsec_x","next_seq":0}`,
 		`{"id":"we_off","store_id":"` + whStoreA + `","url":"https://h.example.com/","description":"","events":["order.status.updated"],"enabled":false,"created_at":1,"updated_at":1,"secret":"whsec_x","next_seq":0}`,
 	} {
-		require.NoError(t, f.add(kindEndpoint, "", []byte(rec)))
+		require.NoError(t, f.Add(webhook.KindEndpoint, "", []byte(rec)))
 	}
-	hk.restore(f)
+	hk.Restore(f)
 	for _, tt := range []struct {
 		id   string
 		want any
-	}{{"we_on", nil}, {"we_off", disabledManual}} {
-		e := hk.endpoints[tt.id]
+	}{{"we_on", nil}, {"we_off", webhook.DisabledManual}} {
+		e := hk.Endpoints[tt.id]
 		require.NotNil(t, e, tt.id)
-		if got := e.view()["disabled_reason"]; got != tt.want {
+		if got := e.View()["disabled_reason"]; got != tt.want {
 			t.Errorf("disabled_reason of %s = %v; want %v", tt.id, got, tt.want)
 		}
 		assert.Zero(t, e.FailingSince, "no window open on %s", tt.id)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"deeplink/internal/webhook"
 	"encoding/hex"
 	"encoding/json"
 	"maps"
@@ -26,7 +27,7 @@ func editSavedHooks(t *testing.T, path string, edit func(state []byte) []byte) {
 	require.NoError(t, json.Unmarshal(b, &top))
 	state := edit(top["state"])
 	sum := sha256.Sum256(state)
-	out := hooksFilePrefix + hex.EncodeToString(sum[:]) + `","state":` + string(state) + "}\n"
+	out := webhook.HooksFilePrefix + hex.EncodeToString(sum[:]) + `","state":` + string(state) + "}\n"
 	require.NoError(t, os.WriteFile(path, []byte(out), 0o600))
 }
 
@@ -40,28 +41,28 @@ func savedHooks(t *testing.T) (whConf, string) {
 	src := conf
 	src.DataDir = t.TempDir()
 	hk, _, _ := whSavedWithEvent(t, src, whStoreA, "key-1")
-	path := filepath.Join(conf.DataDir, hooksFileName)
+	path := filepath.Join(conf.DataDir, webhook.HooksFileName)
 	writeEarlierHooksFile(t, hk, path)
 	return conf, path
 }
 
 // writeEarlierHooksFile writes hk's state to path as a build before the
 // store contract saved it.
-func writeEarlierHooksFile(t *testing.T, hk *hooks, path string) {
+func writeEarlierHooksFile(t *testing.T, hk *webhook.Hooks, path string) {
 	t.Helper()
-	hk.mu.Lock()
-	f := hooksFile{Idempotency: maps.Clone(hk.idem)}
-	for _, e := range hk.endpoints {
+	hk.Mu.Lock()
+	f := webhook.HooksFile{Idempotency: maps.Clone(hk.Idem)}
+	for _, e := range hk.Endpoints {
 		f.Endpoints = append(f.Endpoints, e)
 	}
-	for _, ev := range hk.events {
+	for _, ev := range hk.Events {
 		f.Events = append(f.Events, ev)
 	}
-	for _, d := range hk.deliv {
+	for _, d := range hk.Deliv {
 		f.Deliveries = append(f.Deliveries, d)
 	}
 	b, err := encodeHooksFile(&f)
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, b, 0o600))
 }
@@ -77,8 +78,8 @@ func savedHooksFile(t *testing.T) []byte {
 
 func TestHooksFileRoundTrip(t *testing.T) {
 	b := savedHooksFile(t)
-	require.True(t, bytes.HasPrefix(b, []byte(hooksFilePrefix)), "%.60q", b)
-	f, err := decodeHooksFile(b)
+	require.True(t, bytes.HasPrefix(b, []byte(webhook.HooksFilePrefix)), "%.60q", b)
+	f, err := webhook.DecodeHooksFile(b)
 	require.NoError(t, err)
 	require.Len(t, f.Endpoints, 1)
 	require.Len(t, f.Events, 1)
@@ -95,14 +96,14 @@ func TestHooksFileRoundTrip(t *testing.T) {
 // empty member, and one in a secret or a URL as another endpoint.
 func TestHooksFileDamage(t *testing.T) {
 	b := savedHooksFile(t)
-	want, err := decodeHooksFile(b)
+	want, err := webhook.DecodeHooksFile(b)
 	require.NoError(t, err)
 	wantEnc, err := encodeHooksFile(&want)
 	require.NoError(t, err)
 	for bit := range 8 * len(b) {
 		d := bytes.Clone(b)
 		d[bit/8] ^= 1 << (bit % 8)
-		f, err := decodeHooksFile(d)
+		f, err := webhook.DecodeHooksFile(d)
 		if err != nil {
 			continue
 		}
@@ -140,7 +141,7 @@ func TestHooksFileForms(t *testing.T) {
 		{"an extra member", `{"format":2,"sha256":` + string(sum) + `,"state":` + state + `,"x":1}`, `unknown member "x"`, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := decodeHooksFile([]byte(tt.file))
+			f, err := webhook.DecodeHooksFile([]byte(tt.file))
 			if tt.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.err)
@@ -163,12 +164,12 @@ func TestHooksLoadRefusesDamage(t *testing.T) {
 	b[i+1] ^= 0x20 // "Endpoints": json would take it as "endpoints"; the checksum does not
 	require.NoError(t, os.WriteFile(path, b, 0o600))
 
-	hk := newHooks(whParseConfig(t, conf))
-	hk.st = whStore(t, conf.DataDir)
-	err = hk.importHooksFile(t.Context(), conf.DataDir)
+	hk := webhook.NewHooks(whParseConfig(t, conf))
+	hk.St = whStore(t, conf.DataDir)
+	err = hk.ImportHooksFile(t.Context(), conf.DataDir, filepath.Join(conf.DataDir, legacyMovedDir))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), path)
-	assert.ErrorIs(t, err, errHooksChecksum)
+	assert.ErrorIs(t, err, webhook.ErrHooksChecksum)
 }
 
 // FuzzHooksFile feeds arbitrary bytes to decodeHooksFile: it never
@@ -177,7 +178,7 @@ func FuzzHooksFile(f *testing.F) {
 	f.Add([]byte(`{"endpoints":null,"events":null,"deliveries":null,"idempotency":null}`))
 	f.Add([]byte(`{"format":2,"sha256":"","state":{}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		hf, err := decodeHooksFile(b)
+		hf, err := webhook.DecodeHooksFile(b)
 		if err != nil {
 			return
 		}
@@ -185,7 +186,7 @@ func FuzzHooksFile(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encodeHooksFile of a decoded state: %v", err)
 		}
-		again, err := decodeHooksFile(enc)
+		again, err := webhook.DecodeHooksFile(enc)
 		if err != nil {
 			t.Fatalf("decodeHooksFile(%q) = %v; want no error", enc, err)
 		}
@@ -210,13 +211,13 @@ func TestHooksEarlierFormImported(t *testing.T) {
 			require.NoError(t, os.WriteFile(path, top["state"], 0o600))
 		}
 		hk := whImported(t, conf)
-		assert.Len(t, hk.endpoints, 1, "endpoints imported")
-		assert.Len(t, hk.deliv, 1, "deliveries imported")
-		assert.Len(t, hk.idem, 1, "idempotency keys imported")
+		assert.Len(t, hk.Endpoints, 1, "endpoints imported")
+		assert.Len(t, hk.Deliv, 1, "deliveries imported")
+		assert.Len(t, hk.Idem, 1, "idempotency keys imported")
 		assert.NoFileExists(t, path)
-		assert.FileExists(t, filepath.Join(conf.DataDir, legacyMovedDir, hooksFileName))
+		assert.FileExists(t, filepath.Join(conf.DataDir, legacyMovedDir, webhook.HooksFileName))
 		again := whLoaded(t, conf)
-		assert.Len(t, again.endpoints, 1, "endpoints at the next start")
+		assert.Len(t, again.Endpoints, 1, "endpoints at the next start")
 		whCheckRefs(t, again)
 	}
 }
@@ -225,9 +226,9 @@ func TestHooksEarlierFormImported(t *testing.T) {
 // bodies are kept byte for byte as delivered (API.md §5.1, "body
 // exactly"): json.Marshal would escape <, > and & inside them, and a
 // restart would then send and show other bytes.
-func encodeHooksFile(f *hooksFile) ([]byte, error) {
+func encodeHooksFile(f *webhook.HooksFile) ([]byte, error) {
 	var buf bytes.Buffer
-	buf.WriteString(hooksFilePrefix)
+	buf.WriteString(webhook.HooksFilePrefix)
 	sumAt := buf.Len()
 	buf.Write(make([]byte, 2*sha256.Size)) // the checksum, once the state is there
 	buf.WriteString(`","state":`)

@@ -17,6 +17,7 @@ import (
 	"deeplink/internal/egress"
 	"deeplink/internal/store"
 	"deeplink/internal/store/embedded"
+	"deeplink/internal/webhook"
 )
 
 // White-box tests of replicas sharing the webhook state (hookshare.go):
@@ -36,41 +37,41 @@ func shStore(t *testing.T) (store.Store, *testClock) {
 
 // shReplica starts a replica's hooks on st, as a start does; its log
 // goes to the buffer returned.
-func shReplica(t *testing.T, st store.Store) (*hooks, *bytes.Buffer) {
+func shReplica(t *testing.T, st store.Store) (*webhook.Hooks, *bytes.Buffer) {
 	t.Helper()
 	return shReplicaLog(t, st, 0)
 }
 
 // shReplicaLog is shReplica keeping logSize deliveries an endpoint (the
 // default when 0).
-func shReplicaLog(t *testing.T, st store.Store, logSize int) (*hooks, *bytes.Buffer) {
+func shReplicaLog(t *testing.T, st store.Store, logSize int) (*webhook.Hooks, *bytes.Buffer) {
 	t.Helper()
 	c := whFast()
 	c.LogSize = logSize
 	c.DataDir = t.TempDir() // unused: the state is in st
-	hk := newHooks(whParseConfig(t, c))
+	hk := webhook.NewHooks(whParseConfig(t, c))
 	var log bytes.Buffer
-	hk.log = slog.New(slog.NewTextHandler(&log, nil))
-	hk.st = st
-	require.NoError(t, hk.shareWith(t.Context(), st))
-	require.NoError(t, hk.loadStore(t.Context()))
+	hk.Log = slog.New(slog.NewTextHandler(&log, nil))
+	hk.St = st
+	require.NoError(t, hk.ShareWith(t.Context(), st))
+	require.NoError(t, hk.LoadStore(t.Context()))
 	return hk, &log
 }
 
 // change makes f's change on hk as a request does: under the lock, on
 // the state caught up, written before it returns.
-func change(t *testing.T, hk *hooks, f func()) {
+func change(t *testing.T, hk *webhook.Hooks, f func()) {
 	t.Helper()
-	require.NoError(t, hk.locked(t.Context(), func() {
-		hk.mu.Lock()
-		defer hk.mu.Unlock()
+	require.NoError(t, hk.Locked(t.Context(), func() {
+		hk.Mu.Lock()
+		defer hk.Mu.Unlock()
 		f()
 	}))
 }
 
 func shCounter(t *testing.T, st store.Store) int64 {
 	t.Helper()
-	n, err := counter(t.Context(), st, shareGen)
+	n, err := webhook.Counter(t.Context(), st, webhook.ShareGen)
 	require.NoError(t, err)
 	return n
 }
@@ -81,30 +82,30 @@ func TestSharedEndpointChanges(t *testing.T) {
 	b, _ := shReplica(t, st)
 	var id string
 	change(t, a, func() { id = whAddEndpoint(a, whStoreA).ID })
-	require.NoError(t, b.fresh(t.Context()))
-	eb := b.endpoints[id]
+	require.NoError(t, b.Fresh(t.Context()))
+	eb := b.Endpoints[id]
 	require.NotNil(t, eb, "B's copy of the endpoint made on A")
-	assert.Equal(t, a.endpoints[id].Secret, eb.Secret)
-	assert.Len(t, b.byStore[whStoreA], 1)
+	assert.Equal(t, a.Endpoints[id].Secret, eb.Secret)
+	assert.Len(t, b.ByStore[whStoreA], 1)
 
 	// Taking a change in writes nothing back.
 	gen := shCounter(t, st)
-	require.NoError(t, b.sync(t.Context()))
+	require.NoError(t, b.Sync(t.Context()))
 	assert.Equal(t, gen, shCounter(t, st), "the feed's counter after B's sync")
 
 	change(t, b, func() {
-		e := b.endpoints[id]
-		e.Secret, e.URL = newSecret(), "https://rotated.example.com/"
-		b.touchLocked(kindEndpoint, id)
+		e := b.Endpoints[id]
+		e.Secret, e.URL = webhook.NewSecret(), "https://rotated.example.com/"
+		b.TouchLocked(webhook.KindEndpoint, id)
 	})
-	require.NoError(t, a.fresh(t.Context()))
-	assert.Equal(t, b.endpoints[id].Secret, a.endpoints[id].Secret, "A's secret after B rotated it")
-	assert.Equal(t, "https://rotated.example.com/", a.endpoints[id].URL)
+	require.NoError(t, a.Fresh(t.Context()))
+	assert.Equal(t, b.Endpoints[id].Secret, a.Endpoints[id].Secret, "A's secret after B rotated it")
+	assert.Equal(t, "https://rotated.example.com/", a.Endpoints[id].URL)
 
-	change(t, b, func() { b.removeEndpointLocked(b.endpoints[id]) })
-	require.NoError(t, a.fresh(t.Context()))
-	assert.Nil(t, a.endpoints[id], "A's copy after B deleted it")
-	assert.Empty(t, a.byStore[whStoreA])
+	change(t, b, func() { b.RemoveEndpointLocked(b.Endpoints[id]) })
+	require.NoError(t, a.Fresh(t.Context()))
+	assert.Nil(t, a.Endpoints[id], "A's copy after B deleted it")
+	assert.Empty(t, a.ByStore[whStoreA])
 }
 
 // TestSharedDeliveriesSentByTheLeader: an event published on the
@@ -116,39 +117,39 @@ func TestSharedDeliveriesSentByTheLeader(t *testing.T) {
 	a, _ := shReplica(t, st)
 	b, _ := shReplica(t, st)
 	ctx := t.Context()
-	a.lead(ctx, clock.now())
-	b.lead(ctx, clock.now())
-	require.True(t, a.leading, "A leads: the lease was free")
-	require.False(t, b.leading, "B leads too")
+	a.Lead(ctx, clock.now())
+	b.Lead(ctx, clock.now())
+	require.True(t, a.Leading, "A leads: the lease was free")
+	require.False(t, b.Leading, "B leads too")
 
 	var evt string
 	change(t, b, func() { whAddEndpoint(b, whStoreA) })
-	require.NoError(t, b.locked(ctx, func() {
+	require.NoError(t, b.Locked(ctx, func() {
 		var ok bool
-		evt, ok = b.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "key-1")
+		evt, ok = b.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "key-1")
 		require.True(t, ok)
 	}))
-	b.mu.Lock()
-	assert.Zero(t, b.advanceLocked(clock.now().Add(time.Hour)), "the follower's next due delivery")
-	assert.Nil(t, b.takeLocked(clock.now()), "a job of the follower")
-	b.mu.Unlock()
+	b.Mu.Lock()
+	assert.Zero(t, b.AdvanceLocked(clock.now().Add(time.Hour)), "the follower's next due delivery")
+	assert.Nil(t, b.TakeLocked(clock.now()), "a job of the follower")
+	b.Mu.Unlock()
 
-	require.NoError(t, a.fresh(ctx))
-	a.mu.Lock()
-	require.Len(t, a.deliv, 1, "A's deliveries")
+	require.NoError(t, a.Fresh(ctx))
+	a.Mu.Lock()
+	require.Len(t, a.Deliv, 1, "A's deliveries")
 	whAttemptDue(a, 200)
-	a.mu.Unlock()
-	require.NoError(t, a.sync(ctx))
-	require.NoError(t, b.fresh(ctx))
-	for id, d := range b.deliv {
-		assert.Equal(t, statusSucceeded, d.Status, "B's copy of %s", id)
+	a.Mu.Unlock()
+	require.NoError(t, a.Sync(ctx))
+	require.NoError(t, b.Fresh(ctx))
+	for id, d := range b.Deliv {
+		assert.Equal(t, webhook.StatusSucceeded, d.Status, "B's copy of %s", id)
 		assert.Len(t, d.Attempts, 1, "B's copy of %s", id)
 		assert.Equal(t, evt, d.EventID)
-		assert.Equal(t, -1, d.index, "B's copy of %s is scheduled", id)
+		assert.Equal(t, -1, d.Index, "B's copy of %s is scheduled", id)
 	}
 	// The key published on B is known to A.
-	require.NoError(t, a.locked(ctx, func() {
-		again, ok := a.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "key-1")
+	require.NoError(t, a.Locked(ctx, func() {
+		again, ok := a.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "key-1")
 		require.True(t, ok)
 		assert.Equal(t, evt, again, "publishing key-1 again on A")
 	}))
@@ -157,36 +158,36 @@ func TestSharedDeliveriesSentByTheLeader(t *testing.T) {
 	// lease up: cancelled, it stays pending, and B, leading, sends it.
 	var dlv string
 	change(t, b, func() {
-		d := b.retryLocked(b.byStore[whStoreA][0], b.events[evt])
+		d := b.RetryLocked(b.ByStore[whStoreA][0], b.Events[evt])
 		dlv = d.ID
 	})
-	require.NoError(t, a.fresh(ctx))
-	a.mu.Lock()
-	a.advanceLocked(clock.now())
-	j := a.takeLocked(clock.now())
+	require.NoError(t, a.Fresh(ctx))
+	a.Mu.Lock()
+	a.AdvanceLocked(clock.now())
+	j := a.TakeLocked(clock.now())
 	require.NotNil(t, j, "A's job")
-	a.mu.Unlock()
-	a.release(ctx)
-	a.mu.Lock()
-	a.finishLocked(j, egress.Result{Err: context.Canceled})
-	assert.Empty(t, a.deliv[dlv].Attempts, "the cancelled attempt is recorded")
-	a.mu.Unlock()
+	a.Mu.Unlock()
+	a.Release(ctx)
+	a.Mu.Lock()
+	a.FinishLocked(j, egress.Result{Err: context.Canceled})
+	assert.Empty(t, a.Deliv[dlv].Attempts, "the cancelled attempt is recorded")
+	a.Mu.Unlock()
 
-	b.lead(ctx, clock.now())
-	require.True(t, b.leading, "B leads once A gave the lease up")
-	a.lead(ctx, clock.now())
-	require.False(t, a.leading, "A leads again")
-	b.mu.Lock()
+	b.Lead(ctx, clock.now())
+	require.True(t, b.Leading, "B leads once A gave the lease up")
+	a.Lead(ctx, clock.now())
+	require.False(t, a.Leading, "A leads again")
+	b.Mu.Lock()
 	whAttemptDue(b, 200)
-	assert.Equal(t, statusSucceeded, b.deliv[dlv].Status)
-	b.mu.Unlock()
+	assert.Equal(t, webhook.StatusSucceeded, b.Deliv[dlv].Status)
+	b.Mu.Unlock()
 
 	// B dies: its lease runs out, and A takes it.
-	clock.off.Add(int64(b.leaseTTL() + time.Second))
-	a.lead(ctx, clock.now())
-	assert.True(t, a.leading, "A leads once B's lease ran out")
-	b.lead(ctx, clock.now()) // B, back, finds its lease taken: it stops sending
-	assert.False(t, b.leading, "B leads after its lease was taken")
+	clock.off.Add(int64(b.LeaseTTL() + time.Second))
+	a.Lead(ctx, clock.now())
+	assert.True(t, a.Leading, "A leads once B's lease ran out")
+	b.Lead(ctx, clock.now()) // B, back, finds its lease taken: it stops sending
+	assert.False(t, b.Leading, "B leads after its lease was taken")
 }
 
 // TestSharedStateReadAgain: a replica whose changes feed cannot tell it
@@ -201,31 +202,31 @@ func TestSharedStateReadAgain(t *testing.T) {
 		var ids []string
 		start := clock.now()
 		for i := range 12 { // feedTrim apart: past feedKeep
-			now := start.Add(time.Duration(i) * feedTrim)
+			now := start.Add(time.Duration(i) * webhook.FeedTrim)
 			change(t, a, func() { ids = append(ids, whAddEndpoint(a, whStoreA).ID) })
-			require.NoError(t, a.trimFeed(ctx, now))
-			if len(ids) == maxEndpointsPerStore {
+			require.NoError(t, a.TrimFeed(ctx, now))
+			if len(ids) == webhook.MaxEndpointsPerStore {
 				change(t, a, func() {
-					for _, e := range slices.Clone(a.byStore[whStoreA][:4]) {
-						a.removeEndpointLocked(e)
+					for _, e := range slices.Clone(a.ByStore[whStoreA][:4]) {
+						a.RemoveEndpointLocked(e)
 					}
 				})
 			}
 		}
-		floor, err := counter(ctx, st, shareFloor)
+		floor, err := webhook.Counter(ctx, st, webhook.ShareFloor)
 		require.NoError(t, err)
 		require.Positive(t, floor, "the feed's floor")
-		left, err := st.ZRange(ctx, shareFeed, math.MinInt64, floor, 0, false)
+		left, err := st.ZRange(ctx, webhook.ShareFeed, math.MinInt64, floor, 0, false)
 		require.NoError(t, err)
 		assert.Empty(t, left, "entries at or below the floor")
 
-		require.NoError(t, b.fresh(ctx))
+		require.NoError(t, b.Fresh(ctx))
 		assert.Contains(t, blog.String(), "reading the shared webhook state again")
-		assert.Equal(t, keysOf(a.endpoints), keysOf(b.endpoints), "B's endpoints")
+		assert.Equal(t, keysOf(a.Endpoints), keysOf(b.Endpoints), "B's endpoints")
 		blog.Reset()
 		change(t, a, func() { whAddEndpoint(a, whStoreA) })
-		require.NoError(t, b.fresh(ctx))
-		assert.Equal(t, keysOf(a.endpoints), keysOf(b.endpoints), "B's endpoints after one more")
+		require.NoError(t, b.Fresh(ctx))
+		assert.Equal(t, keysOf(a.Endpoints), keysOf(b.Endpoints), "B's endpoints after one more")
 		assert.NotContains(t, blog.String(), "again", "B's log when it was not behind")
 	})
 
@@ -236,21 +237,21 @@ func TestSharedStateReadAgain(t *testing.T) {
 		ctx := t.Context()
 		var id string
 		change(t, a, func() { id = whAddEndpoint(a, whStoreA).ID })
-		require.NoError(t, b.fresh(ctx))
-		require.NotNil(t, b.endpoints[id])
+		require.NoError(t, b.Fresh(ctx))
+		require.NotNil(t, b.Endpoints[id])
 		// What Redis restarted without persistence holds: nothing.
-		feed, err := st.ZRange(ctx, shareFeed, math.MinInt64, math.MaxInt64, 0, false)
+		feed, err := st.ZRange(ctx, webhook.ShareFeed, math.MinInt64, math.MaxInt64, 0, false)
 		require.NoError(t, err)
-		ws := []store.Write{{Key: shareGen}, {Key: shareEpoch}, {Key: hookKey(kindEndpoint, id)}, {Key: hookIndex(kindEndpoint), Member: id}}
+		ws := []store.Write{{Key: webhook.ShareGen}, {Key: webhook.ShareEpoch}, {Key: webhook.HookKey(webhook.KindEndpoint, id)}, {Key: webhook.HookIndex(webhook.KindEndpoint), Member: id}}
 		for _, m := range feed {
-			ws = append(ws, store.Write{Key: shareFeed, Member: m.Member})
+			ws = append(ws, store.Write{Key: webhook.ShareFeed, Member: m.Member})
 		}
 		require.NoError(t, st.Apply(ctx, ws))
 		change(t, a, func() { whAddEndpoint(a, whStoreB) }) // counter 1: below what B saw
-		require.NoError(t, b.fresh(ctx))
+		require.NoError(t, b.Fresh(ctx))
 		assert.Contains(t, blog.String(), "reading the shared webhook state again")
-		assert.Nil(t, b.endpoints[id], "B's copy of an endpoint the store lost")
-		assert.Len(t, b.byStore[whStoreB], 1, "B's endpoints of store B")
+		assert.Nil(t, b.Endpoints[id], "B's copy of an endpoint the store lost")
+		assert.Len(t, b.ByStore[whStoreB], 1, "B's endpoints of store B")
 	})
 }
 
@@ -267,7 +268,7 @@ func keysOf[V any](m map[string]V) map[string]bool {
 // every increment.
 func TestSharedLockOneHolder(t *testing.T) {
 	st, _ := shStore(t)
-	var eps []*hooks
+	var eps []*webhook.Hooks
 	for range 3 {
 		hk, _ := shReplica(t, st)
 		eps = append(eps, hk)
@@ -279,13 +280,13 @@ func TestSharedLockOneHolder(t *testing.T) {
 	for _, hk := range eps {
 		go func() {
 			for range n {
-				err := hk.locked(t.Context(), func() {
-					hk.mu.Lock()
-					e := hk.endpoints[id]
+				err := hk.Locked(t.Context(), func() {
+					hk.Mu.Lock()
+					e := hk.Endpoints[id]
 					k, _ := strconv.Atoi(e.Description)
 					e.Description = strconv.Itoa(k + 1)
-					hk.touchLocked(kindEndpoint, id)
-					hk.mu.Unlock()
+					hk.TouchLocked(webhook.KindEndpoint, id)
+					hk.Mu.Unlock()
 				})
 				if err != nil {
 					done <- err
@@ -299,8 +300,8 @@ func TestSharedLockOneHolder(t *testing.T) {
 		require.NoError(t, <-done)
 	}
 	for i, hk := range eps {
-		require.NoError(t, hk.fresh(t.Context()))
-		assert.Equal(t, strconv.Itoa(n*len(eps)), hk.endpoints[id].Description, "the count on replica %d", i)
+		require.NoError(t, hk.Fresh(t.Context()))
+		assert.Equal(t, strconv.Itoa(n*len(eps)), hk.Endpoints[id].Description, "the count on replica %d", i)
 	}
 }
 
@@ -344,41 +345,41 @@ func TestSharedLockJoins(t *testing.T) {
 	t.Run("not while the taker catches up", func(t *testing.T) {
 		st, _ := shStore(t)
 		a, _ := shReplica(t, st)
-		g := newGatedStore(st, func(op, key string) bool { return op == "ZRange" && key == shareFeed })
+		g := newGatedStore(st, func(op, key string) bool { return op == "ZRange" && key == webhook.ShareFeed })
 		b, _ := shReplica(t, g)
 		var id string
 		change(t, a, func() { id = whAddEndpoint(a, whStoreA).ID })
 		taken := make(chan func())
 		go func() {
-			_, unlock, err := b.lock(t.Context())
+			_, unlock, err := b.Lock(t.Context())
 			assert.NoError(t, err)
 			taken <- unlock
 		}()
 		<-g.entered // the taker reads the feed
-		if _, unlock, err := b.lock(cancelled); err == nil {
+		if _, unlock, err := b.Lock(cancelled); err == nil {
 			unlock()
 			t.Errorf("a change joined the hold before the copy caught up")
 		}
 		close(g.open)
 		(<-taken)()
-		_, unlock, err := b.lock(t.Context())
+		_, unlock, err := b.Lock(t.Context())
 		require.NoError(t, err)
-		b.mu.Lock()
-		assert.NotNil(t, b.endpoints[id], "the copy under the lock holds A's endpoint")
-		b.mu.Unlock()
+		b.Mu.Lock()
+		assert.NotNil(t, b.Endpoints[id], "the copy under the lock holds A's endpoint")
+		b.Mu.Unlock()
 		unlock()
 	})
 
 	t.Run("not while it is let go", func(t *testing.T) {
 		st, _ := shStore(t)
-		g := newGatedStore(st, func(op, key string) bool { return op == "CompareAndSwap" && key == shareLock })
+		g := newGatedStore(st, func(op, key string) bool { return op == "CompareAndSwap" && key == webhook.ShareLock })
 		b, _ := shReplica(t, g)
-		_, unlock, err := b.lock(t.Context())
+		_, unlock, err := b.Lock(t.Context())
 		require.NoError(t, err)
 		done := make(chan struct{})
 		go func() { unlock(); close(done) }()
 		<-g.entered // the last holder lets the store's lock go
-		if _, unlock, err := b.lock(cancelled); err == nil {
+		if _, unlock, err := b.Lock(cancelled); err == nil {
 			unlock()
 			t.Errorf("a change joined a hold being let go")
 		}
@@ -386,10 +387,10 @@ func TestSharedLockJoins(t *testing.T) {
 		<-done
 		// Another replica takes it now, and this one after it.
 		c, _ := shReplica(t, st)
-		_, unlockC, err := c.lock(t.Context())
+		_, unlockC, err := c.Lock(t.Context())
 		require.NoError(t, err)
 		unlockC()
-		_, unlock, err = b.lock(t.Context())
+		_, unlock, err = b.Lock(t.Context())
 		require.NoError(t, err)
 		unlock()
 	})
@@ -403,33 +404,33 @@ func TestSharedFailureWindowKept(t *testing.T) {
 	st, clock := shStore(t)
 	a, _ := shReplica(t, st)
 	b, _ := shReplica(t, st)
-	a.lead(t.Context(), clock.now())
-	require.True(t, a.leading)
+	a.Lead(t.Context(), clock.now())
+	require.True(t, a.Leading)
 	var id string
 	change(t, a, func() { id = whAddEndpoint(a, whStoreA).ID })
-	require.NoError(t, b.fresh(t.Context()))
-	a.mu.Lock()
-	a.noteAttemptLocked(a.endpoints[id], false)
-	since := a.endpoints[id].FailingSince
-	a.mu.Unlock()
+	require.NoError(t, b.Fresh(t.Context()))
+	a.Mu.Lock()
+	a.NoteAttemptLocked(a.Endpoints[id], false)
+	since := a.Endpoints[id].FailingSince
+	a.Mu.Unlock()
 	require.NotZero(t, since)
 
-	change(t, b, func() { b.endpoints[id].NextSeq++; b.touchLocked(kindEndpoint, id) })
-	require.NoError(t, a.sync(t.Context()))
-	assert.Equal(t, since, a.endpoints[id].FailingSince, "the leader's failure window after a follower's write")
-	require.NoError(t, b.fresh(t.Context()))
-	assert.Equal(t, since, b.endpoints[id].FailingSince, "the follower's copy of it")
+	change(t, b, func() { b.Endpoints[id].NextSeq++; b.TouchLocked(webhook.KindEndpoint, id) })
+	require.NoError(t, a.Sync(t.Context()))
+	assert.Equal(t, since, a.Endpoints[id].FailingSince, "the leader's failure window after a follower's write")
+	require.NoError(t, b.Fresh(t.Context()))
+	assert.Equal(t, since, b.Endpoints[id].FailingSince, "the follower's copy of it")
 
 	// Disabled and enabled again on B: the window closes.
 	for _, on := range []bool{false, true} {
 		change(t, b, func() {
 			c := endpointChange{enabled: &on}
-			c.apply(b.endpoints[id], clock.now().Unix())
-			b.touchLocked(kindEndpoint, id)
+			c.apply(b.Endpoints[id], clock.now().Unix())
+			b.TouchLocked(webhook.KindEndpoint, id)
 		})
-		require.NoError(t, a.fresh(t.Context()))
+		require.NoError(t, a.Fresh(t.Context()))
 	}
-	assert.Zero(t, a.endpoints[id].FailingSince, "the leader's failure window after B enabled the endpoint again")
+	assert.Zero(t, a.Endpoints[id].FailingSince, "the leader's failure window after B enabled the endpoint again")
 }
 
 // TestSharedAttemptOfAnEndedLead: an attempt that ends after its
@@ -439,28 +440,28 @@ func TestSharedAttemptOfAnEndedLead(t *testing.T) {
 	st, clock := shStore(t)
 	a, _ := shReplica(t, st)
 	ctx := t.Context()
-	a.lead(ctx, clock.now())
-	require.True(t, a.leading)
-	require.NoError(t, a.locked(ctx, func() {
-		a.mu.Lock()
+	a.Lead(ctx, clock.now())
+	require.True(t, a.Leading)
+	require.NoError(t, a.Locked(ctx, func() {
+		a.Mu.Lock()
 		whAddEndpoint(a, whStoreA)
-		a.mu.Unlock()
-		_, ok := a.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "")
+		a.Mu.Unlock()
+		_, ok := a.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "")
 		require.True(t, ok)
 	}))
-	a.mu.Lock()
-	a.advanceLocked(clock.now())
-	j := a.takeLocked(clock.now())
-	a.mu.Unlock()
+	a.Mu.Lock()
+	a.AdvanceLocked(clock.now())
+	j := a.TakeLocked(clock.now())
+	a.Mu.Unlock()
 	require.NotNil(t, j)
-	a.release(ctx)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.finishLocked(j, egress.Result{Status: 200})
-	assert.Empty(t, j.d.Attempts, "attempts recorded")
-	assert.Equal(t, statusPending, j.d.Status)
-	assert.GreaterOrEqual(t, j.d.index, 0, "the delivery's place in the schedule")
-	assert.Nil(t, a.takeLocked(clock.now()), "a job taken by the follower")
+	a.Release(ctx)
+	a.Mu.Lock()
+	defer a.Mu.Unlock()
+	a.FinishLocked(j, egress.Result{Status: 200})
+	assert.Empty(t, j.D.Attempts, "attempts recorded")
+	assert.Equal(t, webhook.StatusPending, j.D.Status)
+	assert.GreaterOrEqual(t, j.D.Index, 0, "the delivery's place in the schedule")
+	assert.Nil(t, a.TakeLocked(clock.now()), "a job taken by the follower")
 }
 
 // applyGate holds the first Apply made once armed, until open is closed.
@@ -479,22 +480,22 @@ func (g *applyGate) Apply(ctx context.Context, ws []store.Write) error {
 }
 
 // shPublish publishes an order event on hk as a request does.
-func shPublish(t *testing.T, hk *hooks) string {
+func shPublish(t *testing.T, hk *webhook.Hooks) string {
 	t.Helper()
 	var evt string
-	require.NoError(t, hk.locked(t.Context(), func() {
+	require.NoError(t, hk.Locked(t.Context(), func() {
 		var ok bool
-		evt, ok = hk.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "")
+		evt, ok = hk.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "")
 		require.True(t, ok)
 	}))
 	return evt
 }
 
 // shDeliveryOf is hk's delivery of evt, or nil.
-func shDeliveryOf(hk *hooks, evt string) *delivery {
-	hk.mu.Lock()
-	defer hk.mu.Unlock()
-	for _, d := range hk.deliv {
+func shDeliveryOf(hk *webhook.Hooks, evt string) *webhook.Delivery {
+	hk.Mu.Lock()
+	defer hk.Mu.Unlock()
+	for _, d := range hk.Deliv {
 		if d.EventID == evt {
 			return d
 		}
@@ -512,58 +513,58 @@ func TestSharedStaleLeader(t *testing.T) {
 	a, _ := shReplica(t, st)
 	b, _ := shReplica(t, st)
 	ctx := t.Context()
-	a.lead(ctx, clock.now())
-	require.True(t, a.leading)
+	a.Lead(ctx, clock.now())
+	require.True(t, a.Leading)
 	change(t, a, func() { whAddEndpoint(a, whStoreA) })
 	evt := shPublish(t, a)
-	a.mu.Lock()
-	a.advanceLocked(time.Now())
-	j := a.takeLocked(time.Now())
-	a.mu.Unlock()
+	a.Mu.Lock()
+	a.AdvanceLocked(time.Now())
+	j := a.TakeLocked(time.Now())
+	a.Mu.Unlock()
 	require.NotNil(t, j)
-	a.mu.Lock()
-	a.sendUntil = time.Now() // A paused past its lease (its own clock's margin passed)
-	a.mu.Unlock()
-	clock.off.Add(int64(a.leaseTTL() + time.Second))
+	a.Mu.Lock()
+	a.SendUntil = time.Now() // A paused past its lease (its own clock's margin passed)
+	a.Mu.Unlock()
+	clock.off.Add(int64(a.LeaseTTL() + time.Second))
 
-	b.lead(ctx, clock.now())
-	require.True(t, b.leading, "B takes the lapsed lease")
-	b.mu.Lock()
+	b.Lead(ctx, clock.now())
+	require.True(t, b.Leading, "B takes the lapsed lease")
+	b.Mu.Lock()
 	whAttemptDue(b, 200)
-	b.mu.Unlock()
-	require.NoError(t, b.sync(ctx))
+	b.Mu.Unlock()
+	require.NoError(t, b.Sync(ctx))
 
 	// A resumes: its scheduler catches up, its attempt ends, a request
 	// on A writes what A changed, then A's tick finds the lease taken.
-	require.NoError(t, a.catchUp(ctx, false))
-	a.mu.Lock()
-	a.finishLocked(j, egress.Result{Status: 500})
-	a.mu.Unlock()
-	require.NoError(t, a.sync(ctx))
-	a.lead(ctx, clock.now())
-	require.False(t, a.leading, "A leads after B took the lease")
-	require.NoError(t, a.sync(ctx))
+	require.NoError(t, a.CatchUp(ctx, false))
+	a.Mu.Lock()
+	a.FinishLocked(j, egress.Result{Status: 500})
+	a.Mu.Unlock()
+	require.NoError(t, a.Sync(ctx))
+	a.Lead(ctx, clock.now())
+	require.False(t, a.Leading, "A leads after B took the lease")
+	require.NoError(t, a.Sync(ctx))
 
 	c, _ := shReplica(t, st)
 	if d := shDeliveryOf(c, evt); assert.NotNil(t, d) {
-		assert.Equal(t, statusSucceeded, d.Status, "the stored delivery B made")
+		assert.Equal(t, webhook.StatusSucceeded, d.Status, "the stored delivery B made")
 		assert.Len(t, d.Attempts, 1, "the stored delivery's attempts")
 	}
-	require.NoError(t, a.fresh(ctx))
+	require.NoError(t, a.Fresh(ctx))
 	da := shDeliveryOf(a, evt)
 	require.NotNil(t, da)
-	assert.Equal(t, statusSucceeded, da.Status, "A's copy of the delivery B made")
+	assert.Equal(t, webhook.StatusSucceeded, da.Status, "A's copy of the delivery B made")
 
 	// B dies; A leads again, and has nothing of it to send.
-	clock.off.Add(int64(b.leaseTTL() + time.Second))
-	a.lead(ctx, clock.now())
-	require.True(t, a.leading)
-	a.mu.Lock()
-	da = a.deliv[da.ID]
+	clock.off.Add(int64(b.LeaseTTL() + time.Second))
+	a.Lead(ctx, clock.now())
+	require.True(t, a.Leading)
+	a.Mu.Lock()
+	da = a.Deliv[da.ID]
 	before := len(da.Attempts)
 	whAttemptDue(a, 200)
 	assert.Equal(t, before, len(da.Attempts), "attempts A made of a delivery B had delivered")
-	a.mu.Unlock()
+	a.Mu.Unlock()
 }
 
 // TestSharedStepDownKeepsRequestChanges: a delivery a request makes
@@ -574,35 +575,35 @@ func TestSharedStepDownKeepsRequestChanges(t *testing.T) {
 	g := &applyGate{Store: st, entered: make(chan struct{}), open: make(chan struct{})}
 	a, _ := shReplica(t, g)
 	ctx := t.Context()
-	a.lead(ctx, clock.now())
-	require.True(t, a.leading)
+	a.Lead(ctx, clock.now())
+	require.True(t, a.Leading)
 	change(t, a, func() { whAddEndpoint(a, whStoreA) })
 	shPublish(t, a)
-	a.mu.Lock()
+	a.Mu.Lock()
 	whAttemptDue(a, 500) // an outcome not yet written: the step-down writes it
-	a.mu.Unlock()
+	a.Mu.Unlock()
 
 	g.armed.Store(true)
 	done := make(chan struct{})
-	go func() { a.release(ctx); close(done) }()
+	go func() { a.Release(ctx); close(done) }()
 	<-g.entered // the step-down's write, under its hold of the lock
 
 	// A publish joins the hold (as one arriving within lockJoin does).
-	a.share.mu.Lock()
-	a.share.cur.since = time.Now()
-	a.share.mu.Unlock()
-	work, unlock, err := a.lock(ctx)
+	a.Share.Mu.Lock()
+	a.Share.Cur.Since = time.Now()
+	a.Share.Mu.Unlock()
+	work, unlock, err := a.Lock(ctx)
 	require.NoError(t, err)
-	evt, ok := a.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o2","status":"pending"}`), "k2")
+	evt, ok := a.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o2","status":"pending"}`), "k2")
 	require.True(t, ok)
 	close(g.open)
 	<-done
-	require.NoError(t, a.persist(work)) // the request's own: then 202
+	require.NoError(t, a.Persist(work)) // the request's own: then 202
 	unlock()
 
 	c, _ := shReplica(t, st)
 	assert.NotNil(t, shDeliveryOf(c, evt), "the stored delivery of the event answered 202")
-	_, err = st.Get(ctx, hookKey(kindEvent, evt))
+	_, err = st.Get(ctx, webhook.HookKey(webhook.KindEvent, evt))
 	assert.NoError(t, err, "the stored event answered 202")
 }
 
@@ -614,30 +615,30 @@ func TestSharedPlaceOfAnEndedLead(t *testing.T) {
 	a, _ := shReplicaLog(t, st, 1)
 	b, _ := shReplicaLog(t, st, 1)
 	ctx := t.Context()
-	a.lead(ctx, clock.now())
+	a.Lead(ctx, clock.now())
 	var id string
 	change(t, a, func() { id = whAddEndpoint(a, whStoreA).ID })
 	shPublish(t, a)
-	a.mu.Lock()
-	a.advanceLocked(time.Now())
-	j := a.takeLocked(time.Now())
-	a.mu.Unlock()
+	a.Mu.Lock()
+	a.AdvanceLocked(time.Now())
+	j := a.TakeLocked(time.Now())
+	a.Mu.Unlock()
 	require.NotNil(t, j)
-	a.release(ctx)
+	a.Release(ctx)
 
-	b.lead(ctx, clock.now())
-	require.True(t, b.leading)
-	b.mu.Lock()
+	b.Lead(ctx, clock.now())
+	require.True(t, b.Leading)
+	b.Mu.Lock()
 	whAttemptDue(b, 200)
-	b.mu.Unlock()
-	require.NoError(t, b.sync(ctx))
+	b.Mu.Unlock()
+	require.NoError(t, b.Sync(ctx))
 	shPublish(t, b) // a log of 1: the delivered one goes
-	require.NoError(t, a.fresh(ctx))
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	require.Nil(t, a.deliv[j.d.ID], "A's copy of the trimmed delivery")
-	a.finishLocked(j, egress.Result{Err: context.Canceled})
-	assert.Zero(t, a.endpoints[id].inflight, "the endpoint's attempts under way on A")
+	require.NoError(t, a.Fresh(ctx))
+	a.Mu.Lock()
+	defer a.Mu.Unlock()
+	require.Nil(t, a.Deliv[j.D.ID], "A's copy of the trimmed delivery")
+	a.FinishLocked(j, egress.Result{Err: context.Canceled})
+	assert.Zero(t, a.Endpoints[id].Inflight, "the endpoint's attempts under way on A")
 }
 
 // TestSharedOwnWriteNotTakenBack: a catch-up without the lock (a read)
@@ -650,31 +651,31 @@ func TestSharedOwnWriteNotTakenBack(t *testing.T) {
 	ctx := t.Context()
 	var id string
 	change(t, a, func() { id = whAddEndpoint(a, whStoreA).ID })
-	_, err := st.Add(ctx, shareGen, 1, time.Time{}) // a write whose Apply then failed
+	_, err := st.Add(ctx, webhook.ShareGen, 1, time.Time{}) // a write whose Apply then failed
 	require.NoError(t, err)
 
-	work, unlock1, err := a.lock(ctx)
+	work, unlock1, err := a.Lock(ctx)
 	require.NoError(t, err)
-	a.mu.Lock()
-	a.endpoints[id].URL = "https://one.example.com/"
-	a.touchLocked(kindEndpoint, id)
-	a.mu.Unlock()
-	require.NoError(t, a.persist(work))
+	a.Mu.Lock()
+	a.Endpoints[id].URL = "https://one.example.com/"
+	a.TouchLocked(webhook.KindEndpoint, id)
+	a.Mu.Unlock()
+	require.NoError(t, a.Persist(work))
 
-	a.share.mu.Lock()
-	a.share.cur.since = time.Now() // a second request, within lockJoin
-	a.share.mu.Unlock()
-	_, unlock2, err := a.lock(ctx)
+	a.Share.Mu.Lock()
+	a.Share.Cur.Since = time.Now() // a second request, within lockJoin
+	a.Share.Mu.Unlock()
+	_, unlock2, err := a.Lock(ctx)
 	require.NoError(t, err)
 	unlock1()
-	a.mu.Lock()
-	a.endpoints[id].URL = "https://two.example.com/" // answered 200 with this
-	a.touchLocked(kindEndpoint, id)
-	a.mu.Unlock()
-	require.NoError(t, a.catchUp(ctx, false)) // a read meanwhile
-	require.NoError(t, a.persist(work))
+	a.Mu.Lock()
+	a.Endpoints[id].URL = "https://two.example.com/" // answered 200 with this
+	a.TouchLocked(webhook.KindEndpoint, id)
+	a.Mu.Unlock()
+	require.NoError(t, a.CatchUp(ctx, false)) // a read meanwhile
+	require.NoError(t, a.Persist(work))
 	unlock2()
 
 	b, _ := shReplica(t, st)
-	assert.Equal(t, "https://two.example.com/", b.endpoints[id].URL, "the stored URL")
+	assert.Equal(t, "https://two.example.com/", b.Endpoints[id].URL, "the stored URL")
 }

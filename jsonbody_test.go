@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"deeplink/internal/webhook"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -342,7 +343,7 @@ type jsonAnswer struct {
 func TestJSONBodyRules(t *testing.T) {
 	_, ts := startService(t, cfgOpts{})
 	hooks := "/stores/" + storeA + "/webhooks"
-	created := postJSON(t, ts.URL+hooks, keyA, map[string]any{"url": "https://hooks.example.com/", "events": []string{eventOrderStatus}})
+	created := postJSON(t, ts.URL+hooks, keyA, map[string]any{"url": "https://hooks.example.com/", "events": []string{webhook.EventOrderStatus}})
 	require.Equal(t, http.StatusCreated, created.status, "creating an endpoint: %s", created.body)
 	var ep struct {
 		Data struct {
@@ -374,7 +375,7 @@ func TestJSONBodyRules(t *testing.T) {
 		},
 		{
 			name: "webhook create", method: http.MethodPost, path: hooks, key: keyA,
-			known: "url", value: hookURL, rest: `"events":["` + eventOrderStatus + `"]`,
+			known: "url", value: hookURL, rest: `"events":["` + webhook.EventOrderStatus + `"]`,
 			ok: http.StatusCreated, renamed: jsonAnswer{422, "validation_failed", "url"}, badValue: jsonAnswer{422, "validation_failed", "url"},
 		},
 		{
@@ -384,7 +385,7 @@ func TestJSONBodyRules(t *testing.T) {
 		},
 		{
 			name: "publish", method: http.MethodPost, path: "/stores/" + storeA + "/events", key: keyA,
-			known: "type", value: func(*testing.T) string { return quoted(eventOrderStatus) },
+			known: "type", value: func(*testing.T) string { return quoted(webhook.EventOrderStatus) },
 			rest: `"data":{"object":{"id":"o1","status":"pending"}}`,
 			ok:   http.StatusAccepted, renamed: jsonAnswer{422, "validation_failed", "type"}, badValue: jsonAnswer{422, "validation_failed", "type"},
 		},

@@ -29,6 +29,7 @@ import (
 	"deeplink/internal/egress"
 	"deeplink/internal/serving"
 	"deeplink/internal/store"
+	"deeplink/internal/webhook"
 	"deeplink/internal/wire"
 )
 
@@ -40,7 +41,7 @@ var edge struct {
 	app     *app
 	handler http.Handler
 	in, out []byte
-	jobs    map[uint64]*job // handed to the host, not yet finished
+	jobs    map[uint64]*webhook.Job // handed to the host, not yet finished
 	nextJob uint64
 	worker  bool // serves no webhook state (wire.StartArgs.Worker)
 
@@ -105,8 +106,8 @@ func wasmStart(n uint32) (res uint64) {
 	if args.Worker {
 		// The primary instance holds the webhook state (wire.Primary):
 		// a worker's stays empty, and is never written.
-		a.srv.hooks = newHooks(cfg)
-		a.srv.hooks.log = logger
+		a.srv.hooks = webhook.NewHooks(cfg)
+		a.srv.hooks.Log = logger
 	} else {
 		for _, w := range a.srv.configWarnings() { // once, not once per instance
 			logger.Warn(w)
@@ -124,7 +125,7 @@ func wasmStart(n uint32) (res uint64) {
 	if demo && args.BaseURL != "" && !args.Worker {
 		printDemoBanner(cfg, args.BaseURL)
 	}
-	edge.jobs = map[uint64]*job{}
+	edge.jobs = map[uint64]*webhook.Job{}
 	// Job ids start at random, so outcomes of jobs a failed instance
 	// handed out, reported after the host replaced it, match nothing here.
 	var seed [8]byte
@@ -158,7 +159,7 @@ func wasmHandle(n uint32) uint64 {
 	// this instance holds changes that the store does not: it exits, and
 	// the host answers 503 and starts a fresh instance from the store.
 	if err := persistEdge(); err != nil {
-		if edge.app.srv.hooks.share != nil {
+		if edge.app.srv.hooks.Share != nil {
 			// Shared, a request's own changes were written under the lock
 			// (or it was answered 503); what is left is the sender's,
 			// which the next sender may take over.
@@ -206,7 +207,7 @@ var wrapStore func(store.Store) store.Store
 // the host's store. (Every other change went to the host's store as it
 // was made, and was durable before the handler went on.)
 func persistEdge() error {
-	return edge.app.srv.hooks.sync(context.Background())
+	return edge.app.srv.hooks.Sync(context.Background())
 }
 
 // pathOf is the path of a request URI (path and query, as sent).
@@ -228,22 +229,22 @@ func wasmTick(nowNanos int64) uint64 {
 	}
 	hk := a.srv.hooks
 	var t wire.Tick
-	hk.mu.Lock()
-	t.NextDue = hk.advanceLocked(now)
+	hk.Mu.Lock()
+	t.NextDue = hk.AdvanceLocked(now)
 	// A deleted endpoint's requests would hold the host's slots to the
 	// timeout, counted against nothing: as the native build cancels them
 	// (endpoint.cancelAttempts), the host is told to.
 	for id, j := range edge.jobs {
-		if hk.endpoints[j.d.EndpointID] == nil || j.term != hk.term || !hk.sendingLocked(now) { // deleted, or (shared) no longer this replica's to send (hooklease.go)
+		if hk.Endpoints[j.D.EndpointID] == nil || j.Term != hk.Term || !hk.SendingLocked(now) { // deleted, or (shared) no longer this replica's to send (hooklease.go)
 			t.Cancel = append(t.Cancel, id)
 		}
 	}
-	for j := hk.takeLocked(now); j != nil; j = hk.takeLocked(now) {
+	for j := hk.TakeLocked(now); j != nil; j = hk.TakeLocked(now) {
 		edge.nextJob++
 		edge.jobs[edge.nextJob] = j
-		t.Jobs = append(t.Jobs, wire.Job{ID: edge.nextJob, URL: j.url, Header: j.header, Body: j.d.ev.Body})
+		t.Jobs = append(t.Jobs, wire.Job{ID: edge.nextJob, URL: j.URL, Header: j.Header, Body: j.D.Ev.Body})
 	}
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 	b, _ := json.Marshal(&t)
 	return result(b)
 }
@@ -257,7 +258,7 @@ func wasmFinish(n uint32) {
 		return
 	}
 	hk := edge.app.srv.hooks
-	hk.mu.Lock()
+	hk.Mu.Lock()
 	for _, r := range rs {
 		j := edge.jobs[r.ID]
 		if j == nil {
@@ -271,9 +272,9 @@ func wasmFinish(n uint32) {
 		case r.Err != "":
 			er.Err = errors.New(r.Err)
 		}
-		hk.finishLocked(j, er)
+		hk.FinishLocked(j, er)
 	}
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 	if err := persistEdge(); err != nil {
 		edge.app.srv.log.Error("edge: writing delivery outcomes failed", "err", err)
 	}
@@ -301,7 +302,7 @@ func wasmStop() uint64 {
 //go:wasmexport wake
 func wasmWake() uint64 {
 	select {
-	case <-edge.app.srv.hooks.wake:
+	case <-edge.app.srv.hooks.Wake:
 		return result([]byte{1})
 	default:
 		return result(nil)

@@ -1,10 +1,9 @@
 package main
 
 import (
-	"cmp"
+	"deeplink/internal/webhook"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"time"
 )
 
@@ -13,29 +12,19 @@ import (
 // the event again as a new delivery through retryLocked, so that the
 // receiver sees the same webhook-id and body as before.
 
-// retryLocked queues ev again for e now, as a new delivery asked for
-// explicitly: it goes once even if e is disabled, or no longer takes ev's
-// type (refusalLocked), and is retried on the schedule while e is
-// enabled. The caller has checked the store's budget. hk.mu must be held.
-func (hk *hooks) retryLocked(e *endpoint, ev *event) *delivery {
-	d := hk.enqueueLocked(e, ev)
-	d.Explicit = true
-	return d
-}
-
-func (s *server) handleRetryDelivery(w http.ResponseWriter, r *http.Request, e *endpoint) {
+func (s *server) handleRetryDelivery(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
 	hk := s.hooks
-	old := hk.deliveryOfLocked(e, r)
+	old := deliveryOfLocked(hk, e, r)
 	if old == nil {
 		writeError(w, errNoDelivery)
 		return
 	}
-	if !hk.roomLocked(e.StoreID, 1, len(old.ev.Body)) {
+	if !hk.RoomLocked(e.StoreID, 1, len(old.Ev.Body)) {
 		writeError(w, errOverBudget)
 		return
 	}
-	d := hk.retryLocked(e, old.ev)
-	writeJSON(w, http.StatusAccepted, map[string]any{"data": d.summary()})
+	d := hk.RetryLocked(e, old.Ev)
+	writeJSON(w, http.StatusAccepted, map[string]any{"data": d.Summary()})
 }
 
 // recoverRequest is the body of recover.
@@ -45,7 +34,7 @@ type recoverRequest struct {
 
 // handleRecover is recover (recoverLocked) for the API: since from the
 // body, 202 with how many deliveries it queued.
-func (s *server) handleRecover(w http.ResponseWriter, r *http.Request, e *endpoint) {
+func (s *server) handleRecover(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
 	var req recoverRequest
 	if !readJSONObject(w, r, &req) {
 		return
@@ -55,34 +44,12 @@ func (s *server) handleRecover(w http.ResponseWriter, r *http.Request, e *endpoi
 		writeError(w, validationError(fields))
 		return
 	}
-	n, err := s.hooks.recoverLocked(e, since)
-	if err != nil {
-		writeError(w, err)
+	n, ok := s.hooks.RecoverLocked(e, since)
+	if !ok {
+		writeError(w, errOverBudget)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]int{"queued": n}})
-}
-
-// recoverLocked queues again, now, the events of e's failed deliveries
-// created at or after since (recoverableLocked), over the whole log, and
-// returns how many deliveries it made. It makes all of them or, past the
-// store's budget of pending deliveries, none (errOverBudget). It costs
-// O(the log), as a listing does, and sends nothing itself: the caller
-// persists what it queued before answering, and the dispatcher sends
-// after. hk.mu must be held.
-func (hk *hooks) recoverLocked(e *endpoint, since time.Time) (int, *apiError) {
-	evs := hk.recoverableLocked(e, since)
-	var cost int64
-	for _, ev := range evs {
-		cost += newCost(len(ev.Body))
-	}
-	if hk.pending[e.StoreID]+cost > hk.budget.pending {
-		return 0, errOverBudget
-	}
-	for _, ev := range evs {
-		hk.retryLocked(e, ev)
-	}
-	return len(evs), nil
 }
 
 // parseSince reads recover's since: a string holding an RFC 3339 date
@@ -107,31 +74,4 @@ func parseSince(raw json.RawMessage) (since time.Time, fields []fieldError) {
 		bad("since", msg)
 	}
 	return since, fields
-}
-
-// recoverableLocked returns the events recover sends again to e, oldest
-// first: each event created at or after since (its created_at, in whole
-// seconds as it is shown) whose newest delivery on e has failed. A failed
-// delivery whose event was queued again since (a retry, an earlier
-// recover) is answered by that newer delivery: its event is on its way,
-// delivered, or failed again and then sent once. hk.mu must be held.
-func (hk *hooks) recoverableLocked(e *endpoint, since time.Time) []*event {
-	newest := map[*event]*delivery{}
-	for _, d := range e.log {
-		if n := newest[d.ev]; n == nil || d.Seq > n.Seq {
-			newest[d.ev] = d
-		}
-	}
-	var ds []*delivery
-	for ev, d := range newest {
-		if d.Status == statusFailed && !time.Unix(ev.CreatedAt, 0).Before(since) {
-			ds = append(ds, d)
-		}
-	}
-	slices.SortFunc(ds, func(a, b *delivery) int { return cmp.Compare(a.Seq, b.Seq) })
-	evs := make([]*event, len(ds))
-	for i, d := range ds {
-		evs[i] = d.ev
-	}
-	return evs
 }

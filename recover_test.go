@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"deeplink/internal/webhook"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -121,7 +122,7 @@ func TestRecover(t *testing.T) {
 			log := w.whDeliveries(t, ep, "?limit=100")
 			assert.Len(t, log, 5+len(tt.want))
 			for _, d := range log[:len(tt.want)] {
-				assert.Equal(t, statusSucceeded, d["status"])
+				assert.Equal(t, webhook.StatusSucceeded, d["status"])
 				assert.Contains(t, want, d["event_id"])
 			}
 			assert.Len(t, w.whDeliveries(t, ep, "?status=failed&limit=100"), 4)
@@ -198,7 +199,7 @@ func TestRecoverDisabledEndpoint(t *testing.T) {
 	require.Equal(t, 1, whQueued(t, w.whRecover(t, ep, map[string]any{"since": "2000-01-01T00:00:00Z"})))
 	w.whSettled(t, ep)
 	d := w.whDeliveries(t, ep, "")[0]
-	assert.Equal(t, statusFailed, d["status"])
+	assert.Equal(t, webhook.StatusFailed, d["status"])
 	assert.Equal(t, float64(1), d["attempt_count"], "no retry")
 	assert.Equal(t, before+1, rc.count.Load())
 }
@@ -212,24 +213,24 @@ func TestRecoverOverBudget(t *testing.T) {
 	body := w.whSend(t, ep, rc, whFail)["request_body"].(string)
 	w.whSend(t, ep, rc, whFail)
 	hk := w.app.srv.hooks
-	hk.mu.Lock()
-	hk.budget.pending = hk.pending[whStoreA] + newCost(len(body)) // room for one
-	hk.mu.Unlock()
+	hk.Mu.Lock()
+	hk.Budget.Pending = hk.Pending[whStoreA] + webhook.NewCost(len(body)) // room for one
+	hk.Mu.Unlock()
 	since := map[string]any{"since": "2000-01-01T00:00:00Z"}
 	r := w.whRecover(t, ep, since)
 	whRequireError(t, r, http.StatusServiceUnavailable, "unavailable")
 	assert.NotEmpty(t, r.header.Get("Retry-After"))
 	assert.Len(t, w.whDeliveries(t, ep, ""), 2, "nothing queued")
-	hk.mu.Lock()
-	hk.budget.pending = pendingBudget
-	hk.mu.Unlock()
+	hk.Mu.Lock()
+	hk.Budget.Pending = webhook.PendingBudget
+	hk.Mu.Unlock()
 	assert.Equal(t, 2, whQueued(t, w.whRecover(t, ep, since)))
 }
 
 func TestRecoverInvalid(t *testing.T) {
 	w := whStart(t, whFast())
 	ep, _ := w.whEndpoint(t, "https://hooks.example.com/")
-	other := w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": "https://hooks.example.com/", "events": []string{eventOrderStatus}})["id"].(string)
+	other := w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": "https://hooks.example.com/", "events": []string{webhook.EventOrderStatus}})["id"].(string)
 	path := whEndpointPath(whStoreA, ep) + "/recover"
 	ok := map[string]any{"since": "2025-01-31T09:00:00Z"}
 	for _, tt := range []struct {

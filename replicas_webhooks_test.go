@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"deeplink/internal/store/redisstore/redistest"
+	"deeplink/internal/webhook"
 )
 
 // TestReplicaWebhooks runs two native replicas on one Redis and checks
@@ -143,7 +144,7 @@ func TestReplicaWebhooks(t *testing.T) {
 		// The replica that sent it holds the lead, its name in Redis.
 		rdb := redis.NewClient(&redis.Options{Addr: rd.Addr()})
 		defer rdb.Close()
-		lead, err := rdb.Get(context.Background(), "replicas:k:"+shareLead).Result()
+		lead, err := rdb.Get(context.Background(), "replicas:k:"+webhook.ShareLead).Result()
 		require.NoError(t, err, "reading the lead")
 		parts := strings.Split(lead, "/")
 		require.Len(t, parts, 3, "the lead %q", lead)

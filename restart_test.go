@@ -24,6 +24,7 @@ import (
 
 	"deeplink/internal/store"
 	"deeplink/internal/store/embedded"
+	"deeplink/internal/webhook"
 )
 
 const (
@@ -470,7 +471,7 @@ func shortEntry(i int) (string, []byte) {
 // when the service next starts; other files in data_dir are left alone.
 func TestTempFilesRemovedAtStart(t *testing.T) {
 	dir := t.TempDir()
-	crashLeft := []string{"snapshot-0000000000000002-123.tmp", hooksFileName + ".tmp42", cookieKeyFile + ".tmp7"}
+	crashLeft := []string{"snapshot-0000000000000002-123.tmp", webhook.HooksFileName + ".tmp42", cookieKeyFile + ".tmp7"}
 	others := []string{"notes.tmp1", "snapshot.bak", "backup.tmp", "store-.tmp3x"}
 	for _, name := range append(crashLeft, others...) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("half"), 0o600))
@@ -525,13 +526,13 @@ func TestShutdownRetriesTheWrite(t *testing.T) {
 	// deliveries) and the store refuse it.
 	breakState := func(a *testApp) (fix func()) {
 		hk := a.srv.hooks
-		hk.mu.Lock()
+		hk.Mu.Lock()
 		e := whAddEndpoint(hk, testStoreID)
-		hk.mu.Unlock()
-		real := hk.st
-		hk.st = failingPuts{real}
+		hk.Mu.Unlock()
+		real := hk.St
+		hk.St = failingPuts{real}
 		a.endpointID = e.ID
-		return func() { hk.st = real }
+		return func() { hk.St = real }
 	}
 
 	t.Run("until it works", func(t *testing.T) {
@@ -558,9 +559,9 @@ func TestShutdownRetriesTheWrite(t *testing.T) {
 
 		a2 := startApp(t, cfg)
 		assert.Equal(t, http.StatusConflict, a2.registerCode(t, "code-written-before-the-failure"), "the code is live after the restart")
-		a2.srv.hooks.mu.Lock()
-		defer a2.srv.hooks.mu.Unlock()
-		assert.Contains(t, a2.srv.hooks.endpoints, a1.endpointID, "the change the shutdown wrote")
+		a2.srv.hooks.Mu.Lock()
+		defer a2.srv.hooks.Mu.Unlock()
+		assert.Contains(t, a2.srv.hooks.Endpoints, a1.endpointID, "the change the shutdown wrote")
 	})
 
 	t.Run("given up", func(t *testing.T) {

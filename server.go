@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"deeplink/internal/serving"
 	"deeplink/internal/store"
+	"deeplink/internal/webhook"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -27,7 +28,7 @@ type server struct {
 	cookieKey    []byte           // signs the link cookie; kept in the store
 	log          *slog.Logger
 	metrics      *metrics
-	hooks        *hooks
+	hooks        *webhook.Hooks
 	keys         *keyGuard // failed API key attempts by client address and store
 	grants       *keyGuard // failed redemptions (invalid_grant) by client address
 	tallies      tallies   // the fairness counters, as this process sees them
@@ -49,7 +50,7 @@ type server struct {
 // newServer returns the server of cfg keeping its state in st. The
 // caller sets live, storeFailing and liveCodes where its store can tell.
 func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) *server {
-	s := &server{cfg: cfg, store: st, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: newHooks(cfg),
+	s := &server{cfg: cfg, store: st, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: webhook.NewHooks(cfg),
 		keys:         newKeyGuard(keyFailBurst, keyFailInterval),
 		grants:       newKeyGuard(grantFailBurst, grantFailInterval),
 		tallies:      tallies{m: map[tallyID]*tally{}},
@@ -58,7 +59,7 @@ func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) 
 		storeFailing: func() error { return nil },
 		now:          time.Now,
 	}
-	s.hooks.log = log
+	s.hooks.Log = log
 	s.keys.share(st, guardPrefix+"key:")
 	s.grants.share(st, guardPrefix+"grant:")
 	s.appleBody, s.androidBody = associationFiles(cfg.Apps)

@@ -4,21 +4,24 @@ package main
 
 import (
 	"bytes"
+	"deeplink/internal/webhook"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
 )
 
 func TestVerifyCommand(t *testing.T) {
-	v := loadTestVector(t)
+	v := verifyVector(t)
 	at := time.Unix(v.Timestamp, 0)
-	secret := newSecret()
+	secret := webhook.NewSecret()
 	body := `{"id":"evt_7","type":"order.status.updated"}`
-	h := mustSigner(t, secret, "").sign("evt_7", at, []byte(body))
-	rotated := mustSigner(t, newSecret(), secret).sign("evt_7", at, []byte(body))
-	old := mustSigner(t, secret, "").sign("evt_7", at.Add(-7*time.Minute), []byte(body))
+	h := webhook.SignDelivery(secret, "", "evt_7", at.Unix(), []byte(body))
+	rotated := webhook.SignDelivery(webhook.NewSecret(), secret, "evt_7", at.Unix(), []byte(body))
+	old := webhook.SignDelivery(secret, "", "evt_7", (at.Add(-7 * time.Minute)).Unix(), []byte(body))
 
 	tests := []struct {
 		name     string
@@ -34,7 +37,7 @@ func TestVerifyCommand(t *testing.T) {
 		{"valid with = flags", []string{"-secret=" + secret, "-header=" + h.Signature, "-tolerance=1m"}, body, at,
 			0, fmt.Sprintf("valid: signature matches (t=%d, age 0s)", v.Timestamp), ""},
 		{"test vector", []string{"-secret", v.Secret, "-header", v.ExpectedXWebhookSignature, "-tolerance", "0"}, v.Body, time.Unix(1_800_000_000, 0),
-			0, fmt.Sprintf("valid: signature matches (t=%d, age %s, time not checked)", v.Timestamp, secondsString(1_800_000_000-v.Timestamp)), ""},
+			0, fmt.Sprintf("valid: signature matches (t=%d, age %s, time not checked)", v.Timestamp, webhook.SecondsString(1_800_000_000-v.Timestamp)), ""},
 		{"test vector rotation, old secret", []string{"-secret", v.OldSecret, "-header", v.ExpectedXWebhookSigRotated}, v.Body, at,
 			0, fmt.Sprintf("valid: signature matches (t=%d, age 0s)", v.Timestamp), ""},
 		{"rotation, previous secret", []string{"-secret", secret, "-header", rotated.Signature}, body, at,
@@ -48,7 +51,7 @@ func TestVerifyCommand(t *testing.T) {
 			1, "invalid: signature mismatch: the v1 signature does not match this secret and body", ""},
 		{"trailing newline from echo", []string{"-secret", secret, "-header", h.Signature}, body + "\n", at,
 			1, "invalid: signature mismatch: the v1 signature does not match this secret and body (it would match without the trailing newline on stdin: use printf '%s' or echo -n)", ""},
-		{"wrong secret", []string{"-secret", newSecret(), "-header", h.Signature}, body, at,
+		{"wrong secret", []string{"-secret", webhook.NewSecret(), "-header", h.Signature}, body, at,
 			1, "invalid: signature mismatch: the v1 signature does not match this secret and body", ""},
 		{"too old", []string{"-secret", secret, "-header", old.Signature}, body, at,
 			1, "invalid: timestamp is 7m0s old, tolerance 5m0s", ""},
@@ -107,9 +110,9 @@ func TestVerifyCommand(t *testing.T) {
 
 // verify through doMain, on the real clock, as main runs it.
 func TestRunVerify(t *testing.T) {
-	secret := newSecret()
+	secret := webhook.NewSecret()
 	body := []byte(`{"id":"evt_8"}`)
-	h := mustSigner(t, secret, "").sign("evt_8", time.Now(), body)
+	h := webhook.SignDelivery(secret, "", "evt_8", time.Now().Unix(), body)
 	tests := []struct {
 		name     string
 		secret   string
@@ -117,7 +120,7 @@ func TestRunVerify(t *testing.T) {
 		wantOut  string
 	}{
 		{"valid", secret, 0, "valid: signature matches ("},
-		{"invalid", newSecret(), 1, "invalid: signature mismatch"},
+		{"invalid", webhook.NewSecret(), 1, "invalid: signature mismatch"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,4 +139,26 @@ func TestRunVerify(t *testing.T) {
 	if code := doMain(strings.NewReader(""), &stdout, io.Discard, []string{"verify"}); code != 2 || stdout.Len() != 0 {
 		t.Errorf("no flags: exit %d, stdout %q; want 2 and nothing on stdout", code, stdout.String())
 	}
+}
+
+// verifyVector is what these tests read of
+// testdata/webhook_test_vector.json (internal/webhook's tests check all of
+// it against the signer).
+func verifyVector(t *testing.T) (v struct {
+	Secret                     string `json:"secret"`
+	Timestamp                  int64  `json:"timestamp"`
+	Body                       string `json:"body"`
+	ExpectedXWebhookSignature  string `json:"expected_x_webhook_signature"`
+	OldSecret                  string `json:"old_secret"`
+	ExpectedXWebhookSigRotated string `json:"expected_x_webhook_signature_rotation"`
+}) {
+	t.Helper()
+	b, err := os.ReadFile("testdata/webhook_test_vector.json")
+	if err == nil {
+		err = json.Unmarshal(b, &v)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

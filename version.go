@@ -1,9 +1,12 @@
 package main
 
 import (
+	"deeplink/internal/webhook"
 	"runtime/debug"
 	"time"
 )
+
+func init() { webhook.UserAgent += "/" + productVersion() }
 
 // version is set at link time with -ldflags "-X main.version=…"; when
 // empty, the build's own information says (buildVersion).

@@ -18,6 +18,7 @@ import (
 	"deeplink/internal/egress"
 	"deeplink/internal/store"
 	"deeplink/internal/store/embedded"
+	"deeplink/internal/webhook"
 )
 
 // White-box tests of the hooks state without a dispatcher: attempts go
@@ -26,14 +27,14 @@ import (
 
 // whHooks returns hooks for c with n endpoints of store A subscribed to
 // orders, and no goroutines.
-func whHooks(t *testing.T, c whConf, n int) (*hooks, []*endpoint) {
+func whHooks(t *testing.T, c whConf, n int) (*webhook.Hooks, []*webhook.Endpoint) {
 	t.Helper()
 	if c.DataDir == "" {
 		c.DataDir = t.TempDir()
 	}
-	hk := newHooks(whParseConfig(t, c))
-	hk.st = whStore(t, c.DataDir)
-	var eps []*endpoint
+	hk := webhook.NewHooks(whParseConfig(t, c))
+	hk.St = whStore(t, c.DataDir)
+	var eps []*webhook.Endpoint
 	for range n {
 		eps = append(eps, whAddEndpoint(hk, whStoreA))
 	}
@@ -42,11 +43,11 @@ func whHooks(t *testing.T, c whConf, n int) (*hooks, []*endpoint) {
 
 // whAddEndpoint adds to hk an enabled endpoint of store, taking order
 // events, at an address that refuses connections.
-func whAddEndpoint(hk *hooks, store string) *endpoint {
-	e := &endpoint{ID: newID("we_"), StoreID: store, URL: "http://127.0.0.1:1/", Events: []string{eventOrderStatus}, Enabled: true, Secret: newSecret()}
-	hk.endpoints[e.ID] = e
-	hk.byStore[store] = append(hk.byStore[store], e)
-	hk.touchLocked(kindEndpoint, e.ID)
+func whAddEndpoint(hk *webhook.Hooks, store string) *webhook.Endpoint {
+	e := &webhook.Endpoint{ID: webhook.NewID("we_"), StoreID: store, URL: "http://127.0.0.1:1/", Events: []string{webhook.EventOrderStatus}, Enabled: true, Secret: webhook.NewSecret()}
+	hk.Endpoints[e.ID] = e
+	hk.ByStore[store] = append(hk.ByStore[store], e)
+	hk.TouchLocked(webhook.KindEndpoint, e.ID)
 	return e
 }
 
@@ -70,121 +71,121 @@ func whStore(t *testing.T, dir string) store.Store {
 
 // whLoaded returns hooks of configuration c loaded from c.DataDir, as a
 // start would.
-func whLoaded(t *testing.T, c whConf) *hooks {
+func whLoaded(t *testing.T, c whConf) *webhook.Hooks {
 	t.Helper()
-	hk := newHooks(whParseConfig(t, c))
-	hk.st = whStore(t, c.DataDir)
-	require.NoError(t, hk.loadStore(t.Context()))
+	hk := webhook.NewHooks(whParseConfig(t, c))
+	hk.St = whStore(t, c.DataDir)
+	require.NoError(t, hk.LoadStore(t.Context()))
 	return hk
 }
 
 // whImported returns hooks of configuration c that imported the
 // webhooks.json an earlier build left in c.DataDir, as a start would.
-func whImported(t *testing.T, c whConf) *hooks {
+func whImported(t *testing.T, c whConf) *webhook.Hooks {
 	t.Helper()
-	hk := newHooks(whParseConfig(t, c))
-	hk.st = whStore(t, c.DataDir)
-	require.NoError(t, hk.importHooksFile(t.Context(), c.DataDir))
-	require.NoError(t, hk.loadStore(t.Context()))
+	hk := webhook.NewHooks(whParseConfig(t, c))
+	hk.St = whStore(t, c.DataDir)
+	require.NoError(t, hk.ImportHooksFile(t.Context(), c.DataDir, filepath.Join(c.DataDir, legacyMovedDir)))
+	require.NoError(t, hk.LoadStore(t.Context()))
 	return hk
 }
 
 // whSavedWithEvent is whHooks with one endpoint of store, an order event
 // published to it (with Idempotency-Key key, if not empty), all saved to
 // c.DataDir; it returns the endpoint and the event's id.
-func whSavedWithEvent(t *testing.T, c whConf, store, key string) (*hooks, *endpoint, string) {
+func whSavedWithEvent(t *testing.T, c whConf, store, key string) (*webhook.Hooks, *webhook.Endpoint, string) {
 	t.Helper()
 	hk, _ := whHooks(t, c, 0)
 	e := whAddEndpoint(hk, store)
-	evt, ok := hk.publish(store, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), key)
+	evt, ok := hk.Publish(store, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), key)
 	require.True(t, ok)
-	require.NoError(t, hk.persist(t.Context()))
+	require.NoError(t, hk.Persist(t.Context()))
 	return hk, e, evt
 }
 
 // whAttemptDue makes one attempt of every delivery due now, answered by
-// status. hk.mu must be held.
-func whAttemptDue(hk *hooks, status int) {
+// status. hk.Mu must be held.
+func whAttemptDue(hk *webhook.Hooks, status int) {
 	now := time.Now()
 	for {
-		hk.advanceLocked(now)
-		j := hk.takeLocked(now)
+		hk.AdvanceLocked(now)
+		j := hk.TakeLocked(now)
 		if j == nil {
 			return
 		}
-		hk.finishLocked(j, egress.Result{Status: status})
+		hk.FinishLocked(j, egress.Result{Status: status})
 	}
 }
 
 // whReloaded saves hk's state and loads it into new hooks, returned with
 // their lock held until the test ends: what a restart would bring back.
-func whReloaded(t *testing.T, hk *hooks) *hooks {
+func whReloaded(t *testing.T, hk *webhook.Hooks) *webhook.Hooks {
 	t.Helper()
-	require.NoError(t, hk.persist(t.Context()))
-	hk2 := newHooks(hk.cfg)
-	hk2.st = hk.st
-	require.NoError(t, hk2.loadStore(t.Context()))
-	hk2.mu.Lock()
-	t.Cleanup(hk2.mu.Unlock)
+	require.NoError(t, hk.Persist(t.Context()))
+	hk2 := webhook.NewHooks(hk.Cfg)
+	hk2.St = hk.St
+	require.NoError(t, hk2.LoadStore(t.Context()))
+	hk2.Mu.Lock()
+	t.Cleanup(hk2.Mu.Unlock)
 	return hk2
 }
 
 // whCheckRefs checks that hk.events holds exactly the events deliveries
 // refer to, each with the right reference count.
-func whCheckRefs(t *testing.T, hk *hooks) {
+func whCheckRefs(t *testing.T, hk *webhook.Hooks) {
 	t.Helper()
-	want := map[*event]int{}
-	for _, d := range hk.deliv {
-		want[d.ev]++
+	want := map[*webhook.Event]int{}
+	for _, d := range hk.Deliv {
+		want[d.Ev]++
 	}
-	got := map[*event]int{}
-	for id, ev := range hk.events {
+	got := map[*webhook.Event]int{}
+	for id, ev := range hk.Events {
 		assert.Equal(t, id, ev.ID)
-		got[ev] = ev.refs
+		got[ev] = ev.Refs
 	}
 	assert.Equal(t, want, got, "events and their reference counts")
 	n := 0
 	pending := map[string]int64{}
-	for _, e := range hk.endpoints {
-		n += len(e.log)
+	for _, e := range hk.Endpoints {
+		n += len(e.Log)
 		fin := 0
 		var held int64
-		for _, d := range e.log {
-			assert.Same(t, d, hk.deliv[d.ID], "logged deliveries are indexed")
-			if d.Status != statusPending {
+		for _, d := range e.Log {
+			assert.Same(t, d, hk.Deliv[d.ID], "logged deliveries are indexed")
+			if d.Status != webhook.StatusPending {
 				fin++
-				held += logCost(d)
+				held += webhook.LogCost(d)
 			} else {
-				pending[e.StoreID] += logCost(d)
+				pending[e.StoreID] += webhook.LogCost(d)
 			}
 		}
-		assert.Equal(t, fin, e.finished, "finished deliveries in the log of %s", e.ID)
-		assert.Equal(t, held, e.logBytes, "what the finished deliveries in the log of %s hold", e.ID)
+		assert.Equal(t, fin, e.Finished, "finished deliveries in the log of %s", e.ID)
+		assert.Equal(t, held, e.LogBytes, "what the finished deliveries in the log of %s hold", e.ID)
 	}
-	assert.Equal(t, n, len(hk.deliv), "indexed deliveries are logged")
-	for store, held := range hk.pending {
+	assert.Equal(t, n, len(hk.Deliv), "indexed deliveries are logged")
+	for store, held := range hk.Pending {
 		assert.Equal(t, pending[store], held, "what the pending deliveries of store %s hold", store)
 	}
 	for store, held := range pending {
-		assert.Equal(t, held, hk.pending[store], "what the pending deliveries of store %s hold", store)
+		assert.Equal(t, held, hk.Pending[store], "what the pending deliveries of store %s hold", store)
 	}
 	keys := map[string]int{}
-	for k := range hk.idem {
+	for k := range hk.Idem {
 		store, _, _ := strings.Cut(k, "\x00")
 		keys[store]++
 	}
-	for store, n := range hk.idemCount {
+	for store, n := range hk.IdemCount {
 		assert.Equal(t, keys[store], n, "Idempotency-Keys of store %s", store)
 	}
-	queued := map[idemEntry]bool{}
-	for i, q := range hk.idemQueue {
+	queued := map[webhook.IdemEntry]bool{}
+	for i, q := range hk.IdemQueue {
 		queued[q] = true
 		if i > 0 {
-			assert.LessOrEqual(t, hk.idemQueue[i-1].expires, q.expires, "the queue is in order of expiry")
+			assert.LessOrEqual(t, hk.IdemQueue[i-1].Expires, q.Expires, "the queue is in order of expiry")
 		}
 	}
-	for k, v := range hk.idem {
-		assert.True(t, queued[idemEntry{k, v.Expires}], "key %q is queued to expire", k)
+	for k, v := range hk.Idem {
+		assert.True(t, queued[webhook.IdemEntry{Key: k, Expires: v.Expires}], "key %q is queued to expire", k)
 	}
 }
 
@@ -192,12 +193,12 @@ func TestEventReferenceCounts(t *testing.T) {
 	conf := whFast()
 	conf.LogSize = 3
 	hk, eps := whHooks(t, conf, 2)
-	hk.mu.Lock()
-	var first *delivery
+	hk.Mu.Lock()
+	var first *webhook.Delivery
 	for i := range 10 {
-		ev := hk.newEventLocked(eventOrderStatus, []byte(`{"id":"o","status":"pending"}`))
+		ev := hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{"id":"o","status":"pending"}`))
 		for _, e := range eps {
-			d := hk.enqueueLocked(e, ev)
+			d := hk.EnqueueLocked(e, ev)
 			if i == 0 && first == nil {
 				first = d
 			}
@@ -205,34 +206,34 @@ func TestEventReferenceCounts(t *testing.T) {
 		whAttemptDue(hk, 200)
 		whCheckRefs(t, hk)
 	}
-	assert.Len(t, hk.events, 3, "the events of the 3 deliveries each endpoint keeps")
-	assert.Nil(t, hk.deliv[first.ID], "the oldest delivery was trimmed")
-	assert.Zero(t, first.ev.refs)
+	assert.Len(t, hk.Events, 3, "the events of the 3 deliveries each endpoint keeps")
+	assert.Nil(t, hk.Deliv[first.ID], "the oldest delivery was trimmed")
+	assert.Zero(t, first.Ev.Refs)
 
 	// A manual retry refers to the event of a kept delivery; trimming that
 	// delivery leaves the event to the retry.
-	old := eps[0].log[0]
-	retry := hk.enqueueLocked(eps[0], old.ev)
-	assert.Nil(t, hk.deliv[old.ID], "the retry pushed the oldest out of the log")
-	assert.Same(t, old.ev, hk.events[old.EventID], "the retry still refers to its event")
+	old := eps[0].Log[0]
+	retry := hk.EnqueueLocked(eps[0], old.Ev)
+	assert.Nil(t, hk.Deliv[old.ID], "the retry pushed the oldest out of the log")
+	assert.Same(t, old.Ev, hk.Events[old.EventID], "the retry still refers to its event")
 	whCheckRefs(t, hk)
 	whAttemptDue(hk, 500) // pending now, waiting for its retry
 	for range 3 {
-		hk.enqueueLocked(eps[0], hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
+		hk.EnqueueLocked(eps[0], hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{}`)))
 		whAttemptDue(hk, 200)
 	}
-	assert.Same(t, retry, hk.deliv[retry.ID], "a pending delivery is never trimmed")
-	assert.Same(t, retry, eps[0].log[0], "the oldest in the log")
-	assert.Len(t, eps[0].log, 3)
+	assert.Same(t, retry, hk.Deliv[retry.ID], "a pending delivery is never trimmed")
+	assert.Same(t, retry, eps[0].Log[0], "the oldest in the log")
+	assert.Len(t, eps[0].Log, 3)
 	whCheckRefs(t, hk)
 
-	hk.removeEndpointLocked(eps[1])
+	hk.RemoveEndpointLocked(eps[1])
 	whCheckRefs(t, hk)
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 
 	// The counts are rebuilt on load.
 	hk2 := whReloaded(t, hk)
-	assert.Len(t, hk2.deliv, 3)
+	assert.Len(t, hk2.Deliv, 3)
 	whCheckRefs(t, hk2)
 }
 
@@ -246,30 +247,30 @@ func TestTrimLog(t *testing.T) {
 		conf.LogSize = 1 + rng.IntN(6)
 		hk, eps := whHooks(t, conf, 1)
 		e := eps[0]
-		var model []*delivery // what the log must hold
-		hk.mu.Lock()
+		var model []*webhook.Delivery // what the log must hold
+		hk.Mu.Lock()
 		for i := range 3 + rng.IntN(40) {
 			// Some logged deliveries finish in between.
-			for _, d := range e.log {
-				if d.Status == statusPending && rng.IntN(3) == 0 {
-					hk.sched.remove(d)
-					hk.endLocked(e, d, statusSucceeded, "")
+			for _, d := range e.Log {
+				if d.Status == webhook.StatusPending && rng.IntN(3) == 0 {
+					hk.Sched.Remove(d)
+					hk.EndLocked(e, d, webhook.StatusSucceeded, "")
 				}
 			}
-			d := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
+			d := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{}`)))
 			model = append(model, d)
 			excess := len(model) - conf.LogSize
-			model = slices.DeleteFunc(model, func(d *delivery) bool {
-				if excess > 0 && d.Status != statusPending {
+			model = slices.DeleteFunc(model, func(d *webhook.Delivery) bool {
+				if excess > 0 && d.Status != webhook.StatusPending {
 					excess--
 					return true
 				}
 				return false
 			})
-			require.Equal(t, model, e.log, "round %d, delivery %d", round, i)
+			require.Equal(t, model, e.Log, "round %d, delivery %d", round, i)
 			whCheckRefs(t, hk)
 		}
-		hk.mu.Unlock()
+		hk.Mu.Unlock()
 	}
 }
 
@@ -281,53 +282,53 @@ func TestTrimLog(t *testing.T) {
 func TestDisableFailsQueuedDeliveries(t *testing.T) {
 	hk, eps := whHooks(t, whFast(), 1)
 	e := eps[0]
-	hk.mu.Lock()
-	retry := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
+	hk.Mu.Lock()
+	retry := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{}`)))
 	whAttemptDue(hk, 500) // one failed attempt; the retry is scheduled
 	retry.NextAt = time.Now().Add(time.Hour).UnixNano()
-	heap.Fix(&hk.sched, retry.index) // and stays scheduled while the test runs
-	var queued []*delivery
-	for range perEndpointInFlight + 1 { // fill e's places, and one more waits
-		queued = append(queued, hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`))))
+	heap.Fix(&hk.Sched, retry.Index) // and stays scheduled while the test runs
+	var queued []*webhook.Delivery
+	for range webhook.PerEndpointInFlight + 1 { // fill e's places, and one more waits
+		queued = append(queued, hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{}`))))
 	}
-	hk.advanceLocked(time.Now())
-	require.Len(t, hk.ready, perEndpointInFlight)
-	require.Len(t, e.waiting, 1)
-	require.Len(t, hk.sched, 1)
-	hk.mu.Unlock()
-	require.NoError(t, hk.persist(t.Context())) // nothing left to write
-	hk.mu.Lock()
+	hk.AdvanceLocked(time.Now())
+	require.Len(t, hk.Ready, webhook.PerEndpointInFlight)
+	require.Len(t, e.Waiting, 1)
+	require.Len(t, hk.Sched, 1)
+	hk.Mu.Unlock()
+	require.NoError(t, hk.Persist(t.Context())) // nothing left to write
+	hk.Mu.Lock()
 
 	e.Enabled = false
-	hk.dropQueuedLocked(e, dropAll)
+	hk.DropQueuedLocked(e, webhook.DropAll)
 	for i, d := range append(queued, retry) {
-		assert.Equal(t, statusFailed, d.Status, "delivery %d", i)
+		assert.Equal(t, webhook.StatusFailed, d.Status, "delivery %d", i)
 	}
 	assert.Empty(t, queued[0].Attempts, "failed without an attempt")
 	assert.Len(t, retry.Attempts, 1)
-	assert.Empty(t, hk.ready)
-	assert.Empty(t, e.waiting)
-	assert.Empty(t, hk.sched)
-	assert.Zero(t, e.inflight, "every place is given back")
-	assert.NotEmpty(t, hk.touched, "what changed is to be written")
+	assert.Empty(t, hk.Ready)
+	assert.Empty(t, e.Waiting)
+	assert.Empty(t, hk.Sched)
+	assert.Zero(t, e.Inflight, "every place is given back")
+	assert.NotEmpty(t, hk.Touched, "what changed is to be written")
 
-	test := hk.enqueueLocked(e, hk.newEventLocked(eventTest, []byte(`{}`)))
+	test := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventTest, []byte(`{}`)))
 	test.Explicit = true // as the test call makes it
-	hk.advanceLocked(time.Now())
-	j := hk.takeLocked(time.Now())
+	hk.AdvanceLocked(time.Now())
+	j := hk.TakeLocked(time.Now())
 	require.NotNil(t, j, "an explicit test call still goes")
-	assert.Same(t, test, j.d)
-	hk.finishLocked(j, egress.Result{Status: 500})
-	assert.Equal(t, statusFailed, test.Status, "and is not retried")
-	assert.Empty(t, hk.sched)
+	assert.Same(t, test, j.D)
+	hk.FinishLocked(j, egress.Result{Status: 500})
+	assert.Equal(t, webhook.StatusFailed, test.Status, "and is not retried")
+	assert.Empty(t, hk.Sched)
 	whCheckRefs(t, hk)
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 
 	hk2 := whReloaded(t, hk)
 	for _, d := range append(queued, retry, test) {
-		assert.Equal(t, statusFailed, hk2.deliv[d.ID].Status)
+		assert.Equal(t, webhook.StatusFailed, hk2.Deliv[d.ID].Status)
 	}
-	assert.Empty(t, hk2.sched, "nothing is scheduled again after a restart")
+	assert.Empty(t, hk2.Sched, "nothing is scheduled again after a restart")
 }
 
 // TestUnsubscribedTypeDropped checks that an endpoint whose events no
@@ -339,53 +340,53 @@ func TestDisableFailsQueuedDeliveries(t *testing.T) {
 func TestUnsubscribedTypeDropped(t *testing.T) {
 	hk, eps := whHooks(t, whFast(), 1)
 	e := eps[0]
-	e.Events = []string{eventOrderStatus, eventTest}
-	hk.mu.Lock()
-	retry := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
+	e.Events = []string{webhook.EventOrderStatus, webhook.EventTest}
+	hk.Mu.Lock()
+	retry := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{}`)))
 	whAttemptDue(hk, 500) // one failed attempt; the retry is scheduled
 	retry.NextAt = time.Now().Add(time.Hour).UnixNano()
-	heap.Fix(&hk.sched, retry.index)
-	var orders []*delivery
-	for range perEndpointInFlight {
-		orders = append(orders, hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`))))
+	heap.Fix(&hk.Sched, retry.Index)
+	var orders []*webhook.Delivery
+	for range webhook.PerEndpointInFlight {
+		orders = append(orders, hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{}`))))
 	}
-	hk.advanceLocked(time.Now())
-	underWay := hk.takeLocked(time.Now()) // the first order's attempt is under way
+	hk.AdvanceLocked(time.Now())
+	underWay := hk.TakeLocked(time.Now()) // the first order's attempt is under way
 	require.NotNil(t, underWay)
-	test := hk.enqueueLocked(e, hk.newEventLocked(eventTest, []byte(`{}`)))
+	test := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventTest, []byte(`{}`)))
 	test.Explicit = true // as the test call makes it
-	waiting := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
-	hk.advanceLocked(time.Now())
-	require.Len(t, hk.ready, perEndpointInFlight-1)
-	require.Equal(t, []*delivery{test, waiting}, e.waiting)
+	waiting := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{}`)))
+	hk.AdvanceLocked(time.Now())
+	require.Len(t, hk.Ready, webhook.PerEndpointInFlight-1)
+	require.Equal(t, []*webhook.Delivery{test, waiting}, e.Waiting)
 
-	e.Events = []string{eventTest}
-	hk.dropQueuedLocked(e, e.refusesLocked)
+	e.Events = []string{webhook.EventTest}
+	hk.DropQueuedLocked(e, e.RefusesLocked)
 	for i, d := range append(orders[1:], retry, waiting) {
-		assert.Equal(t, statusFailed, d.Status, "order delivery %d", i)
+		assert.Equal(t, webhook.StatusFailed, d.Status, "order delivery %d", i)
 	}
-	assert.Equal(t, statusPending, underWay.d.Status, "an attempt under way finishes")
-	assert.Empty(t, hk.sched)
-	assert.Equal(t, []*delivery{test}, hk.ready, "the test call takes a freed place")
-	assert.Empty(t, e.waiting)
-	assert.Equal(t, 2, e.inflight, "the attempt under way and the test call")
+	assert.Equal(t, webhook.StatusPending, underWay.D.Status, "an attempt under way finishes")
+	assert.Empty(t, hk.Sched)
+	assert.Equal(t, []*webhook.Delivery{test}, hk.Ready, "the test call takes a freed place")
+	assert.Empty(t, e.Waiting)
+	assert.Equal(t, 2, e.Inflight, "the attempt under way and the test call")
 
-	hk.finishLocked(underWay, egress.Result{Status: 500})
-	assert.Equal(t, statusFailed, underWay.d.Status, "and takes no retry")
-	j := hk.takeLocked(time.Now())
+	hk.FinishLocked(underWay, egress.Result{Status: 500})
+	assert.Equal(t, webhook.StatusFailed, underWay.D.Status, "and takes no retry")
+	j := hk.TakeLocked(time.Now())
 	require.NotNil(t, j)
-	assert.Same(t, test, j.d)
-	hk.finishLocked(j, egress.Result{Status: 500})
-	assert.Equal(t, statusPending, test.Status, "the test call is retried: the endpoint takes it")
-	assert.Zero(t, e.inflight, "every place is given back")
+	assert.Same(t, test, j.D)
+	hk.FinishLocked(j, egress.Result{Status: 500})
+	assert.Equal(t, webhook.StatusPending, test.Status, "the test call is retried: the endpoint takes it")
+	assert.Zero(t, e.Inflight, "every place is given back")
 	whCheckRefs(t, hk)
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 
 	hk2 := whReloaded(t, hk)
 	for _, d := range append(orders, retry, waiting) {
-		assert.Equal(t, statusFailed, hk2.deliv[d.ID].Status)
+		assert.Equal(t, webhook.StatusFailed, hk2.Deliv[d.ID].Status)
 	}
-	assert.Equal(t, statusPending, hk2.deliv[test.ID].Status)
+	assert.Equal(t, webhook.StatusPending, hk2.Deliv[test.ID].Status)
 }
 
 // TestDisabledEndpointAfterRestart: an attempt under way when its endpoint
@@ -395,30 +396,30 @@ func TestUnsubscribedTypeDropped(t *testing.T) {
 func TestDisabledEndpointAfterRestart(t *testing.T) {
 	hk, eps := whHooks(t, whFast(), 1)
 	e := eps[0]
-	hk.mu.Lock()
-	published := hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
-	explicit := hk.enqueueLocked(e, hk.newEventLocked(eventTest, []byte(`{}`)))
+	hk.Mu.Lock()
+	published := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{}`)))
+	explicit := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventTest, []byte(`{}`)))
 	explicit.Explicit = true
-	hk.advanceLocked(time.Now())
-	require.Len(t, hk.ready, 2)
+	hk.AdvanceLocked(time.Now())
+	require.Len(t, hk.Ready, 2)
 	// Both are taken by workers; the endpoint is disabled meanwhile; the
 	// shutdown cancels both attempts, which leaves them pending.
-	j1, j2 := hk.takeLocked(time.Now()), hk.takeLocked(time.Now())
+	j1, j2 := hk.TakeLocked(time.Now()), hk.TakeLocked(time.Now())
 	e.Enabled = false
-	hk.dropQueuedLocked(e, dropAll)
-	hk.finishLocked(j1, egress.Result{Err: context.Canceled})
-	hk.finishLocked(j2, egress.Result{Err: context.Canceled})
-	require.Equal(t, statusPending, published.Status)
-	require.Equal(t, statusPending, explicit.Status)
-	hk.mu.Unlock()
+	hk.DropQueuedLocked(e, webhook.DropAll)
+	hk.FinishLocked(j1, egress.Result{Err: context.Canceled})
+	hk.FinishLocked(j2, egress.Result{Err: context.Canceled})
+	require.Equal(t, webhook.StatusPending, published.Status)
+	require.Equal(t, webhook.StatusPending, explicit.Status)
+	hk.Mu.Unlock()
 
 	hk2 := whReloaded(t, hk)
-	hk2.advanceLocked(time.Now())
-	assert.Equal(t, statusFailed, hk2.deliv[published.ID].Status, "a published delivery is not sent to a disabled endpoint")
-	j := hk2.takeLocked(time.Now())
+	hk2.AdvanceLocked(time.Now())
+	assert.Equal(t, webhook.StatusFailed, hk2.Deliv[published.ID].Status, "a published delivery is not sent to a disabled endpoint")
+	j := hk2.TakeLocked(time.Now())
 	require.NotNil(t, j, "the explicit one goes")
-	assert.Equal(t, explicit.ID, j.d.ID)
-	assert.Nil(t, hk2.takeLocked(time.Now()))
+	assert.Equal(t, explicit.ID, j.D.ID)
+	assert.Nil(t, hk2.TakeLocked(time.Now()))
 }
 
 // TestAbandonedAttemptScheduledAgain: an attempt given up unrecorded (the
@@ -428,21 +429,21 @@ func TestDisabledEndpointAfterRestart(t *testing.T) {
 // restart.
 func TestAbandonedAttemptScheduledAgain(t *testing.T) {
 	hk, eps := whHooks(t, whFast(), 1)
-	hk.mu.Lock()
-	defer hk.mu.Unlock()
-	d := hk.enqueueLocked(eps[0], hk.newEventLocked(eventOrderStatus, []byte(`{}`)))
-	hk.advanceLocked(time.Now())
-	j := hk.takeLocked(time.Now())
+	hk.Mu.Lock()
+	defer hk.Mu.Unlock()
+	d := hk.EnqueueLocked(eps[0], hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{}`)))
+	hk.AdvanceLocked(time.Now())
+	j := hk.TakeLocked(time.Now())
 	require.NotNil(t, j)
-	hk.finishLocked(j, egress.Result{Err: context.Canceled})
-	assert.Equal(t, statusPending, d.Status)
+	hk.FinishLocked(j, egress.Result{Err: context.Canceled})
+	assert.Equal(t, webhook.StatusPending, d.Status)
 	assert.Empty(t, d.Attempts, "not recorded")
-	assert.Zero(t, eps[0].inflight, "its place is given back")
-	require.GreaterOrEqual(t, d.index, 0, "scheduled again")
-	hk.advanceLocked(time.Now())
-	again := hk.takeLocked(time.Now())
+	assert.Zero(t, eps[0].Inflight, "its place is given back")
+	require.GreaterOrEqual(t, d.Index, 0, "scheduled again")
+	hk.AdvanceLocked(time.Now())
+	again := hk.TakeLocked(time.Now())
 	require.NotNil(t, again, "due at once")
-	assert.Same(t, d, again.d)
+	assert.Same(t, d, again.D)
 }
 
 // TestEventBodySurvivesSave: an event's body is kept byte for byte across
@@ -451,12 +452,12 @@ func TestAbandonedAttemptScheduledAgain(t *testing.T) {
 func TestEventBodySurvivesSave(t *testing.T) {
 	hk, eps := whHooks(t, whFast(), 1)
 	body := []byte(`{"id":"evt_1","data":{"object":{"id":"<b>A&B</b>","note":"a\u0026b é"}}}`)
-	hk.mu.Lock()
-	d := hk.enqueueLocked(eps[0], hk.newEventLocked(eventOrderStatus, body))
-	got := string(d.ev.Body)
-	hk.mu.Unlock()
+	hk.Mu.Lock()
+	d := hk.EnqueueLocked(eps[0], hk.NewEventLocked(webhook.EventOrderStatus, body))
+	got := string(d.Ev.Body)
+	hk.Mu.Unlock()
 	hk2 := whReloaded(t, hk)
-	if after := string(hk2.deliv[d.ID].ev.Body); after != got {
+	if after := string(hk2.Deliv[d.ID].Ev.Body); after != got {
 		t.Errorf("body after a reload = %s; want %s", after, got)
 	}
 }
@@ -468,27 +469,27 @@ func TestEventBodySurvivesSave(t *testing.T) {
 func TestDeliveryLogTrimmedAsDeliveriesEnd(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		end  func(hk *hooks, e *endpoint)
+		end  func(hk *webhook.Hooks, e *webhook.Endpoint)
 	}{
-		{"answered 200", func(hk *hooks, e *endpoint) { whAttemptDue(hk, 200) }},
-		{"out of retries", func(hk *hooks, e *endpoint) {
-			for range len(hk.cfg.Webhooks.RetrySchedule) + 1 {
-				for _, d := range e.log { // each retry due now
-					if d.index >= 0 {
+		{"answered 200", func(hk *webhook.Hooks, e *webhook.Endpoint) { whAttemptDue(hk, 200) }},
+		{"out of retries", func(hk *webhook.Hooks, e *webhook.Endpoint) {
+			for range len(hk.Cfg.Webhooks.RetrySchedule) + 1 {
+				for _, d := range e.Log { // each retry due now
+					if d.Index >= 0 {
 						d.NextAt = time.Now().UnixNano()
-						heap.Fix(&hk.sched, d.index)
+						heap.Fix(&hk.Sched, d.Index)
 					}
 				}
 				whAttemptDue(hk, 500)
 			}
 		}},
-		{"endpoint disabled", func(hk *hooks, e *endpoint) {
+		{"endpoint disabled", func(hk *webhook.Hooks, e *webhook.Endpoint) {
 			e.Enabled = false
-			hk.dropQueuedLocked(e, dropAll)
+			hk.DropQueuedLocked(e, webhook.DropAll)
 		}},
-		{"type no longer taken", func(hk *hooks, e *endpoint) {
-			e.Events = []string{eventTest}
-			hk.advanceLocked(time.Now())
+		{"type no longer taken", func(hk *webhook.Hooks, e *webhook.Endpoint) {
+			e.Events = []string{webhook.EventTest}
+			hk.AdvanceLocked(time.Now())
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -496,18 +497,18 @@ func TestDeliveryLogTrimmedAsDeliveriesEnd(t *testing.T) {
 			conf.LogSize = 2
 			hk, eps := whHooks(t, conf, 1)
 			e := eps[0]
-			hk.mu.Lock()
-			defer hk.mu.Unlock()
+			hk.Mu.Lock()
+			defer hk.Mu.Unlock()
 			for range 3 {
-				hk.enqueueLocked(e, hk.newEventLocked(eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`)))
+				hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`)))
 			}
-			require.Len(t, e.log, 3, "pending deliveries stay beyond the size")
+			require.Len(t, e.Log, 3, "pending deliveries stay beyond the size")
 			tt.end(hk, e)
-			for _, d := range e.log {
-				require.NotEqual(t, statusPending, d.Status, "%s is still pending", d.ID)
+			for _, d := range e.Log {
+				require.NotEqual(t, webhook.StatusPending, d.Status, "%s is still pending", d.ID)
 			}
-			assert.Len(t, e.log, 2, "the log once they ended")
-			assert.Equal(t, 2, e.finished)
+			assert.Len(t, e.Log, 2, "the log once they ended")
+			assert.Equal(t, 2, e.Finished)
 			whCheckRefs(t, hk)
 		})
 	}
@@ -517,26 +518,26 @@ func TestDeliveryLogTrimmedAsDeliveriesEnd(t *testing.T) {
 // room in the store's budget back, and a restart counts what it restores.
 func TestIdempotencyKeysLeaveTheBudget(t *testing.T) {
 	hk, _ := whHooks(t, whFast(), 1)
-	hk.budget.idem = 2
+	hk.Budget.Idem = 2
 	for _, k := range []string{"k1", "k2"} {
-		_, ok := hk.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), k)
+		_, ok := hk.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), k)
 		require.True(t, ok, "publish with %s", k)
 	}
-	_, ok := hk.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k3")
+	_, ok := hk.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k3")
 	require.False(t, ok, "a third key past a budget of two")
 
 	restored := whReloaded(t, hk)
-	assert.Equal(t, 2, restored.idemCount[whStoreA], "keys counted at a restart")
+	assert.Equal(t, 2, restored.IdemCount[whStoreA], "keys counted at a restart")
 	whCheckRefs(t, restored)
 
-	require.NoError(t, hk.tick(time.Now().Add(idempotencyTTL+time.Second)))
-	hk.mu.Lock()
-	defer hk.mu.Unlock()
-	assert.Zero(t, hk.idemCount[whStoreA], "after the keys expired")
+	require.NoError(t, hk.Tick(time.Now().Add(webhook.IdempotencyTTL+time.Second)))
+	hk.Mu.Lock()
+	defer hk.Mu.Unlock()
+	assert.Zero(t, hk.IdemCount[whStoreA], "after the keys expired")
 	whCheckRefs(t, hk)
-	hk.mu.Unlock()
-	_, ok = hk.publish(whStoreA, eventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k3")
-	hk.mu.Lock()
+	hk.Mu.Unlock()
+	_, ok = hk.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k3")
+	hk.Mu.Lock()
 	assert.True(t, ok, "a new key once the old ones expired")
 }
 
@@ -546,25 +547,25 @@ func TestIdempotencyKeysLeaveTheBudget(t *testing.T) {
 func TestIdempotencyKeyAgainAfterItExpired(t *testing.T) {
 	hk, _ := whHooks(t, whFast(), 1)
 	obj := []byte(`{"id":"o1","status":"pending"}`)
-	first, ok := hk.publish(whStoreA, eventOrderStatus, obj, "k1")
+	first, ok := hk.Publish(whStoreA, webhook.EventOrderStatus, obj, "k1")
 	require.True(t, ok)
-	hk.mu.Lock()
-	e := hk.idem[whStoreA+"\x00k1"]
+	hk.Mu.Lock()
+	e := hk.Idem[whStoreA+"\x00k1"]
 	e.Expires = time.Now().Unix() - 1 // expired, not yet swept
-	hk.idem[whStoreA+"\x00k1"] = e
-	hk.idemQueue[0].expires = e.Expires
-	hk.mu.Unlock()
+	hk.Idem[whStoreA+"\x00k1"] = e
+	hk.IdemQueue[0].Expires = e.Expires
+	hk.Mu.Unlock()
 
-	second, ok := hk.publish(whStoreA, eventOrderStatus, obj, "k1")
+	second, ok := hk.Publish(whStoreA, webhook.EventOrderStatus, obj, "k1")
 	require.True(t, ok)
 	require.NotEqual(t, first, second, "an expired key publishes anew")
-	require.NoError(t, hk.tick(time.Now())) // sweeps the first expiry
-	again, _ := hk.publish(whStoreA, eventOrderStatus, obj, "k1")
+	require.NoError(t, hk.Tick(time.Now())) // sweeps the first expiry
+	again, _ := hk.Publish(whStoreA, webhook.EventOrderStatus, obj, "k1")
 	assert.Equal(t, second, again, "the key's new entry survived the sweep of its old one")
-	hk.mu.Lock()
-	defer hk.mu.Unlock()
-	assert.Equal(t, 1, hk.idemCount[whStoreA])
-	assert.Len(t, hk.idemQueue, 1, "the swept entry left the queue")
+	hk.Mu.Lock()
+	defer hk.Mu.Unlock()
+	assert.Equal(t, 1, hk.IdemCount[whStoreA])
+	assert.Len(t, hk.IdemQueue, 1, "the swept entry left the queue")
 	whCheckRefs(t, hk)
 }
 
@@ -580,23 +581,23 @@ func TestRemovedStoreKeepsItsWebhooks(t *testing.T) {
 	without := conf
 	without.NoStoreB = true
 	hkA := whLoaded(t, without)
-	hkA.mu.Lock()
-	assert.Empty(t, hkA.endpoints, "store B's endpoint is not served")
-	assert.Empty(t, hkA.sched, "nor its delivery sent")
+	hkA.Mu.Lock()
+	assert.Empty(t, hkA.Endpoints, "store B's endpoint is not served")
+	assert.Empty(t, hkA.Sched, "nor its delivery sent")
 	whCheckRefs(t, hkA)
-	hkA.mu.Unlock()
-	require.NoError(t, hkA.persist(t.Context())) // a write without B configured keeps it
+	hkA.Mu.Unlock()
+	require.NoError(t, hkA.Persist(t.Context())) // a write without B configured keeps it
 
 	back := whLoaded(t, conf)
-	back.mu.Lock()
-	defer back.mu.Unlock()
-	e := back.endpoints[eB.ID]
+	back.Mu.Lock()
+	defer back.Mu.Unlock()
+	e := back.Endpoints[eB.ID]
 	require.NotNil(t, e, "store B's endpoint, once B is configured again")
 	assert.Equal(t, eB.Secret, e.Secret)
-	require.Len(t, e.log, 1)
-	assert.Equal(t, evt, e.log[0].EventID)
-	assert.Equal(t, statusPending, e.log[0].Status)
-	assert.Len(t, back.sched, 1, "its pending delivery is scheduled again")
+	require.Len(t, e.Log, 1)
+	assert.Equal(t, evt, e.Log[0].EventID)
+	assert.Equal(t, webhook.StatusPending, e.Log[0].Status)
+	assert.Len(t, back.Sched, 1, "its pending delivery is scheduled again")
 	whCheckRefs(t, back)
 }
 
@@ -610,19 +611,19 @@ func TestStoreIDSpellingInSavedState(t *testing.T) {
 	src := conf
 	src.DataDir = t.TempDir()
 	hk, eA, _ := whSavedWithEvent(t, src, whStoreA, "k1")
-	path := filepath.Join(conf.DataDir, hooksFileName)
+	path := filepath.Join(conf.DataDir, webhook.HooksFileName)
 	writeEarlierHooksFile(t, hk, path)
 	editSavedHooks(t, path, func(state []byte) []byte {
 		return bytes.ReplaceAll(state, []byte(whStoreA), []byte(strings.ToUpper(whStoreA)))
 	})
 
 	back := whReloaded(t, whImported(t, conf)) // and written again
-	e := back.endpoints[eA.ID]
+	e := back.Endpoints[eA.ID]
 	require.NotNil(t, e)
 	assert.Equal(t, whStoreA, e.StoreID, "the endpoint's store, in its one spelling")
-	assert.Equal(t, []*endpoint{e}, back.byStore[whStoreA])
-	assert.Empty(t, back.parked.Endpoints)
-	assert.Contains(t, back.idem, whStoreA+"\x00k1")
-	assert.Equal(t, 1, back.idemCount[whStoreA])
+	assert.Equal(t, []*webhook.Endpoint{e}, back.ByStore[whStoreA])
+	assert.Empty(t, back.Parked.Endpoints)
+	assert.Contains(t, back.Idem, whStoreA+"\x00k1")
+	assert.Equal(t, 1, back.IdemCount[whStoreA])
 	whCheckRefs(t, back)
 }

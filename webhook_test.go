@@ -30,6 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"deeplink/internal/store"
+	"deeplink/internal/webhook"
 )
 
 // Tests of the webhook management, publish and delivery log API (API.md §5),
@@ -263,7 +264,7 @@ func (w *whApp) whCreate(t *testing.T, store, key string, body map[string]any) m
 // order.status.updated and returns its id and secret.
 func (w *whApp) whEndpoint(t *testing.T, url string) (id, secret string) {
 	t.Helper()
-	d := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": url, "events": []string{eventOrderStatus}})
+	d := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": url, "events": []string{webhook.EventOrderStatus}})
 	return d["id"].(string), d["secret"].(string)
 }
 
@@ -276,7 +277,7 @@ func whOrder(id, status string) map[string]any {
 func (w *whApp) whPublish(t *testing.T, store, key string, data map[string]any, idemKey string) string {
 	t.Helper()
 	q := whReq{method: "POST", path: "/stores/" + store + "/events", key: key,
-		body: map[string]any{"type": eventOrderStatus, "data": data}}
+		body: map[string]any{"type": webhook.EventOrderStatus, "data": data}}
 	if idemKey != "" {
 		q.header = map[string]string{"Idempotency-Key": idemKey}
 	}
@@ -348,10 +349,10 @@ func (w *whApp) whAwaitWaiting(t *testing.T, ep, dlv string) {
 	t.Helper()
 	hk := w.app.srv.hooks
 	require.Eventually(t, func() bool {
-		hk.mu.Lock()
-		defer hk.mu.Unlock()
-		e := hk.endpoints[ep]
-		return e != nil && slices.ContainsFunc(e.waiting, func(d *delivery) bool { return d.ID == dlv })
+		hk.Mu.Lock()
+		defer hk.Mu.Unlock()
+		e := hk.Endpoints[ep]
+		return e != nil && slices.ContainsFunc(e.Waiting, func(d *webhook.Delivery) bool { return d.ID == dlv })
 	}, whWait, time.Millisecond, "delivery %s never waited on endpoint %s", dlv, ep)
 }
 
@@ -362,7 +363,7 @@ func (w *whApp) whFailedAttempts(t *testing.T, url string) []map[string]any {
 	t.Helper()
 	ep, _ := w.whEndpoint(t, url)
 	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
-	return whAttempts(t, w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusFailed))
+	return whAttempts(t, w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), webhook.StatusFailed))
 }
 
 // whAttempts returns the attempts of a delivery detail.
@@ -510,7 +511,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	start := time.Now().Unix()
 
 	created := w.whCreate(t, whStoreA, whKeyA, map[string]any{
-		"url": "https://hooks.example.com/a", "description": "orders", "events": []string{eventOrderStatus},
+		"url": "https://hooks.example.com/a", "description": "orders", "events": []string{webhook.EventOrderStatus},
 	})
 	id, _ := created["id"].(string)
 	secret, _ := created["secret"].(string)
@@ -521,7 +522,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	assert.Len(t, raw, 32)
 	assert.Equal(t, "https://hooks.example.com/a", created["url"])
 	assert.Equal(t, "orders", created["description"])
-	assert.Equal(t, []any{eventOrderStatus}, created["events"])
+	assert.Equal(t, []any{webhook.EventOrderStatus}, created["events"])
 	assert.Equal(t, true, created["enabled"])
 	assert.GreaterOrEqual(t, created["created_at"], float64(start))
 	assert.Equal(t, created["created_at"], created["updated_at"])
@@ -561,13 +562,13 @@ func TestEndpointLifecycle(t *testing.T) {
 	}{
 		{"url", map[string]any{"url": "https://hooks.example.com/b"}, "url", "https://hooks.example.com/b"},
 		{"description", map[string]any{"description": "all of them"}, "description", "all of them"},
-		{"events", map[string]any{"events": []string{eventTest, eventOrderStatus}}, "events", []any{eventOrderStatus, eventTest}},
+		{"events", map[string]any{"events": []string{webhook.EventTest, webhook.EventOrderStatus}}, "events", []any{webhook.EventOrderStatus, webhook.EventTest}},
 		{"disable", map[string]any{"enabled": false}, "enabled", false},
 		{"enable", map[string]any{"enabled": true}, "enabled", true},
 		// null is as absent: each changes nothing.
 		{"url null", map[string]any{"url": nil}, "url", "https://hooks.example.com/b"},
 		{"description null", map[string]any{"description": nil}, "description", "all of them"},
-		{"events null", map[string]any{"events": nil}, "events", []any{eventOrderStatus, eventTest}},
+		{"events null", map[string]any{"events": nil}, "events", []any{webhook.EventOrderStatus, webhook.EventTest}},
 		{"enabled null", map[string]any{"enabled": nil}, "enabled", true},
 	}
 	for _, tc := range patches {
@@ -584,7 +585,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	r = w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA})
 	assert.Equal(t, "https://hooks.example.com/b", r.data()["url"])
 	assert.Equal(t, "all of them", r.data()["description"])
-	assert.Equal(t, []any{eventOrderStatus, eventTest}, r.data()["events"])
+	assert.Equal(t, []any{webhook.EventOrderStatus, webhook.EventTest}, r.data()["events"])
 
 	r = w.do(t, whReq{method: "DELETE", path: whEndpointPath(whStoreA, id), key: whKeyA})
 	require.Equal(t, http.StatusNoContent, r.status, "body: %s", r.raw)
@@ -604,9 +605,9 @@ func TestEndpointLifecycle(t *testing.T) {
 
 func TestEndpointLimitPerStore(t *testing.T) {
 	w := whStart(t, whConf{Timeout: "300ms", Retry: []string{"20ms"}, Grace: "24h"})
-	body := map[string]any{"url": "https://hooks.example.com/x", "events": []string{eventOrderStatus}}
+	body := map[string]any{"url": "https://hooks.example.com/x", "events": []string{webhook.EventOrderStatus}}
 	var made []string
-	for range maxEndpointsPerStore {
+	for range webhook.MaxEndpointsPerStore {
 		made = append(made, w.whCreate(t, whStoreA, whKeyA, body)["id"].(string))
 	}
 	r := w.do(t, whReq{method: "POST", path: whHooksPath(whStoreA), key: whKeyA, body: body})
@@ -628,7 +629,7 @@ func TestEndpointLimitPerStore(t *testing.T) {
 func TestEndpointCreateInvalid(t *testing.T) {
 	// allow_insecure_urls is off here: http URLs must be refused.
 	w := whStart(t, whConf{Timeout: "300ms", Retry: []string{"20ms"}, Grace: "24h"})
-	okEvents := []string{eventOrderStatus}
+	okEvents := []string{webhook.EventOrderStatus}
 	cases := []struct {
 		name       string
 		q          whReq
@@ -650,7 +651,7 @@ func TestEndpointCreateInvalid(t *testing.T) {
 		{"missing url", whReq{body: map[string]any{"events": okEvents}}, 422, "validation_failed", []string{"url"}},
 		{"events empty", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": []string{}}}, 422, "validation_failed", []string{"events"}},
 		{"events unknown", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": []string{"order.created"}}}, 422, "validation_failed", []string{"events"}},
-		{"events not a list", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": eventOrderStatus}}, 422, "validation_failed", []string{"events"}},
+		{"events not a list", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": webhook.EventOrderStatus}}, 422, "validation_failed", []string{"events"}},
 		{"missing events", whReq{body: map[string]any{"url": "https://hooks.example.com/"}}, 422, "validation_failed", []string{"events"}},
 		{"enabled not a bool", whReq{body: map[string]any{"url": "https://hooks.example.com/", "events": okEvents, "enabled": "yes"}}, 422, "validation_failed", []string{"enabled"}},
 		{"every bad field listed", whReq{body: map[string]any{"url": "http://x/", "events": []string{}}}, 422, "validation_failed", []string{"url", "events"}},
@@ -702,7 +703,7 @@ func TestEndpointCreateInvalid(t *testing.T) {
 
 func TestEndpointPatchInvalid(t *testing.T) {
 	w := whStart(t, whConf{Timeout: "300ms", Retry: []string{"20ms"}, Grace: "24h"})
-	id := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": "https://hooks.example.com/", "events": []string{eventOrderStatus}})["id"].(string)
+	id := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": "https://hooks.example.com/", "events": []string{webhook.EventOrderStatus}})["id"].(string)
 	cases := []struct {
 		name   string
 		body   any
@@ -727,13 +728,13 @@ func TestEndpointPatchInvalid(t *testing.T) {
 	}
 	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, id), key: whKeyA})
 	assert.Equal(t, "https://hooks.example.com/", r.data()["url"], "a refused PATCH changes nothing")
-	assert.Equal(t, []any{eventOrderStatus}, r.data()["events"])
+	assert.Equal(t, []any{webhook.EventOrderStatus}, r.data()["events"])
 }
 
 // TestEndpointOfOtherStore: an endpoint id is found only under its own store.
 func TestEndpointOfOtherStore(t *testing.T) {
 	w := whStart(t, whConf{Timeout: "300ms", Retry: []string{"20ms"}, Grace: "24h"})
-	id := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": "https://hooks.example.com/", "events": []string{eventOrderStatus}})["id"].(string)
+	id := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": "https://hooks.example.com/", "events": []string{webhook.EventOrderStatus}})["id"].(string)
 	routes := []struct{ method, suffix string }{
 		{"GET", ""}, {"GET", "/secret"}, {"PATCH", ""}, {"DELETE", ""}, {"POST", "/rotate-secret"},
 		{"POST", "/test"}, {"GET", "/deliveries"}, {"GET", "/deliveries/dlv_x"}, {"POST", "/deliveries/dlv_x/retry"},
@@ -780,17 +781,17 @@ func TestPublishValidation(t *testing.T) {
 		field string
 	}{
 		{"unknown type", map[string]any{"type": "order.created", "data": obj("id", "o1", "status", "pending")}, "", "", 422, "validation_failed", "type"},
-		{"webhook.test published directly", map[string]any{"type": eventTest, "data": obj("id", "o1", "status", "pending")}, "", "", 422, "validation_failed", "type"},
+		{"webhook.test published directly", map[string]any{"type": webhook.EventTest, "data": obj("id", "o1", "status", "pending")}, "", "", 422, "validation_failed", "type"},
 		{"type missing", map[string]any{"data": obj("id", "o1", "status", "pending")}, "", "", 422, "validation_failed", "type"},
 		{"type not a string", map[string]any{"type": 3, "data": obj("id", "o1", "status", "pending")}, "", "", 422, "validation_failed", "type"},
-		{"data missing", map[string]any{"type": eventOrderStatus}, "", "", 422, "validation_failed", "data"},
-		{"data.object missing", map[string]any{"type": eventOrderStatus, "data": map[string]any{}}, "", "", 422, "validation_failed", "data.object"},
-		{"data.object not an object", map[string]any{"type": eventOrderStatus, "data": map[string]any{"object": "o1"}}, "", "", 422, "validation_failed", "data.object"},
-		{"id missing", map[string]any{"type": eventOrderStatus, "data": obj("status", "pending")}, "", "", 422, "validation_failed", "data.object.id"},
-		{"id not a string", map[string]any{"type": eventOrderStatus, "data": obj("id", 17, "status", "pending")}, "", "", 422, "validation_failed", "data.object.id"},
-		{"id empty", map[string]any{"type": eventOrderStatus, "data": obj("id", "", "status", "pending")}, "", "", 422, "validation_failed", "data.object.id"},
-		{"status missing", map[string]any{"type": eventOrderStatus, "data": obj("id", "o1")}, "", "", 422, "validation_failed", "data.object.status"},
-		{"status unknown", map[string]any{"type": eventOrderStatus, "data": obj("id", "o1", "status", "shipped")}, "", "", 422, "validation_failed", "data.object.status"},
+		{"data missing", map[string]any{"type": webhook.EventOrderStatus}, "", "", 422, "validation_failed", "data"},
+		{"data.object missing", map[string]any{"type": webhook.EventOrderStatus, "data": map[string]any{}}, "", "", 422, "validation_failed", "data.object"},
+		{"data.object not an object", map[string]any{"type": webhook.EventOrderStatus, "data": map[string]any{"object": "o1"}}, "", "", 422, "validation_failed", "data.object"},
+		{"id missing", map[string]any{"type": webhook.EventOrderStatus, "data": obj("status", "pending")}, "", "", 422, "validation_failed", "data.object.id"},
+		{"id not a string", map[string]any{"type": webhook.EventOrderStatus, "data": obj("id", 17, "status", "pending")}, "", "", 422, "validation_failed", "data.object.id"},
+		{"id empty", map[string]any{"type": webhook.EventOrderStatus, "data": obj("id", "", "status", "pending")}, "", "", 422, "validation_failed", "data.object.id"},
+		{"status missing", map[string]any{"type": webhook.EventOrderStatus, "data": obj("id", "o1")}, "", "", 422, "validation_failed", "data.object.status"},
+		{"status unknown", map[string]any{"type": webhook.EventOrderStatus, "data": obj("id", "o1", "status", "shipped")}, "", "", 422, "validation_failed", "data.object.status"},
 		{"data.object with a name twice", `{"type":"order.status.updated","data":{"object":{"id":"o1","status":"pending","status":"completed"}}}`, "", "", 400, "invalid_json", ""},
 		{"data with object twice", `{"type":"order.status.updated","data":{"object":{"id":"o1","status":"pending"},"object":{}}}`, "", "", 400, "invalid_json", ""},
 		{"Object for object", `{"type":"order.status.updated","data":{"Object":{"id":"o1","status":"pending"}}}`, "", "", 422, "validation_failed", "data.object"},
@@ -798,7 +799,7 @@ func TestPublishValidation(t *testing.T) {
 		{"not JSON", "type=order.status.updated", "", "", 400, "invalid_json", ""},
 		{"invalid UTF-8 in data", "{\"type\":\"order.status.updated\",\"data\":{\"object\":{\"id\":\"u\xff\xfe\",\"status\":\"pending\"}}}", "", "", 422, "validation_failed", "data"},
 		{"wrong content type", `{"type":"order.status.updated","data":{"object":{"id":"o1","status":"pending"}}}`, "text/plain", "", 415, "unsupported_media_type", ""},
-		{"missing key", map[string]any{"type": eventOrderStatus, "data": obj("id", "o1", "status", "pending")}, "", "-", 401, "unauthorized", ""},
+		{"missing key", map[string]any{"type": webhook.EventOrderStatus, "data": obj("id", "o1", "status", "pending")}, "", "-", 401, "unauthorized", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -814,7 +815,7 @@ func TestPublishValidation(t *testing.T) {
 		})
 	}
 	r := w.do(t, whReq{method: "POST", path: "/stores/0c5e0c3e-3333-4000-8000-00000000000c/events", key: whKeyA,
-		body: map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}})
+		body: map[string]any{"type": webhook.EventOrderStatus, "data": whOrder("o1", "pending")}})
 	whRequireError(t, r, http.StatusNotFound, "store_not_found")
 
 	// Every status of API.md §5 is accepted, with 202 and an evt_ id.
@@ -831,7 +832,7 @@ func TestPublishValidation(t *testing.T) {
 			Type string `json:"type"`
 		}
 		require.NoError(t, json.Unmarshal(h.body, &env))
-		assert.Equal(t, eventOrderStatus, env.Type)
+		assert.Equal(t, webhook.EventOrderStatus, env.Type)
 	}
 }
 
@@ -840,7 +841,7 @@ func TestPublishIdempotency(t *testing.T) {
 	rc := whNewReceiver(t, false, nil)
 	ep, _ := w.whEndpoint(t, rc.URL)
 	rcB := whNewReceiver(t, false, nil)
-	w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": rcB.URL, "events": []string{eventOrderStatus}})
+	w.whCreate(t, whStoreB, whKeyB, map[string]any{"url": rcB.URL, "events": []string{webhook.EventOrderStatus}})
 
 	first := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "key-1")
 	again := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "completed"), "key-1")
@@ -863,7 +864,7 @@ func TestPublishIdempotency(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{first, other}, got)
 	for _, evt := range []string{first, other} {
-		w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), statusSucceeded)
+		w.whAwaitStatus(t, ep, w.whDeliveryOf(t, ep, evt), webhook.StatusSucceeded)
 	}
 	assert.EqualValues(t, 2, rc.count.Load(), "the repeat sent nothing")
 	assert.Len(t, w.whDeliveries(t, ep, ""), 2)
@@ -876,7 +877,7 @@ func TestPublishIdempotency(t *testing.T) {
 		body map[string]any
 		want []string
 	}{
-		{"valid body", map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}, []string{"Idempotency-Key"}},
+		{"valid body", map[string]any{"type": webhook.EventOrderStatus, "data": whOrder("o1", "pending")}, []string{"Idempotency-Key"}},
 		{"unknown type", map[string]any{"type": "order.eaten", "data": whOrder("o1", "pending")}, []string{"type", "Idempotency-Key"}},
 	} {
 		r := w.do(t, whReq{method: "POST", path: "/stores/" + whStoreA + "/events", key: whKeyA, body: tt.body, header: long})
@@ -963,9 +964,9 @@ func TestDeliveryLogFiltersAndPagination(t *testing.T) {
 	}
 	testEvent()
 	for i, d := range deliveries {
-		want := statusSucceeded
+		want := webhook.StatusSucceeded
 		if i == 4 || i == 8 {
-			want = statusFailed
+			want = webhook.StatusFailed
 		}
 		w.whAwaitStatus(t, ep, d, want)
 	}
@@ -1013,8 +1014,8 @@ func TestDeliveryLogFiltersAndPagination(t *testing.T) {
 	// A summary carries what a log view needs.
 	all, _ := w.whPages(t, ep, "limit=100")
 	failed := all[0]
-	assert.Equal(t, eventTest, failed["event_type"])
-	assert.Equal(t, statusFailed, failed["status"])
+	assert.Equal(t, webhook.EventTest, failed["event_type"])
+	assert.Equal(t, webhook.StatusFailed, failed["status"])
 	assert.Equal(t, float64(2), failed["attempt_count"])
 	assert.Equal(t, float64(500), failed["last_response_status"])
 	assert.Equal(t, ep, failed["endpoint_id"])
@@ -1028,7 +1029,7 @@ func TestRetryDelivery(t *testing.T) {
 	ep, _ := w.whEndpoint(t, rc.URL)
 	evt := w.whPublish(t, whStoreA, whKeyA, whOrder("o1", "pending"), "")
 	first := w.whDeliveryOf(t, ep, evt)
-	w.whAwaitStatus(t, ep, first, statusSucceeded)
+	w.whAwaitStatus(t, ep, first, webhook.StatusSucceeded)
 	h := rc.next(t, whWait)
 
 	r := w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + first + "/retry", key: whKeyA})
@@ -1040,9 +1041,9 @@ func TestRetryDelivery(t *testing.T) {
 	h2 := rc.next(t, whWait)
 	assert.Equal(t, evt, h2.header.Get("Webhook-Id"), "the same event is sent again")
 	assert.Equal(t, h.body, h2.body, "with the same body")
-	d := w.whAwaitStatus(t, ep, again, statusSucceeded)
+	d := w.whAwaitStatus(t, ep, again, webhook.StatusSucceeded)
 	assert.Len(t, whAttempts(t, d), 1)
-	d = w.whAwaitStatus(t, ep, first, statusSucceeded)
+	d = w.whAwaitStatus(t, ep, first, webhook.StatusSucceeded)
 	assert.Len(t, whAttempts(t, d), 1, "the original delivery is untouched")
 	assert.Equal(t, []string{again, first}, whField(w.whDeliveries(t, ep, ""), "id"))
 }
@@ -1051,7 +1052,7 @@ func TestTestEndpoint(t *testing.T) {
 	w := whStart(t, whFast())
 	rc1 := whNewReceiver(t, false, nil)
 	rc2 := whNewReceiver(t, false, nil)
-	both := []string{eventOrderStatus, eventTest}
+	both := []string{webhook.EventOrderStatus, webhook.EventTest}
 	ep1 := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": rc1.URL, "events": both})["id"].(string)
 	ep2 := w.whCreate(t, whStoreA, whKeyA, map[string]any{"url": rc2.URL, "events": both})["id"].(string)
 
@@ -1060,9 +1061,9 @@ func TestTestEndpoint(t *testing.T) {
 	evt, _ := r.data()["id"].(string)
 	require.True(t, strings.HasPrefix(evt, "evt_"), "event id %q", evt)
 	h := rc1.next(t, whWait)
-	assert.Equal(t, eventTest, whEventType(t, h.body))
+	assert.Equal(t, webhook.EventTest, whEventType(t, h.body))
 	assert.Equal(t, evt, h.header.Get("Webhook-Id"))
-	w.whAwaitStatus(t, ep1, r.data()["delivery_id"].(string), statusSucceeded)
+	w.whAwaitStatus(t, ep1, r.data()["delivery_id"].(string), webhook.StatusSucceeded)
 	assert.Empty(t, w.whDeliveries(t, ep2, ""), "the test event goes to that endpoint only")
 
 	// An ordinary event reaches both; rc2's only request is that one.
@@ -1084,7 +1085,7 @@ func TestDeliveryLogBadQuery(t *testing.T) {
 		{"cursor=%21%21%21", "cursor"},
 		{"cursor=" + base64.RawURLEncoding.EncodeToString([]byte{1, 2, 3}), "cursor"},
 		{"cursor=" + base64.RawURLEncoding.EncodeToString([]byte{0, 0, 0, 0, 0, 0, 0, 9}), "cursor"}, // a sequence number alone
-		{"cursor=" + cursorFor(&endpoint{ID: "we_another"}, 9), "cursor"},                            // another endpoint's
+		{"cursor=" + cursorFor(&webhook.Endpoint{ID: "we_another"}, 9), "cursor"},                    // another endpoint's
 		{"status=done", "status"},
 		{"event_type=order.created", "event_type"},
 	}
@@ -1097,7 +1098,7 @@ func TestDeliveryLogBadQuery(t *testing.T) {
 	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?limit=0&status=done", key: whKeyA})
 	assert.ElementsMatch(t, []string{"limit", "status"}, whRequireError(t, r, http.StatusUnprocessableEntity, "validation_failed"),
 		"every invalid parameter is listed")
-	for _, q := range []string{"limit=1", "limit=100", "status=pending", "event_type=webhook.test", "cursor=" + cursorFor(&endpoint{ID: ep}, 9)} {
+	for _, q := range []string{"limit=1", "limit=100", "status=pending", "event_type=webhook.test", "cursor=" + cursorFor(&webhook.Endpoint{ID: ep}, 9)} {
 		r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?" + q, key: whKeyA})
 		assert.Equal(t, http.StatusOK, r.status, "%s: %s", q, r.raw)
 		assert.Equal(t, "", r.body["next_cursor"])
@@ -1151,13 +1152,13 @@ func TestWebhookChangesWhileStateCannotBeWritten(t *testing.T) {
 	w := whStart(t, whFast())
 	ep, _ := w.whEndpoint(t, "https://hooks.example.com/")
 	changes := []whReq{
-		{method: "POST", path: whHooksPath(whStoreA), body: map[string]any{"url": "https://hooks.example.com/2", "events": []string{eventOrderStatus}}},
+		{method: "POST", path: whHooksPath(whStoreA), body: map[string]any{"url": "https://hooks.example.com/2", "events": []string{webhook.EventOrderStatus}}},
 		{method: "PATCH", path: whEndpointPath(whStoreA, ep), body: map[string]any{"description": "d"}},
 		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/rotate-secret"},
 		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/test"},
 		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/deliveries/dlv_unknown/retry"},
 		{method: "POST", path: whEndpointPath(whStoreA, ep) + "/recover", body: map[string]any{"since": "2025-01-31T09:00:00Z"}},
-		{method: "POST", path: "/stores/" + whStoreA + "/events", body: map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}},
+		{method: "POST", path: "/stores/" + whStoreA + "/events", body: map[string]any{"type": webhook.EventOrderStatus, "data": whOrder("o1", "pending")}},
 		{method: "DELETE", path: whEndpointPath(whStoreA, ep)},
 	}
 	reads := []string{whHooksPath(whStoreA), whEndpointPath(whStoreA, ep), whEndpointPath(whStoreA, ep) + "/deliveries"}
@@ -1176,13 +1177,13 @@ func TestWebhookChangesWhileStateCannotBeWritten(t *testing.T) {
 
 	t.Run("webhook state", func(t *testing.T) {
 		hk := w.app.srv.hooks
-		hk.st = failingPuts{hk.st}
+		hk.St = failingPuts{hk.St}
 		for _, q := range changes[:len(changes)-1] { // made in memory, not written: 503 all the same (the DELETE kept for the next case)
 			q.key = whKeyA
 			r := w.do(t, q)
 			whRequireError(t, r, http.StatusServiceUnavailable, "unavailable")
 		}
-		hk.st = w.app.store
+		hk.St = w.app.store
 		w.whEndpoint(t, "https://hooks.example.com/3")
 	})
 	t.Run("store", func(t *testing.T) {
@@ -1205,9 +1206,9 @@ func TestWebhookBudgets(t *testing.T) {
 	w := whStart(t, conf)
 	hk := w.app.srv.hooks
 	held := func() int64 {
-		hk.mu.Lock()
-		defer hk.mu.Unlock()
-		return hk.pending[whStoreA]
+		hk.Mu.Lock()
+		defer hk.Mu.Unlock()
+		return hk.Pending[whStoreA]
 	}
 	overBudget := func(t *testing.T, r whResp) {
 		t.Helper()
@@ -1216,7 +1217,7 @@ func TestWebhookBudgets(t *testing.T) {
 	}
 	publish := func(key string) whResp {
 		q := whReq{method: "POST", path: "/stores/" + whStoreA + "/events", key: whKeyA,
-			body: map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}}
+			body: map[string]any{"type": webhook.EventOrderStatus, "data": whOrder("o1", "pending")}}
 		if key != "" {
 			q.header = map[string]string{"Idempotency-Key": key}
 		}
@@ -1230,19 +1231,19 @@ func TestWebhookBudgets(t *testing.T) {
 		attempted := func(n int) {
 			t.Helper()
 			require.Eventually(t, func() bool {
-				hk.mu.Lock()
-				defer hk.mu.Unlock()
-				e := hk.endpoints[ep]
-				return len(e.log) == n && !slices.ContainsFunc(e.log, func(d *delivery) bool { return len(d.Attempts) != 1 })
+				hk.Mu.Lock()
+				defer hk.Mu.Unlock()
+				e := hk.Endpoints[ep]
+				return len(e.Log) == n && !slices.ContainsFunc(e.Log, func(d *webhook.Delivery) bool { return len(d.Attempts) != 1 })
 			}, whWait, time.Millisecond, "%d deliveries, each attempted once", n)
 		}
 		require.Equal(t, http.StatusAccepted, publish("").status)
 		attempted(1)
 		one := held()
-		require.Greater(t, one, newCost(len(`{"id":"o1","status":"pending"}`)), "a delivery and its attempt")
-		hk.mu.Lock()
-		hk.budget.pending = 3 * one
-		hk.mu.Unlock()
+		require.Greater(t, one, webhook.NewCost(len(`{"id":"o1","status":"pending"}`)), "a delivery and its attempt")
+		hk.Mu.Lock()
+		hk.Budget.Pending = 3 * one
+		hk.Mu.Unlock()
 		require.Equal(t, http.StatusAccepted, publish("").status)
 		require.Equal(t, http.StatusAccepted, publish("").status)
 		attempted(3)
@@ -1255,14 +1256,14 @@ func TestWebhookBudgets(t *testing.T) {
 
 		w.do(t, whReq{method: "DELETE", path: whEndpointPath(whStoreA, ep), key: whKeyA})
 		assert.Zero(t, held(), "the deleted endpoint's pending deliveries")
-		hk.mu.Lock()
-		hk.budget.pending = pendingBudget
-		hk.mu.Unlock()
+		hk.Mu.Lock()
+		hk.Budget.Pending = webhook.PendingBudget
+		hk.Mu.Unlock()
 	})
 	t.Run("idempotency keys", func(t *testing.T) {
-		hk.mu.Lock()
-		hk.budget.idem = 2
-		hk.mu.Unlock()
+		hk.Mu.Lock()
+		hk.Budget.Idem = 2
+		hk.Mu.Unlock()
 		first := publish("k1")
 		require.Equal(t, http.StatusAccepted, first.status)
 		require.Equal(t, http.StatusAccepted, publish("k2").status)
@@ -1292,7 +1293,7 @@ func (failingPuts) Apply(context.Context, []store.Write) error {
 func TestChecksBeforeTheRefusal(t *testing.T) {
 	w := whStart(t, whFast())
 	w.app.srv.storeFailing = func() error { return errors.New("disk full") }
-	body := map[string]any{"type": eventOrderStatus, "data": whOrder("o1", "pending")}
+	body := map[string]any{"type": webhook.EventOrderStatus, "data": whOrder("o1", "pending")}
 	for _, tt := range []struct {
 		name string
 		q    whReq

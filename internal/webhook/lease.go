@@ -1,4 +1,4 @@
-package main
+package webhook
 
 import (
 	"context"
@@ -15,35 +15,35 @@ import (
 // lead renews the lease this replica holds, or takes it when free; a
 // replica that cannot renew stops sending before it runs out. One caller
 // at a time (tick).
-func (hk *hooks) lead(ctx context.Context, now time.Time) {
-	sh := hk.share
-	lease := hk.leaseTTL()
+func (hk *Hooks) Lead(ctx context.Context, now time.Time) {
+	sh := hk.Share
+	lease := hk.LeaseTTL()
 	name := []byte(sh.name)
-	hk.mu.Lock()
-	leading := hk.leading
-	hk.mu.Unlock()
+	hk.Mu.Lock()
+	leading := hk.Leading
+	hk.Mu.Unlock()
 	if leading {
-		err := sh.st.CompareAndSwap(ctx, shareLead, name, name, now.Add(lease))
+		err := sh.st.CompareAndSwap(ctx, ShareLead, name, name, now.Add(lease))
 		switch {
 		case err == nil:
 			sh.leaseEnd = now.Add(lease)
-			hk.mu.Lock()
-			hk.sendUntil = sh.leaseEnd.Add(-leaseMargin)
+			hk.Mu.Lock()
+			hk.SendUntil = sh.leaseEnd.Add(-leaseMargin)
 			if hk.d != nil {
 				hk.d.cond.Broadcast() // workers that waited past the old margin
 			}
-			hk.mu.Unlock()
+			hk.Mu.Unlock()
 		case errors.Is(err, store.ErrConflict) || now.After(sh.leaseEnd.Add(-leaseMargin)):
-			hk.log.Warn("webhooks: no longer sending deliveries: another replica does", "lost", err)
+			hk.Log.Warn("webhooks: no longer sending deliveries: another replica does", "lost", err)
 			hk.stepDown(ctx, true)
 		}
 		return
 	}
-	err := sh.st.Insert(ctx, shareLead, name, now.Add(lease))
+	err := sh.st.Insert(ctx, ShareLead, name, now.Add(lease))
 	if errors.Is(err, store.ErrExists) {
 		// Perhaps still this replica's: it stops sending when it reads
 		// the whole state again.
-		err = sh.st.CompareAndSwap(ctx, shareLead, name, name, now.Add(lease))
+		err = sh.st.CompareAndSwap(ctx, ShareLead, name, name, now.Add(lease))
 	}
 	if err != nil {
 		return // held by another, or the store unreachable
@@ -51,46 +51,46 @@ func (hk *hooks) lead(ctx context.Context, now time.Time) {
 	sh.leaseEnd = now.Add(lease)
 	// Caught up before it sends, under the lock: it sends what the last
 	// leader left, and applies what the others changed meanwhile.
-	err = hk.locked(ctx, func() {
-		hk.mu.Lock()
-		defer hk.mu.Unlock()
-		hk.leading, hk.sendUntil = true, sh.leaseEnd.Add(-leaseMargin)
-		hk.term++
+	err = hk.Locked(ctx, func() {
+		hk.Mu.Lock()
+		defer hk.Mu.Unlock()
+		hk.Leading, hk.SendUntil = true, sh.leaseEnd.Add(-leaseMargin)
+		hk.Term++
 		hk.pokeLocked()
 	})
 	if err != nil {
-		hk.log.Warn("webhooks: cannot start sending deliveries", "err", err)
+		hk.Log.Warn("webhooks: cannot start sending deliveries", "err", err)
 		hk.stepDown(ctx, true)
-		sh.st.CompareAndSwap(ctx, shareLead, name, nil, time.Time{})
+		sh.st.CompareAndSwap(ctx, ShareLead, name, nil, time.Time{})
 		return
 	}
-	hk.log.Info("webhooks: this replica now sends the deliveries")
+	hk.Log.Info("webhooks: this replica now sends the deliveries")
 }
 
 // leaseTTL is how long the lead lasts unless renewed.
-func (hk *hooks) leaseTTL() time.Duration {
-	return max(leaseMin, hk.cfg.Webhooks.Timeout.D()+leaseExtra)
+func (hk *Hooks) LeaseTTL() time.Duration {
+	return max(leaseMin, hk.Cfg.Webhooks.Timeout.D()+leaseExtra)
 }
 
-// sendingLocked reports whether this replica sends deliveries at now:
+// SendingLocked reports whether this replica sends deliveries at now:
 // always when nothing is shared; while it holds the lease, leaseMargin
-// short of its end, when shared. hk.mu must be held.
-func (hk *hooks) sendingLocked(now time.Time) bool {
-	return hk.leading && (hk.share == nil || now.Before(hk.sendUntil))
+// short of its end, when shared. hk.Mu must be held.
+func (hk *Hooks) SendingLocked(now time.Time) bool {
+	return hk.Leading && (hk.Share == nil || now.Before(hk.SendUntil))
 }
 
 // stepDown stops sending. A leader that gives the lease up (a stop)
 // first writes what it has not (the outcomes of its last attempts); one
 // that lost it (lost), or may have, writes nothing more of deliveries:
 // the next leader owns them, and may have changed them since.
-func (hk *hooks) stepDown(ctx context.Context, lost bool) {
+func (hk *Hooks) stepDown(ctx context.Context, lost bool) {
 	if !lost {
-		hk.sync(ctx)
+		hk.Sync(ctx)
 	}
 	hk.persistMu.Lock()
-	hk.mu.Lock()
+	hk.Mu.Lock()
 	hk.stepDownLocked()
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 	hk.persistMu.Unlock()
 }
 
@@ -102,64 +102,64 @@ func (hk *hooks) stepDown(ctx context.Context, lost bool) {
 // writer of those (deliveries made by requests meanwhile are written,
 // by their own); and since it took none of the others' changes of those
 // in while it led, the copy is read again at its next catch-up.
-// hk.persistMu and hk.mu must be held.
-func (hk *hooks) stepDownLocked() {
-	if hk.share == nil || !hk.leading {
+// hk.persistMu and hk.Mu must be held.
+func (hk *Hooks) stepDownLocked() {
+	if hk.Share == nil || !hk.Leading {
 		return
 	}
-	hk.leading = false
-	hk.term++
-	hk.share.behind = true
+	hk.Leading = false
+	hk.Term++
+	hk.Share.behind = true
 	now := time.Now().UnixNano()
-	for _, d := range hk.ready {
-		if e := hk.endpoints[d.EndpointID]; e != nil {
-			e.inflight--
+	for _, d := range hk.Ready {
+		if e := hk.Endpoints[d.EndpointID]; e != nil {
+			e.Inflight--
 		}
 		d.NextAt = now
 		hk.scheduleLocked(d)
 	}
-	hk.ready = nil
-	for _, e := range hk.endpoints {
-		for _, d := range e.waiting {
+	hk.Ready = nil
+	for _, e := range hk.Endpoints {
+		for _, d := range e.Waiting {
 			d.NextAt = now
 			hk.scheduleLocked(d)
 		}
-		e.waiting = nil
+		e.Waiting = nil
 		if e.cancelAttempts != nil {
 			e.cancelAttempts()
 			e.attempts, e.cancelAttempts = nil, nil
 		}
 	}
-	for k := range hk.touched {
-		if hk.indexed[k] && (strings.HasPrefix(k, kindDelivery+":") || strings.HasPrefix(k, kindEvent+":")) {
-			delete(hk.touched, k)
+	for k := range hk.Touched {
+		if hk.indexed[k] && (strings.HasPrefix(k, kindDelivery+":") || strings.HasPrefix(k, KindEvent+":")) {
+			delete(hk.Touched, k)
 		}
 	}
 }
 
 // release gives the lead up, if this replica holds it, so that another
 // takes it at its next tick rather than when it runs out: for a stop.
-func (hk *hooks) release(ctx context.Context) {
-	if hk.share == nil {
+func (hk *Hooks) Release(ctx context.Context) {
+	if hk.Share == nil {
 		return
 	}
-	hk.mu.Lock()
-	leading := hk.leading
-	hk.mu.Unlock()
+	hk.Mu.Lock()
+	leading := hk.Leading
+	hk.Mu.Unlock()
 	if !leading {
 		return
 	}
 	hk.stepDown(ctx, false)
-	name := []byte(hk.share.name)
-	hk.share.st.CompareAndSwap(ctx, shareLead, name, nil, time.Time{})
+	name := []byte(hk.Share.name)
+	hk.Share.st.CompareAndSwap(ctx, ShareLead, name, nil, time.Time{})
 }
 
 // fresh catches the copy up, reading it again whole under the lock when
 // the feed cannot tell (catchUp): for a read, and a follower's tick.
-func (hk *hooks) fresh(ctx context.Context) error {
-	err := hk.catchUp(ctx, false)
+func (hk *Hooks) Fresh(ctx context.Context) error {
+	err := hk.CatchUp(ctx, false)
 	if errors.Is(err, errBehind) {
-		err = hk.locked(ctx, func() {})
+		err = hk.Locked(ctx, func() {})
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package main
+package webhook
 
 import (
 	"bytes"
@@ -25,25 +25,25 @@ import (
 // stay the working copy; what a change touched is written through before
 // the change is answered (persist).
 const (
-	kindEndpoint = "ep"
-	kindEvent    = "evt"
+	KindEndpoint = "ep"
+	KindEvent    = "evt"
 	kindDelivery = "dlv"
 	kindIdem     = "idem"
 )
 
-var hookKinds = []string{kindEndpoint, kindEvent, kindDelivery, kindIdem}
+var hookKinds = []string{KindEndpoint, KindEvent, kindDelivery, kindIdem}
 
-func hookKey(kind, id string) string { return "hooks:" + kind + ":" + id }
-func hookIndex(kind string) string   { return "hooks:index:" + kind }
+func HookKey(kind, id string) string { return "hooks:" + kind + ":" + id }
+func HookIndex(kind string) string   { return "hooks:index:" + kind }
 
 // touchLocked notes that the thing of kind and id changed, was made or
-// was removed: the next persist writes it as it then is. hk.mu must be
+// was removed: the next persist writes it as it then is. hk.Mu must be
 // held.
-func (hk *hooks) touchLocked(kind, id string) {
-	if hk.touched == nil {
-		hk.touched = map[string]bool{}
+func (hk *Hooks) TouchLocked(kind, id string) {
+	if hk.Touched == nil {
+		hk.Touched = map[string]bool{}
 	}
-	hk.touched[kind+":"+id] = true
+	hk.Touched[kind+":"+id] = true
 	hk.touchGen++
 }
 
@@ -55,25 +55,25 @@ type hookOp struct {
 }
 
 // opLocked is the write that brings the store to what kind and id are in
-// memory now. hk.mu must be held.
-func (hk *hooks) opLocked(kind, id string) (hookOp, error) {
+// memory now. hk.Mu must be held.
+func (hk *Hooks) opLocked(kind, id string) (hookOp, error) {
 	op := hookOp{kind: kind, id: id}
 	var v any
 	switch kind {
-	case kindEndpoint:
-		if e := hk.endpoints[id]; e != nil {
+	case KindEndpoint:
+		if e := hk.Endpoints[id]; e != nil {
 			v, e.written = e, e.Enabled
 		}
-	case kindEvent:
-		if ev := hk.events[id]; ev != nil {
+	case KindEvent:
+		if ev := hk.Events[id]; ev != nil {
 			v = ev
 		}
 	case kindDelivery:
-		if d := hk.deliv[id]; d != nil {
+		if d := hk.Deliv[id]; d != nil {
 			v = d
 		}
 	case kindIdem:
-		if m, ok := hk.idem[id]; ok {
+		if m, ok := hk.Idem[id]; ok {
 			v, op.exp = m, time.Unix(m.Expires, 0)
 		}
 	}
@@ -101,23 +101,23 @@ func marshalRecord(v any) ([]byte, error) {
 }
 
 // parkedLocked returns the parked endpoint, event or delivery of id, or
-// nil. hk.mu must be held.
-func (hk *hooks) parkedLocked(kind, id string) any {
+// nil. hk.Mu must be held.
+func (hk *Hooks) parkedLocked(kind, id string) any {
 	switch kind {
-	case kindEndpoint:
-		for _, e := range hk.parked.Endpoints {
+	case KindEndpoint:
+		for _, e := range hk.Parked.Endpoints {
 			if e.ID == id {
 				return e
 			}
 		}
-	case kindEvent:
-		for _, ev := range hk.parked.Events {
+	case KindEvent:
+		for _, ev := range hk.Parked.Events {
 			if ev.ID == id {
 				return ev
 			}
 		}
 	case kindDelivery:
-		for _, d := range hk.parked.Deliveries {
+		for _, d := range hk.Parked.Deliveries {
 			if d.ID == id {
 				return d
 			}
@@ -133,44 +133,44 @@ func (hk *hooks) parkedLocked(kind, id string) any {
 // persist that ran while it waited returns at once, so concurrent changes
 // share their writes. On failure what it took stays touched, for the
 // next persist.
-func (hk *hooks) persist(ctx context.Context) error {
-	if hk.st == nil {
+func (hk *Hooks) Persist(ctx context.Context) error {
+	if hk.St == nil {
 		return nil
 	}
-	hk.mu.Lock()
+	hk.Mu.Lock()
 	want := hk.touchGen // what the caller changed is touched by now
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 	hk.persistMu.Lock()
 	defer hk.persistMu.Unlock()
 	if hk.persistedGen >= want {
 		return nil // a persist that ran meanwhile wrote it (and perhaps more)
 	}
-	hk.mu.Lock()
+	hk.Mu.Lock()
 	cover := hk.touchGen
-	ops := make([]hookOp, 0, len(hk.touched))
+	ops := make([]hookOp, 0, len(hk.Touched))
 	var err error
-	for k := range hk.touched {
+	for k := range hk.Touched {
 		kind, id, _ := strings.Cut(k, ":")
 		op, oerr := hk.opLocked(kind, id)
 		err = errors.Join(err, oerr)
 		ops = append(ops, op)
 	}
-	clear(hk.touched)
-	hk.mu.Unlock()
+	clear(hk.Touched)
+	hk.Mu.Unlock()
 	if err == nil {
 		err = hk.write(ctx, ops)
 	}
 	if err != nil {
-		hk.mu.Lock()
+		hk.Mu.Lock()
 		for _, op := range ops {
-			hk.touchLocked(op.kind, op.id)
+			hk.TouchLocked(op.kind, op.id)
 		}
-		hk.mu.Unlock()
-		hk.persistBad.Store(true)
+		hk.Mu.Unlock()
+		hk.PersistBad.Store(true)
 		return fmt.Errorf("webhooks: %w", err)
 	}
 	hk.persistedGen = cover
-	hk.persistBad.Store(false)
+	hk.PersistBad.Store(false)
 	return nil
 }
 
@@ -178,41 +178,41 @@ func (hk *hooks) persist(ctx context.Context) error {
 // they share the store's write. A crash in between may leave an entry
 // without a record, which a start skips, or a record without an entry,
 // one nothing acknowledged. hk.persistMu must be held, or nothing run yet.
-func (hk *hooks) write(ctx context.Context, ops []hookOp) error {
+func (hk *Hooks) write(ctx context.Context, ops []hookOp) error {
 	ws := make([]store.Write, 0, 2*len(ops))
 	for _, op := range ops {
-		ws = append(ws, store.Write{Key: hookKey(op.kind, op.id), Val: op.val, Exp: op.exp})
+		ws = append(ws, store.Write{Key: HookKey(op.kind, op.id), Val: op.val, Exp: op.exp})
 		if hk.indexed[op.kind+":"+op.id] != (op.val != nil) {
-			ws = append(ws, store.Write{Key: hookIndex(op.kind), Member: op.id, Val: op.val})
+			ws = append(ws, store.Write{Key: HookIndex(op.kind), Member: op.id, Val: op.val})
 		}
 	}
 	var gen int64
-	if hk.share != nil && len(ops) > 0 {
+	if hk.Share != nil && len(ops) > 0 {
 		// Listed in the change feed after the records, so that a replica
 		// that reads the entry finds them written (hookshare.go).
 		var err error
-		if gen, err = hk.st.Add(ctx, shareGen, 1, time.Time{}); err != nil {
+		if gen, err = hk.St.Add(ctx, ShareGen, 1, time.Time{}); err != nil {
 			return err
 		}
-		ws = append(ws, store.Write{Key: shareFeed, Member: feedMember(gen, ops), Val: []byte{1}, Score: gen})
+		ws = append(ws, store.Write{Key: ShareFeed, Member: feedMember(gen, ops), Val: []byte{1}, Score: gen})
 	}
-	if err := hk.st.Apply(ctx, ws); err != nil {
+	if err := hk.St.Apply(ctx, ws); err != nil {
 		return err
 	}
 	for _, op := range ops {
 		hk.index(op.kind, op.id, op.val != nil)
 	}
-	if hk.share != nil {
+	if hk.Share != nil {
 		// Written under the lock, by its one writer, on the copy caught
 		// up when the lock was taken: nothing between is another's.
-		hk.share.seen = max(hk.share.seen, gen)
+		hk.Share.seen = max(hk.Share.seen, gen)
 	}
 	return nil
 }
 
 // index notes whether the index of kind lists id. Only persist and
 // loadStore call it, one at a time.
-func (hk *hooks) index(kind, id string, listed bool) {
+func (hk *Hooks) index(kind, id string, listed bool) {
 	if hk.indexed == nil {
 		hk.indexed = map[string]bool{}
 	}
@@ -226,48 +226,48 @@ func (hk *hooks) index(kind, id string, listed bool) {
 // loadStore restores the webhook state kept in the store. Pending
 // deliveries are scheduled again at their saved time (at once when that
 // has passed).
-func (hk *hooks) loadStore(ctx context.Context) error {
-	var f hooksFile
+func (hk *Hooks) LoadStore(ctx context.Context) error {
+	var f HooksFile
 	for _, kind := range hookKinds {
-		ids, err := hk.st.ZRange(ctx, hookIndex(kind), math.MinInt64, math.MaxInt64, 0, false)
+		ids, err := hk.St.ZRange(ctx, HookIndex(kind), math.MinInt64, math.MaxInt64, 0, false)
 		if err != nil {
 			return err
 		}
 		for _, m := range ids {
 			hk.index(kind, m.Member, true)
-			b, err := hk.st.Get(ctx, hookKey(kind, m.Member))
+			b, err := hk.St.Get(ctx, HookKey(kind, m.Member))
 			if errors.Is(err, store.ErrNotFound) {
 				continue // expired (an Idempotency-Key), or its write cut short
 			}
 			if err != nil {
 				return err
 			}
-			if err := f.add(kind, m.Member, b); err != nil {
+			if err := f.Add(kind, m.Member, b); err != nil {
 				return fmt.Errorf("webhook state: %s %s: %w", kind, m.Member, err)
 			}
 		}
 	}
-	hk.restore(f)
+	hk.Restore(f)
 	return nil
 }
 
 // add decodes b, the record of kind and id, into f.
-func (f *hooksFile) add(kind, id string, b []byte) error {
+func (f *HooksFile) Add(kind, id string, b []byte) error {
 	switch kind {
-	case kindEndpoint:
-		var e endpoint
+	case KindEndpoint:
+		var e Endpoint
 		if err := json.Unmarshal(b, &e); err != nil {
 			return err
 		}
 		f.Endpoints = append(f.Endpoints, &e)
-	case kindEvent:
-		var ev event
+	case KindEvent:
+		var ev Event
 		if err := json.Unmarshal(b, &ev); err != nil {
 			return err
 		}
 		f.Events = append(f.Events, &ev)
 	case kindDelivery:
-		var d delivery
+		var d Delivery
 		if err := json.Unmarshal(b, &d); err != nil {
 			return err
 		}
@@ -285,11 +285,11 @@ func (f *hooksFile) add(kind, id string, b []byte) error {
 	return nil
 }
 
-// importHooksFile writes the webhook state an earlier build saved as
-// data_dir/webhooks.json into the store, and then moves the file into
-// data_dir/earlier-build/; loadStore reads it from there on.
-func (hk *hooks) importHooksFile(ctx context.Context, dir string) error {
-	path := filepath.Join(dir, hooksFileName)
+// ImportHooksFile writes the webhook state an earlier build saved as
+// webhooks.json in dir into the store, and then moves the file into the
+// directory moved (made if need be); loadStore reads it from there on.
+func (hk *Hooks) ImportHooksFile(ctx context.Context, dir, moved string) error {
+	path := filepath.Join(dir, HooksFileName)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -297,7 +297,7 @@ func (hk *hooks) importHooksFile(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("importing %s: %w", path, err)
 	}
-	f, err := decodeHooksFile(b)
+	f, err := DecodeHooksFile(b)
 	if err != nil {
 		return fmt.Errorf("importing %s: %w (restore data_dir from a backup, or move the file away to start without webhooks)", path, err)
 	}
@@ -308,10 +308,10 @@ func (hk *hooks) importHooksFile(ctx context.Context, dir string) error {
 		ops = append(ops, hookOp{kind: kind, id: id, val: b, exp: exp})
 	}
 	for _, e := range f.Endpoints {
-		add(kindEndpoint, e.ID, e, time.Time{})
+		add(KindEndpoint, e.ID, e, time.Time{})
 	}
 	for _, ev := range f.Events {
-		add(kindEvent, ev.ID, ev, time.Time{})
+		add(KindEvent, ev.ID, ev, time.Time{})
 	}
 	for _, d := range f.Deliveries {
 		add(kindDelivery, d.ID, d, time.Time{})
@@ -325,93 +325,92 @@ func (hk *hooks) importHooksFile(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("importing %s: %w", path, err)
 	}
-	moved := filepath.Join(dir, legacyMovedDir)
 	if err := os.MkdirAll(moved, 0o700); err != nil {
 		return err
 	}
-	return os.Rename(path, filepath.Join(moved, hooksFileName))
+	return os.Rename(path, filepath.Join(moved, HooksFileName))
 }
 
 // hooksFileName is where builds before the store contract kept the whole
 // webhook state, one JSON file (its form: hooksfile.go); importHooksFile
 // reads it once.
-const hooksFileName = "webhooks.json"
+const HooksFileName = "webhooks.json"
 
 // hooksFile is the whole webhook state: the form of webhooks.json, and
 // what a start gathers from the store before restore.
-type hooksFile struct {
-	Endpoints   []*endpoint     `json:"endpoints"`
-	Events      []*event        `json:"events"`
-	Deliveries  []*delivery     `json:"deliveries"`
+type HooksFile struct {
+	Endpoints   []*Endpoint     `json:"endpoints"`
+	Events      []*Event        `json:"events"`
+	Deliveries  []*Delivery     `json:"deliveries"`
 	Idempotency map[string]idem `json:"idempotency"`
 }
 
 // restore takes f, the saved webhook state, as the working copy.
 // Pending deliveries are scheduled again at their saved time (at once
 // when that has passed).
-func (hk *hooks) restore(f hooksFile) {
-	hk.mu.Lock()
-	defer hk.mu.Unlock()
+func (hk *Hooks) Restore(f HooksFile) {
+	hk.Mu.Lock()
+	defer hk.Mu.Unlock()
 	parked := map[string]bool{} // endpoint ids
 	for _, e := range f.Endpoints {
-		if st := hk.cfg.Store(e.StoreID); st != nil {
+		if st := hk.Cfg.Store(e.StoreID); st != nil {
 			e.StoreID = st.ID // in its one spelling
 		} else {
 			slog.Warn("webhooks: keeping, inactive, the endpoint of a store no longer configured; it is served again if the store is", "endpoint", e.ID, "store", e.StoreID)
-			hk.parked.Endpoints = append(hk.parked.Endpoints, e)
+			hk.Parked.Endpoints = append(hk.Parked.Endpoints, e)
 			parked[e.ID] = true
 			continue
 		}
 		e.written = e.Enabled
-		hk.addEndpointLocked(e)
+		hk.AddEndpointLocked(e)
 	}
-	events := make(map[string]*event, len(f.Events))
+	events := make(map[string]*Event, len(f.Events))
 	for _, ev := range f.Events {
 		events[ev.ID] = ev
 	}
 	parkedEvents := map[string]bool{}
 	for _, d := range f.Deliveries {
-		e := hk.endpoints[d.EndpointID]
-		d.ev = events[d.EventID]
-		if parked[d.EndpointID] && d.ev != nil {
-			hk.parked.Deliveries = append(hk.parked.Deliveries, d)
+		e := hk.Endpoints[d.EndpointID]
+		d.Ev = events[d.EventID]
+		if parked[d.EndpointID] && d.Ev != nil {
+			hk.Parked.Deliveries = append(hk.Parked.Deliveries, d)
 			if !parkedEvents[d.EventID] {
 				parkedEvents[d.EventID] = true
-				hk.parked.Events = append(hk.parked.Events, d.ev)
+				hk.Parked.Events = append(hk.Parked.Events, d.Ev)
 			}
 			continue
 		}
-		if e == nil || d.ev == nil {
+		if e == nil || d.Ev == nil {
 			continue
 		}
-		d.index = -1
+		d.Index = -1
 		hk.referLocked(d) // only events some delivery refers to are kept
-		e.log = append(e.log, d)
-		if d.Status == statusPending {
-			hk.pending[e.StoreID] += logCost(d)
+		e.Log = append(e.Log, d)
+		if d.Status == StatusPending {
+			hk.Pending[e.StoreID] += LogCost(d)
 			hk.scheduleLocked(d)
 		} else {
-			e.finished++
-			e.logBytes += logCost(d)
+			e.Finished++
+			e.LogBytes += LogCost(d)
 		}
 	}
-	for _, e := range hk.endpoints {
+	for _, e := range hk.Endpoints {
 		// The store lists records by id, not in the order they were made,
 		// and the log is oldest first: listing, its cursors and trimming
 		// read it so.
-		slices.SortFunc(e.log, func(a, b *delivery) int { return cmp.Compare(a.Seq, b.Seq) })
+		slices.SortFunc(e.Log, func(a, b *Delivery) int { return cmp.Compare(a.Seq, b.Seq) })
 	}
 	if f.Idempotency != nil {
-		hk.idem = make(map[string]idem, len(f.Idempotency))
+		hk.Idem = make(map[string]idem, len(f.Idempotency))
 		for k, v := range f.Idempotency {
 			store, key, _ := strings.Cut(k, "\x00")
-			if st := hk.cfg.Store(store); st != nil { // in its one spelling
+			if st := hk.Cfg.Store(store); st != nil { // in its one spelling
 				store, k = st.ID, st.ID+"\x00"+key
 			}
-			hk.idem[k] = v
-			hk.idemCount[store]++
-			hk.idemQueue = append(hk.idemQueue, idemEntry{k, v.Expires})
+			hk.Idem[k] = v
+			hk.IdemCount[store]++
+			hk.IdemQueue = append(hk.IdemQueue, IdemEntry{k, v.Expires})
 		}
-		slices.SortFunc(hk.idemQueue, func(a, b idemEntry) int { return cmp.Compare(a.expires, b.expires) })
+		slices.SortFunc(hk.IdemQueue, func(a, b IdemEntry) int { return cmp.Compare(a.Expires, b.Expires) })
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package webhook
 
 import (
 	"crypto/hmac"
@@ -32,9 +32,9 @@ type webhookTestVector struct {
 	ExpectedWebhookSigRotated  string `json:"expected_webhook_signature_rotation"`
 }
 
-func loadTestVector(t testing.TB) webhookTestVector {
+func LoadTestVector(t testing.TB) webhookTestVector {
 	t.Helper()
-	b, err := os.ReadFile("testdata/webhook_test_vector.json")
+	b, err := os.ReadFile("../../testdata/webhook_test_vector.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func loadTestVector(t testing.TB) webhookTestVector {
 	return v
 }
 
-func mustSigner(t testing.TB, secret, old string) *signer {
+func MustSigner(t testing.TB, secret, old string) *signer {
 	t.Helper()
 	s, err := newSigner(secret, old)
 	if err != nil {
@@ -57,7 +57,7 @@ func mustSigner(t testing.TB, secret, old string) *signer {
 func TestNewSecret(t *testing.T) {
 	seen := map[string]bool{}
 	for range 100 {
-		s := newSecret()
+		s := NewSecret()
 		if !strings.HasPrefix(s, "whsec_") {
 			t.Fatalf("%q lacks whsec_", s)
 		}
@@ -76,7 +76,7 @@ func TestNewSecret(t *testing.T) {
 }
 
 func TestSignerMatchesTestVector(t *testing.T) {
-	v := loadTestVector(t)
+	v := LoadTestVector(t)
 	at := time.Unix(v.Timestamp, 0)
 	tests := []struct {
 		name, old, wantX, wantStd string
@@ -86,19 +86,19 @@ func TestSignerMatchesTestVector(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := mustSigner(t, v.Secret, tc.old).sign(v.ID, at, []byte(v.Body))
+			h := MustSigner(t, v.Secret, tc.old).Sign(v.ID, at, []byte(v.Body))
 			want := webhookHeaders{Signature: tc.wantX, ID: v.ID, Timestamp: strconv.FormatInt(v.Timestamp, 10), StdSignature: tc.wantStd}
 			if h != want {
 				t.Errorf("sign:\n got %+v\nwant %+v", h, want)
 			}
 			// And the verifiers accept the vector as a merchant would receive it.
 			now := at.Add(3 * time.Second)
-			if err := verifySignature(v.Secret, tc.wantX, []byte(v.Body), now, defaultTolerance); err != nil {
+			if err := VerifySignature(v.Secret, tc.wantX, []byte(v.Body), now, DefaultTolerance); err != nil {
 				t.Errorf("verifySignature: %v", err)
 			}
 			hdr := http.Header{}
 			want.apply(hdr)
-			if err := verifyStandardWebhook(v.Secret, hdr, []byte(v.Body), now, defaultTolerance); err != nil {
+			if err := verifyStandardWebhook(v.Secret, hdr, []byte(v.Body), now, DefaultTolerance); err != nil {
 				t.Errorf("verifyStandardWebhook: %v", err)
 			}
 		})
@@ -115,7 +115,7 @@ func TestStandardWebhooksPublishedVector(t *testing.T) {
 		body   = `{"test": 2432232314}`
 		want   = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 	)
-	h := mustSigner(t, secret, "").sign(id, time.Unix(ts, 0), []byte(body))
+	h := MustSigner(t, secret, "").Sign(id, time.Unix(ts, 0), []byte(body))
 	if h.StdSignature != want {
 		t.Errorf("webhook-signature = %q, want %q", h.StdSignature, want)
 	}
@@ -123,14 +123,14 @@ func TestStandardWebhooksPublishedVector(t *testing.T) {
 	hdr.Set("webhook-id", id)
 	hdr.Set("webhook-timestamp", strconv.Itoa(ts))
 	hdr.Set("webhook-signature", "v1a,ignored v1,bm9wZQ== "+want) // other versions and a wrong v1 alongside
-	if err := verifyStandardWebhook(secret, hdr, []byte(body), time.Unix(ts, 0), defaultTolerance); err != nil {
+	if err := verifyStandardWebhook(secret, hdr, []byte(body), time.Unix(ts, 0), DefaultTolerance); err != nil {
 		t.Errorf("verifyStandardWebhook: %v", err)
 	}
 }
 
 func TestSignVerifyRoundTrip(t *testing.T) {
-	secret := newSecret()
-	s := mustSigner(t, secret, "")
+	secret := NewSecret()
+	s := MustSigner(t, secret, "")
 	now := time.Unix(1_700_000_000, 999_000_000)
 	bodies := []struct {
 		name string
@@ -144,19 +144,19 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 	}
 	for _, tc := range bodies {
 		t.Run(tc.name, func(t *testing.T) {
-			h := s.sign("evt_1", now, tc.body)
+			h := s.Sign("evt_1", now, tc.body)
 			if want := "t=1700000000,v1="; !strings.HasPrefix(h.Signature, want) || len(h.Signature) != len(want)+64 {
 				t.Errorf("X-Webhook-Signature %q: want %s<64 hex>", h.Signature, want)
 			}
 			if h.ID != "evt_1" || h.Timestamp != "1700000000" {
 				t.Errorf("webhook-id %q, webhook-timestamp %q", h.ID, h.Timestamp)
 			}
-			if err := verifySignature(secret, h.Signature, tc.body, now, defaultTolerance); err != nil {
+			if err := VerifySignature(secret, h.Signature, tc.body, now, DefaultTolerance); err != nil {
 				t.Errorf("verifySignature: %v", err)
 			}
 			hdr := http.Header{}
 			h.apply(hdr)
-			if err := verifyStandardWebhook(secret, hdr, tc.body, now, defaultTolerance); err != nil {
+			if err := verifyStandardWebhook(secret, hdr, tc.body, now, DefaultTolerance); err != nil {
 				t.Errorf("verifyStandardWebhook: %v", err)
 			}
 			// An independent computation of both signatures.
@@ -176,10 +176,10 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 }
 
 func TestRotationBothSecretsVerify(t *testing.T) {
-	cur, old, other := newSecret(), newSecret(), newSecret()
+	cur, old, other := NewSecret(), NewSecret(), NewSecret()
 	now := time.Unix(1_700_000_000, 0)
 	body := []byte(`{"id":"evt_2"}`)
-	h := mustSigner(t, cur, old).sign("evt_2", now, body)
+	h := MustSigner(t, cur, old).Sign("evt_2", now, body)
 	if n := strings.Count(h.Signature, ",v1="); n != 2 {
 		t.Fatalf("X-Webhook-Signature %q has %d v1 values, want 2", h.Signature, n)
 	}
@@ -188,7 +188,7 @@ func TestRotationBothSecretsVerify(t *testing.T) {
 	}
 	// The current signature comes first in both headers, and matches what the
 	// current secret alone gives.
-	alone := mustSigner(t, cur, "").sign("evt_2", now, body)
+	alone := MustSigner(t, cur, "").Sign("evt_2", now, body)
 	if !strings.HasPrefix(h.Signature, alone.Signature+",v1=") || !strings.HasPrefix(h.StdSignature, alone.StdSignature+" v1,") {
 		t.Errorf("rotation headers %+v do not start with the current secret's %+v", h, alone)
 	}
@@ -201,13 +201,13 @@ func TestRotationBothSecretsVerify(t *testing.T) {
 	}{
 		{"current secret", cur, nil},
 		{"previous secret", old, nil},
-		{"unrelated secret", other, errSignatureMismatch},
+		{"unrelated secret", other, ErrSignatureMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := verifySignature(tc.secret, h.Signature, body, now, defaultTolerance); !errors.Is(err, tc.wantErr) {
+			if err := VerifySignature(tc.secret, h.Signature, body, now, DefaultTolerance); !errors.Is(err, tc.wantErr) {
 				t.Errorf("verifySignature = %v, want %v", err, tc.wantErr)
 			}
-			if err := verifyStandardWebhook(tc.secret, hdr, body, now, defaultTolerance); !errors.Is(err, tc.wantErr) {
+			if err := verifyStandardWebhook(tc.secret, hdr, body, now, DefaultTolerance); !errors.Is(err, tc.wantErr) {
 				t.Errorf("verifyStandardWebhook = %v, want %v", err, tc.wantErr)
 			}
 		})
@@ -219,7 +219,7 @@ func TestNewSignerRejectsBadSecrets(t *testing.T) {
 		{"empty", "", ""},
 		{"prefix only", "whsec_", ""},
 		{"not base64", "whsec_not*base64!", ""},
-		{"bad previous secret", newSecret(), "whsec_%%%"},
+		{"bad previous secret", NewSecret(), "whsec_%%%"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := newSigner(tc.cur, tc.old); !errors.Is(err, errBadSecret) {
@@ -240,7 +240,7 @@ func sigFor(secret string, ts int64, body string) string {
 }
 
 func TestVerifySignatureErrors(t *testing.T) {
-	secret := newSecret()
+	secret := NewSecret()
 	const ts = 1_700_000_000
 	now := time.Unix(ts+10, 0)
 	body := `{"id":"evt_3","status":"completed"}`
@@ -254,15 +254,15 @@ func TestVerifySignatureErrors(t *testing.T) {
 		wantMsg string // a substring of the message
 	}{
 		{"valid", secret, "t=1700000000,v1=" + good, body, nil, ""},
-		{"tampered body", secret, "t=1700000000,v1=" + good, body + " ", errSignatureMismatch, "does not match"},
-		{"re-serialised body", secret, "t=1700000000,v1=" + good, `{"id": "evt_3", "status": "completed"}`, errSignatureMismatch, ""},
-		{"wrong secret", newSecret(), "t=1700000000,v1=" + good, body, errSignatureMismatch, ""},
-		{"secret without prefix", strings.TrimPrefix(secret, "whsec_"), "t=1700000000,v1=" + good, body, errSignatureMismatch, ""},
-		{"tampered timestamp", secret, "t=1700000001,v1=" + good, body, errSignatureMismatch, ""},
-		{"tampered signature", secret, "t=1700000000,v1=" + strings.Repeat("0", 64), body, errSignatureMismatch, ""},
-		{"two wrong signatures", secret, "t=1700000000,v1=" + strings.Repeat("0", 64) + ",v1=" + strings.Repeat("1", 64), body, errSignatureMismatch, "none of the 2"},
+		{"tampered body", secret, "t=1700000000,v1=" + good, body + " ", ErrSignatureMismatch, "does not match"},
+		{"re-serialised body", secret, "t=1700000000,v1=" + good, `{"id": "evt_3", "status": "completed"}`, ErrSignatureMismatch, ""},
+		{"wrong secret", NewSecret(), "t=1700000000,v1=" + good, body, ErrSignatureMismatch, ""},
+		{"secret without prefix", strings.TrimPrefix(secret, "whsec_"), "t=1700000000,v1=" + good, body, ErrSignatureMismatch, ""},
+		{"tampered timestamp", secret, "t=1700000001,v1=" + good, body, ErrSignatureMismatch, ""},
+		{"tampered signature", secret, "t=1700000000,v1=" + strings.Repeat("0", 64), body, ErrSignatureMismatch, ""},
+		{"two wrong signatures", secret, "t=1700000000,v1=" + strings.Repeat("0", 64) + ",v1=" + strings.Repeat("1", 64), body, ErrSignatureMismatch, "none of the 2"},
 		{"stale but authentic", secret, fmt.Sprintf("t=%d,v1=%s", ts-420, sigFor(secret, ts-420, body)), body, errOutsideTolerance, "timestamp is 7m10s old, tolerance 5m0s"},
-		{"stale and forged", secret, fmt.Sprintf("t=%d,v1=%s", ts-420, good), body, errSignatureMismatch, ""},
+		{"stale and forged", secret, fmt.Sprintf("t=%d,v1=%s", ts-420, good), body, ErrSignatureMismatch, ""},
 		{"from the future", secret, fmt.Sprintf("t=%d,v1=%s", ts+400, sigFor(secret, ts+400, body)), body, errOutsideTolerance, "timestamp is 6m30s in the future, tolerance 5m0s"},
 		{"empty header", secret, "", body, errMalformedHeader, "empty"},
 		{"blank header", secret, "  \t ", body, errMalformedHeader, ""},
@@ -287,7 +287,7 @@ func TestVerifySignatureErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := verifySignature(tc.secret, tc.header, []byte(tc.body), now, defaultTolerance)
+			err := VerifySignature(tc.secret, tc.header, []byte(tc.body), now, DefaultTolerance)
 			switch {
 			case tc.wantErr == nil && tc.wantMsg == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -302,7 +302,7 @@ func TestVerifySignatureErrors(t *testing.T) {
 		})
 	}
 	// The four kinds are distinct: no error is two of them.
-	kinds := []error{errMalformedHeader, errNoV1Signature, errOutsideTolerance, errSignatureMismatch}
+	kinds := []error{errMalformedHeader, errNoV1Signature, errOutsideTolerance, ErrSignatureMismatch}
 	for i, a := range kinds {
 		for _, b := range kinds[i+1:] {
 			if errors.Is(a, b) || a.Error() == b.Error() {
@@ -313,7 +313,7 @@ func TestVerifySignatureErrors(t *testing.T) {
 }
 
 func TestVerifySignatureHeaderVariants(t *testing.T) {
-	secret, other := newSecret(), newSecret()
+	secret, other := NewSecret(), NewSecret()
 	const ts = 1_700_000_000
 	body := `{"ok":true}`
 	good, wrong := sigFor(secret, ts, body), sigFor(other, ts, body)
@@ -330,7 +330,7 @@ func TestVerifySignatureHeaderVariants(t *testing.T) {
 		"t=1700000000,v0=,v1=" + good, // unknown schemes are ignored whatever their value
 	} {
 		t.Run(header, func(t *testing.T) {
-			if err := verifySignature(secret, header, []byte(body), time.Unix(ts, 0), defaultTolerance); err != nil {
+			if err := VerifySignature(secret, header, []byte(body), time.Unix(ts, 0), DefaultTolerance); err != nil {
 				t.Errorf("verifySignature(%q) = %v", header, err)
 			}
 		})
@@ -338,7 +338,7 @@ func TestVerifySignatureHeaderVariants(t *testing.T) {
 }
 
 func TestVerifyToleranceBoundaries(t *testing.T) {
-	secret := newSecret()
+	secret := NewSecret()
 	const ts = 1_700_000_000
 	body := `{}`
 	header := fmt.Sprintf("t=%d,v1=%s", ts, sigFor(secret, ts, body))
@@ -362,11 +362,11 @@ func TestVerifyToleranceBoundaries(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := verifySignature(secret, header, []byte(body), tc.now, tc.tolerance); !errors.Is(err, tc.wantErr) {
+			if err := VerifySignature(secret, header, []byte(body), tc.now, tc.tolerance); !errors.Is(err, tc.wantErr) {
 				t.Errorf("verifySignature = %v, want %v", err, tc.wantErr)
 			}
 			hdr := http.Header{}
-			mustSigner(t, secret, "").sign("evt_9", at, []byte(body)).apply(hdr)
+			MustSigner(t, secret, "").Sign("evt_9", at, []byte(body)).apply(hdr)
 			if err := verifyStandardWebhook(secret, hdr, []byte(body), tc.now, tc.tolerance); !errors.Is(err, tc.wantErr) {
 				t.Errorf("verifyStandardWebhook = %v, want %v", err, tc.wantErr)
 			}
@@ -375,11 +375,11 @@ func TestVerifyToleranceBoundaries(t *testing.T) {
 }
 
 func TestVerifyStandardWebhookErrors(t *testing.T) {
-	secret := newSecret()
+	secret := NewSecret()
 	at := time.Unix(1_700_000_000, 0)
 	body := []byte(`{"a":1}`)
 	base := http.Header{}
-	mustSigner(t, secret, "").sign("evt_4", at, body).apply(base)
+	MustSigner(t, secret, "").Sign("evt_4", at, body).apply(base)
 	tests := []struct {
 		name    string
 		secret  string
@@ -388,25 +388,25 @@ func TestVerifyStandardWebhookErrors(t *testing.T) {
 		wantErr error
 	}{
 		{"valid", secret, func(http.Header) {}, body, nil},
-		{"tampered body", secret, func(http.Header) {}, []byte(`{"a":2}`), errSignatureMismatch},
-		{"wrong secret", newSecret(), func(http.Header) {}, body, errSignatureMismatch},
-		{"tampered id", secret, func(h http.Header) { h.Set("webhook-id", "evt_5") }, body, errSignatureMismatch},
-		{"tampered timestamp", secret, func(h http.Header) { h.Set("webhook-timestamp", "1700000001") }, body, errSignatureMismatch},
+		{"tampered body", secret, func(http.Header) {}, []byte(`{"a":2}`), ErrSignatureMismatch},
+		{"wrong secret", NewSecret(), func(http.Header) {}, body, ErrSignatureMismatch},
+		{"tampered id", secret, func(h http.Header) { h.Set("webhook-id", "evt_5") }, body, ErrSignatureMismatch},
+		{"tampered timestamp", secret, func(h http.Header) { h.Set("webhook-timestamp", "1700000001") }, body, ErrSignatureMismatch},
 		{"missing id", secret, func(h http.Header) { h.Del("webhook-id") }, body, errMalformedHeader},
 		{"bad timestamp", secret, func(h http.Header) { h.Set("webhook-timestamp", "soon") }, body, errMalformedHeader},
 		{"no v1", secret, func(h http.Header) { h.Set("webhook-signature", "v1a,xyz") }, body, errNoV1Signature},
-		{"bad base64", secret, func(h http.Header) { h.Set("webhook-signature", "v1,***") }, body, errSignatureMismatch},
+		{"bad base64", secret, func(h http.Header) { h.Set("webhook-signature", "v1,***") }, body, ErrSignatureMismatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := base.Clone()
 			tc.edit(h)
-			if err := verifyStandardWebhook(tc.secret, h, tc.body, at, defaultTolerance); !errors.Is(err, tc.wantErr) {
+			if err := verifyStandardWebhook(tc.secret, h, tc.body, at, DefaultTolerance); !errors.Is(err, tc.wantErr) {
 				t.Errorf("verifyStandardWebhook = %v, want %v", err, tc.wantErr)
 			}
 		})
 	}
-	if err := verifyStandardWebhook("whsec_***", base, body, at, defaultTolerance); !errors.Is(err, errBadSecret) {
+	if err := verifyStandardWebhook("whsec_***", base, body, at, DefaultTolerance); !errors.Is(err, errBadSecret) {
 		t.Errorf("bad secret: %v", err)
 	}
 }
@@ -428,8 +428,8 @@ func TestApplySetsAllHeaders(t *testing.T) {
 
 // One signer serves concurrent deliveries; run with -race.
 func TestSignerConcurrent(t *testing.T) {
-	cur, old := newSecret(), newSecret()
-	s := mustSigner(t, cur, old)
+	cur, old := NewSecret(), NewSecret()
+	s := MustSigner(t, cur, old)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -439,8 +439,8 @@ func TestSignerConcurrent(t *testing.T) {
 				id := fmt.Sprintf("evt_%d_%d", g, i)
 				body := []byte(strings.Repeat("b", i))
 				at := time.Unix(int64(1_700_000_000+i), 0)
-				h := s.sign(id, at, body)
-				if err := verifySignature(old, h.Signature, body, at, defaultTolerance); err != nil {
+				h := s.Sign(id, at, body)
+				if err := VerifySignature(old, h.Signature, body, at, DefaultTolerance); err != nil {
 					t.Error(err)
 					return
 				}
@@ -455,22 +455,22 @@ func TestSignerConcurrent(t *testing.T) {
 }
 
 func benchmarkSign(b *testing.B, old string) {
-	s := mustSigner(b, newSecret(), old)
+	s := MustSigner(b, NewSecret(), old)
 	body := []byte(`{"id":"evt_01JGQ7ZK3M9X4VB2C8D5E6F7G","type":"order.status.updated","created_at":1735689600,"data":{"object":{"id":"ord_1042","status":"completed"}}}`)
 	at := time.Unix(1_735_689_600, 0)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		s.sign("evt_01JGQ7ZK3M9X4VB2C8D5E6F7G", at, body)
+		s.Sign("evt_01JGQ7ZK3M9X4VB2C8D5E6F7G", at, body)
 	}
 }
 
 func BenchmarkSign(b *testing.B)         { benchmarkSign(b, "") }
-func BenchmarkSignRotation(b *testing.B) { benchmarkSign(b, newSecret()) }
+func BenchmarkSignRotation(b *testing.B) { benchmarkSign(b, NewSecret()) }
 
 // BenchmarkSignWebhookOneShot is the cost without a kept signer.
 func BenchmarkSignWebhookOneShot(b *testing.B) {
-	secret := newSecret()
+	secret := NewSecret()
 	body := []byte(`{"id":"evt_1","type":"order.status.updated","created_at":1735689600,"data":{"object":{"id":"ord_1042","status":"completed"}}}`)
 	at := time.Unix(1_735_689_600, 0)
 	b.ReportAllocs()
@@ -482,13 +482,13 @@ func BenchmarkSignWebhookOneShot(b *testing.B) {
 }
 
 func BenchmarkVerifySignature(b *testing.B) {
-	secret := newSecret()
+	secret := NewSecret()
 	body := []byte(`{"id":"evt_1","type":"order.status.updated","created_at":1735689600,"data":{"object":{"id":"ord_1042","status":"completed"}}}`)
 	at := time.Unix(1_735_689_600, 0)
-	h := mustSigner(b, secret, "").sign("evt_1", at, body)
+	h := MustSigner(b, secret, "").Sign("evt_1", at, body)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := verifySignature(secret, h.Signature, body, at, defaultTolerance); err != nil {
+		if err := VerifySignature(secret, h.Signature, body, at, DefaultTolerance); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -500,7 +500,7 @@ func BenchmarkVerifySignature(b *testing.B) {
 func FuzzParseSignatureHeader(f *testing.F) {
 	f.Add("t=1700000000,v1="+strings.Repeat("ab", 32), int64(1_700_000_000), []byte(`{"a":1}`))
 	f.Fuzz(func(t *testing.T, header string, ts int64, body []byte) {
-		if h, err := parseSignatureHeader(header); err == nil {
+		if h, err := ParseSignatureHeader(header); err == nil {
 			if h.Timestamp < 0 || len(h.V1) == 0 {
 				t.Fatalf("%q parsed to %+v", header, h)
 			}
@@ -511,7 +511,7 @@ func FuzzParseSignatureHeader(f *testing.F) {
 			}
 			// Re-rendering what parsed gives the same result.
 			again := "t=" + strconv.FormatInt(h.Timestamp, 10) + ",v1=" + strings.Join(h.V1, ",v1=")
-			h2, err := parseSignatureHeader(again)
+			h2, err := ParseSignatureHeader(again)
 			if err != nil || h2.Timestamp != h.Timestamp || strings.Join(h2.V1, ",") != strings.Join(h.V1, ",") {
 				t.Fatalf("%q → %+v → %q → %+v, %v", header, h, again, h2, err)
 			}
@@ -527,8 +527,8 @@ func FuzzParseSignatureHeader(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := s.sign("evt_fuzz", time.Unix(ts, 0), body)
-			h, err := parseSignatureHeader(out.Signature)
+			out := s.Sign("evt_fuzz", time.Unix(ts, 0), body)
+			h, err := ParseSignatureHeader(out.Signature)
 			if err != nil {
 				t.Fatalf("signer's %q does not parse: %v", out.Signature, err)
 			}
@@ -539,7 +539,7 @@ func FuzzParseSignatureHeader(f *testing.F) {
 			if h.Timestamp != ts || strings.Join(h.V1, ",") != strings.Join(want, ",") {
 				t.Fatalf("signer's %q parsed to %+v, want t=%d v1=%v", out.Signature, h, ts, want)
 			}
-			if err := verifySignature(fuzzSecret, out.Signature, body, time.Unix(ts, 0), defaultTolerance); err != nil {
+			if err := VerifySignature(fuzzSecret, out.Signature, body, time.Unix(ts, 0), DefaultTolerance); err != nil {
 				t.Fatalf("signer's %q does not verify: %v", out.Signature, err)
 			}
 		}
@@ -554,7 +554,7 @@ const (
 // signDelivery is the dispatcher's entry point: the same values as the signer,
 // the test vector included, through the cache.
 func TestSignDelivery(t *testing.T) {
-	v := loadTestVector(t)
+	v := LoadTestVector(t)
 	for _, tc := range []struct {
 		name, old, wantSig, wantStd string
 	}{
@@ -563,7 +563,7 @@ func TestSignDelivery(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 3 { // a miss, then hits
-				h := signDelivery(v.Secret, tc.old, v.ID, v.Timestamp, []byte(v.Body))
+				h := SignDelivery(v.Secret, tc.old, v.ID, v.Timestamp, []byte(v.Body))
 				sig, std := h.Signature, h.StdSignature
 				if sig != tc.wantSig || std != tc.wantStd {
 					t.Fatalf("signDelivery = %q, %q; want %q, %q", sig, std, tc.wantSig, tc.wantStd)
@@ -573,13 +573,13 @@ func TestSignDelivery(t *testing.T) {
 	}
 	t.Run("secrets that do not decode still sign", func(t *testing.T) {
 		for _, pair := range [][2]string{{"whsec_%%%", ""}, {"", ""}, {"", v.OldSecret}, {v.Secret, "not-a-secret"}} {
-			h := signDelivery(pair[0], pair[1], "evt_1", 1, []byte("{}"))
+			h := SignDelivery(pair[0], pair[1], "evt_1", 1, []byte("{}"))
 			sig, std := h.Signature, h.StdSignature
 			if !strings.HasPrefix(sig, "t=1,v1=") || !strings.HasPrefix(std, "v1,") {
 				t.Errorf("%q: signDelivery = %q, %q", pair, sig, std)
 			}
 			if pair[0] != "" {
-				if err := verifySignature(pair[0], sig, []byte("{}"), time.Unix(1, 0), 0); err != nil {
+				if err := VerifySignature(pair[0], sig, []byte("{}"), time.Unix(1, 0), 0); err != nil {
 					t.Errorf("%q: %v", pair, err)
 				}
 			}
@@ -587,7 +587,7 @@ func TestSignDelivery(t *testing.T) {
 	})
 	t.Run("cache is bounded", func(t *testing.T) {
 		for range maxCachedSigners + 10 {
-			signDelivery(newSecret(), "", "evt_1", 1, nil)
+			SignDelivery(NewSecret(), "", "evt_1", 1, nil)
 		}
 		n := 0
 		signerCache.Range(func(any, any) bool { n++; return true })
@@ -599,10 +599,10 @@ func TestSignDelivery(t *testing.T) {
 
 // BenchmarkSignDelivery is the dispatcher's per-attempt cost (cache hit).
 func BenchmarkSignDelivery(b *testing.B) {
-	cur := newSecret()
+	cur := NewSecret()
 	body := []byte(`{"id":"evt_01JGQ7ZK3M9X4VB2C8D5E6F7G","type":"order.status.updated","created_at":1735689600,"data":{"object":{"id":"ord_1042","status":"completed"}}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		signDelivery(cur, "", "evt_01JGQ7ZK3M9X4VB2C8D5E6F7G", 1_735_689_600, body)
+		SignDelivery(cur, "", "evt_01JGQ7ZK3M9X4VB2C8D5E6F7G", 1_735_689_600, body)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package webhook
 
 import (
 	"cmp"
@@ -27,9 +27,9 @@ import (
 // every endpoint the stores may have to hold that many with one worker
 // still free: however many endpoints are slow or dead, none delays another.
 const (
-	perEndpointInFlight = 4
-	minDispatchWorkers  = 32
-	maxDispatchWorkers  = egress.MaxInFlight // about 8 MiB of idle goroutines
+	PerEndpointInFlight = 4
+	MinDispatchWorkers  = 32
+	MaxDispatchWorkers  = egress.MaxInFlight // about 8 MiB of idle goroutines
 )
 
 // dispatchWorkers is the size of the pool for a configuration of stores
@@ -37,26 +37,26 @@ const (
 // [minDispatchWorkers, maxDispatchWorkers]. Past 51 stores the bound no
 // longer holds for every endpoint at once: 256 endpoints, all slow at
 // their limit, would take every worker.
-func dispatchWorkers(stores int) int {
-	return min(maxDispatchWorkers, max(minDispatchWorkers, stores*maxEndpointsPerStore*perEndpointInFlight+1))
+func DispatchWorkers(stores int) int {
+	return min(MaxDispatchWorkers, max(MinDispatchWorkers, stores*MaxEndpointsPerStore*PerEndpointInFlight+1))
 }
 
 // timerHeap orders pending deliveries by their next attempt.
-type timerHeap []*delivery
+type timerHeap []*Delivery
 
 func (h timerHeap) Len() int           { return len(h) }
 func (h timerHeap) Less(i, j int) bool { return h[i].NextAt < h[j].NextAt }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *timerHeap) Push(x any)        { d := x.(*delivery); d.index = len(*h); *h = append(*h, d) }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].Index = i; h[j].Index = j }
+func (h *timerHeap) Push(x any)        { d := x.(*Delivery); d.Index = len(*h); *h = append(*h, d) }
 func (h *timerHeap) Pop() any {
 	old := *h
 	d := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
-	d.index = -1
+	d.Index = -1
 	return d
 }
-func (h *timerHeap) remove(d *delivery) { heap.Remove(h, d.index) }
+func (h *timerHeap) Remove(d *Delivery) { heap.Remove(h, d.Index) }
 
 // dispatcher is the running side of hooks in the native build: its
 // goroutines and HTTP client. (The wasm build has none: its host takes the
@@ -69,28 +69,28 @@ type dispatcher struct {
 	wg     sync.WaitGroup
 }
 
-// scheduleLocked puts the pending d in the timer heap. hk.mu must be held.
-func (hk *hooks) scheduleLocked(d *delivery) {
-	heap.Push(&hk.sched, d)
-	if d.index == 0 {
+// scheduleLocked puts the pending d in the timer heap. hk.Mu must be held.
+func (hk *Hooks) scheduleLocked(d *Delivery) {
+	heap.Push(&hk.Sched, d)
+	if d.Index == 0 {
 		hk.pokeLocked()
 	}
 }
 
 // pokeLocked tells whoever drives the dispatcher to look again now: the
-// scheduler goroutine, or the edge host through the wake export. hk.mu
+// scheduler goroutine, or the edge host through the wake export. hk.Mu
 // must be held.
-func (hk *hooks) pokeLocked() {
+func (hk *Hooks) pokeLocked() {
 	select {
-	case hk.wake <- struct{}{}:
+	case hk.Wake <- struct{}{}:
 	default:
 	}
 }
 
 // start launches the scheduler and the workers.
-func (hk *hooks) start() error {
-	w := hk.cfg.Webhooks
-	workers := dispatchWorkers(len(hk.cfg.Stores))
+func (hk *Hooks) Start() error {
+	w := hk.Cfg.Webhooks
+	workers := DispatchWorkers(len(hk.Cfg.Stores))
 	client, err := egress.NewClient(egress.Options{
 		Timeout: w.Timeout.D(), AllowPrivate: w.AllowInsecureURLs,
 		// Endpoints of many stores may share a host; the pool bounds the
@@ -101,10 +101,10 @@ func (hk *hooks) start() error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &dispatcher{client: client, ctx: ctx, cancel: cancel, cond: sync.NewCond(&hk.mu)}
-	hk.mu.Lock()
+	d := &dispatcher{client: client, ctx: ctx, cancel: cancel, cond: sync.NewCond(&hk.Mu)}
+	hk.Mu.Lock()
 	hk.d = d
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 	d.wg.Add(1 + workers)
 	go hk.scheduler()
 	for range workers {
@@ -115,14 +115,14 @@ func (hk *hooks) start() error {
 
 // stop ends the goroutines. Attempts under way are cancelled and their
 // deliveries stay pending, due at once, to be sent after a restart.
-func (hk *hooks) stop() {
-	hk.mu.Lock()
+func (hk *Hooks) Stop() {
+	hk.Mu.Lock()
 	d := hk.d
 	hk.closed = true
 	if d != nil {
 		d.cond.Broadcast()
 	}
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 	if d == nil {
 		return
 	}
@@ -131,76 +131,76 @@ func (hk *hooks) stop() {
 	d.client.CloseIdleConnections()
 }
 
-func (hk *hooks) scheduler() {
+func (hk *Hooks) scheduler() {
 	defer hk.d.wg.Done()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
-		hk.mu.Lock()
-		leading := hk.leading
-		hk.mu.Unlock()
-		if hk.share != nil && leading {
+		hk.Mu.Lock()
+		leading := hk.Leading
+		hk.Mu.Unlock()
+		if hk.Share != nil && leading {
 			// The deliveries other replicas made, and their endpoint
 			// changes, reach the sender within followEvery (a tick would
 			// take a second); what cannot be read now waits for the next.
-			hk.catchUp(hk.d.ctx, false)
+			hk.CatchUp(hk.d.ctx, false)
 		}
-		hk.mu.Lock()
+		hk.Mu.Lock()
 		now := time.Now()
-		next := hk.advanceLocked(now)
-		if len(hk.ready) > 0 {
+		next := hk.AdvanceLocked(now)
+		if len(hk.Ready) > 0 {
 			hk.d.cond.Broadcast()
 		}
-		hk.mu.Unlock()
+		hk.Mu.Unlock()
 		wait := time.Hour
 		if next != 0 {
 			wait = time.Duration(next - now.UnixNano())
 		}
-		if hk.share != nil && leading {
+		if hk.Share != nil && leading {
 			wait = min(wait, followEvery)
 		}
 		t.Reset(wait)
 		select {
 		case <-hk.d.ctx.Done():
 			return
-		case <-hk.wake:
+		case <-hk.Wake:
 		case <-t.C:
 		}
 	}
 }
 
-func (hk *hooks) worker() {
+func (hk *Hooks) worker() {
 	defer hk.d.wg.Done()
-	hk.mu.Lock()
-	defer hk.mu.Unlock()
+	hk.Mu.Lock()
+	defer hk.Mu.Unlock()
 	for {
-		j := hk.takeLocked(time.Now())
+		j := hk.TakeLocked(time.Now())
 		for j == nil && !hk.closed { // none ready, or (shared) this replica no longer sends
 			hk.d.cond.Wait()
-			j = hk.takeLocked(time.Now())
+			j = hk.TakeLocked(time.Now())
 		}
 		if hk.closed {
 			return
 		}
-		ctx, cancel := hk.attemptsCtxLocked(j.d.EndpointID), context.CancelFunc(func() {})
-		if hk.share != nil {
+		ctx, cancel := hk.attemptsCtxLocked(j.D.EndpointID), context.CancelFunc(func() {})
+		if hk.Share != nil {
 			// Over before the lease could run out, should it not be
 			// renewed: never two replicas sending one delivery.
-			ctx, cancel = context.WithDeadline(ctx, hk.sendUntil.Add(leaseMargin-time.Second))
+			ctx, cancel = context.WithDeadline(ctx, hk.SendUntil.Add(leaseMargin-time.Second))
 		}
-		hk.mu.Unlock()
-		r := egress.Post(ctx, hk.d.client, j.url, j.header, j.d.ev.Body)
+		hk.Mu.Unlock()
+		r := egress.Post(ctx, hk.d.client, j.URL, j.Header, j.D.Ev.Body)
 		cancel()
-		hk.mu.Lock()
-		hk.finishLocked(j, r)
+		hk.Mu.Lock()
+		hk.FinishLocked(j, r)
 	}
 }
 
 // attemptsCtxLocked returns the context for an attempt to the endpoint of
 // id: the dispatcher's, cancelled too when the endpoint is deleted
-// (removeEndpointLocked). hk.mu must be held.
-func (hk *hooks) attemptsCtxLocked(id string) context.Context {
-	e := hk.endpoints[id]
+// (removeEndpointLocked). hk.Mu must be held.
+func (hk *Hooks) attemptsCtxLocked(id string) context.Context {
+	e := hk.Endpoints[id]
 	if e == nil { // takeLocked returns only jobs of endpoints that exist
 		return hk.d.ctx
 	}
@@ -215,31 +215,31 @@ func (hk *hooks) attemptsCtxLocked(id string) context.Context {
 // limit; those their endpoint refuses (refusesLocked) are failed. It
 // returns when the next delivery falls due, in unix nanoseconds, or 0
 // when none is scheduled. A follower of a shared state sends nothing: it
-// returns 0. hk.mu must be held.
-func (hk *hooks) advanceLocked(now time.Time) (next int64) {
-	if !hk.sendingLocked(now) {
+// returns 0. hk.Mu must be held.
+func (hk *Hooks) AdvanceLocked(now time.Time) (next int64) {
+	if !hk.SendingLocked(now) {
 		return 0
 	}
 	n := now.UnixNano()
-	for len(hk.sched) > 0 && hk.sched[0].NextAt <= n {
-		d := heap.Pop(&hk.sched).(*delivery)
-		e := hk.endpoints[d.EndpointID]
+	for len(hk.Sched) > 0 && hk.Sched[0].NextAt <= n {
+		d := heap.Pop(&hk.Sched).(*Delivery)
+		e := hk.Endpoints[d.EndpointID]
 		if e == nil {
 			continue
 		}
 		switch why := e.refusalLocked(d); {
 		case why != "":
-			hk.endLocked(e, d, statusFailed, why)
+			hk.EndLocked(e, d, StatusFailed, why)
 			hk.trimLogLocked(e)
-		case e.inflight >= perEndpointInFlight:
-			e.waiting = append(e.waiting, d)
+		case e.Inflight >= PerEndpointInFlight:
+			e.Waiting = append(e.Waiting, d)
 		default:
-			e.inflight++
-			hk.ready = append(hk.ready, d)
+			e.Inflight++
+			hk.Ready = append(hk.Ready, d)
 		}
 	}
-	if len(hk.sched) > 0 {
-		return hk.sched[0].NextAt
+	if len(hk.Sched) > 0 {
+		return hk.Sched[0].NextAt
 	}
 	return 0
 }
@@ -254,59 +254,59 @@ func (hk *hooks) advanceLocked(now time.Time) (next int64) {
 // for it at once (dropQueuedLocked), and a failed attempt e now refuses is
 // not retried (recordLocked); this catches what a restart brings back: an
 // attempt under way at the change, which the shutdown or a crash left
-// pending. hk.mu must be held.
-func (e *endpoint) refusesLocked(d *delivery) bool { return e.refusalLocked(d) != "" }
+// pending. hk.Mu must be held.
+func (e *Endpoint) RefusesLocked(d *Delivery) bool { return e.refusalLocked(d) != "" }
 
 // Why a delivery failed, as its log shows it (failure_reason).
 const (
-	reasonRetriesUsedUp = "no attempt succeeded and the retries are used up"
-	reasonDisabled      = "the endpoint is disabled"
-	reasonUnsubscribed  = "the endpoint no longer takes this event type"
+	ReasonRetriesUsedUp = "no attempt succeeded and the retries are used up"
+	ReasonDisabled      = "the endpoint is disabled"
+	ReasonUnsubscribed  = "the endpoint no longer takes this event type"
 )
 
-// refusalLocked is why e refuses d (refusesLocked), or "". hk.mu must be
+// refusalLocked is why e refuses d (refusesLocked), or "". hk.Mu must be
 // held.
-func (e *endpoint) refusalLocked(d *delivery) string {
+func (e *Endpoint) refusalLocked(d *Delivery) string {
 	switch {
 	case d.Explicit && (e.Enabled || len(d.Attempts) == 0):
 		return ""
 	case !e.Enabled:
-		return reasonDisabled
-	case !d.Explicit && !e.subscribed(d.ev.Type):
-		return reasonUnsubscribed
+		return ReasonDisabled
+	case !d.Explicit && !e.subscribed(d.Ev.Type):
+		return ReasonUnsubscribed
 	}
 	return ""
 }
 
-// job is one attempt of a delivery, signed and ready to send.
-type job struct {
-	d      *delivery
-	e      *endpoint // d's, whose place the job holds
-	term   uint64    // hooks.term when it was taken
-	url    string
-	header http.Header
-	a      attempt // filled in when the attempt is made
+// Job is one attempt of a delivery, signed and ready to send.
+type Job struct {
+	D      *Delivery
+	e      *Endpoint // d's, whose place the job holds
+	Term   uint64    // hooks.term when it was taken
+	URL    string
+	Header http.Header
+	a      Attempt // filled in when the attempt is made
 }
 
 // takeLocked removes the first ready delivery and signs its attempt at
 // now. It returns nil when none is ready. The caller owes a finishLocked
-// for every job. hk.mu must be held.
-func (hk *hooks) takeLocked(now time.Time) *job {
-	if !hk.sendingLocked(now) {
+// for every job. hk.Mu must be held.
+func (hk *Hooks) TakeLocked(now time.Time) *Job {
+	if !hk.SendingLocked(now) {
 		return nil
 	}
-	for len(hk.ready) > 0 {
-		d := hk.ready[0]
-		hk.ready[0] = nil
-		hk.ready = hk.ready[1:]
-		e := hk.endpoints[d.EndpointID]
+	for len(hk.Ready) > 0 {
+		d := hk.Ready[0]
+		hk.Ready[0] = nil
+		hk.Ready = hk.Ready[1:]
+		e := hk.Endpoints[d.EndpointID]
 		if e == nil { // deleted while queued
 			continue
 		}
 		cur, old := e.secrets(now)
-		sig := signDelivery(cur, old, d.ev.ID, now.Unix(), d.ev.Body)
-		j := &job{d: d, e: e, term: hk.term, url: e.URL, header: deliveryHeader(sig),
-			a: attempt{At: now.UnixNano(), URL: e.URL, Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}}
+		sig := SignDelivery(cur, old, d.Ev.ID, now.Unix(), d.Ev.Body)
+		j := &Job{D: d, e: e, Term: hk.Term, URL: e.URL, Header: DeliveryHeader(sig),
+			a: Attempt{At: now.UnixNano(), URL: e.URL, Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}}
 		d.job = j
 		return j
 	}
@@ -319,25 +319,25 @@ func (hk *hooks) takeLocked(now time.Time) *job {
 // cancelling a job) is not recorded: the delivery is scheduled again, due
 // at once, so that whatever cancelled it, it is neither lost nor left
 // pending in no queue. After a stop nothing runs the schedule, and the
-// state saved holds it pending, due at once. hk.mu must be held.
-func (hk *hooks) finishLocked(j *job, r egress.Result) {
-	d := j.d
+// state saved holds it pending, due at once. hk.Mu must be held.
+func (hk *Hooks) FinishLocked(j *Job, r egress.Result) {
+	d := j.D
 	if d.job == j {
 		d.job = nil
 	}
-	e := hk.endpoints[d.EndpointID]
+	e := hk.Endpoints[d.EndpointID]
 	if e == nil || e != j.e { // deleted, or the copy read again (hookfeed.go): its places went with it
 		return
 	}
 	hk.releaseLocked(e)
-	if hk.deliv[d.ID] != d { // trimmed or deleted meanwhile (shared: by the leader)
+	if hk.Deliv[d.ID] != d { // trimmed or deleted meanwhile (shared: by the leader)
 		return
 	}
-	if j.term != hk.term || !hk.sendingLocked(time.Now()) {
+	if j.Term != hk.Term || !hk.SendingLocked(time.Now()) {
 		// Taken by a leadership since ended, or past its lease
 		// (hooklease.go): the next leader owns d; here it waits in the
 		// schedule, as pending deliveries do in a follower.
-		if d.Status == statusPending && !hk.queuedLocked(e, d) {
+		if d.Status == StatusPending && !hk.queuedLocked(e, d) {
 			d.NextAt = time.Now().UnixNano()
 			hk.scheduleLocked(d)
 		}
@@ -348,13 +348,13 @@ func (hk *hooks) finishLocked(j *job, r egress.Result) {
 		hk.scheduleLocked(d)
 		return
 	}
-	hk.recordLocked(e, d, j.a.complete(r))
+	hk.recordLocked(e, d, j.a.Complete(r))
 }
 
 // queuedLocked reports whether d, of e, waits anywhere to be sent or is
-// under way. hk.mu must be held.
-func (hk *hooks) queuedLocked(e *endpoint, d *delivery) bool {
-	return d.index >= 0 || d.job != nil || slices.Contains(hk.ready, d) || slices.Contains(e.waiting, d)
+// under way. hk.Mu must be held.
+func (hk *Hooks) queuedLocked(e *Endpoint, d *Delivery) bool {
+	return d.Index >= 0 || d.job != nil || slices.Contains(hk.Ready, d) || slices.Contains(e.Waiting, d)
 }
 
 // dropQueuedLocked ends the deliveries of e that drop picks among those
@@ -369,23 +369,23 @@ func (hk *hooks) queuedLocked(e *endpoint, d *delivery) bool {
 // same step as the change, so that no request e no longer takes starts
 // after that answer. A follower of a shared state leaves this to the
 // leader, which does it when it takes the change in (hookshare.go).
-// hk.mu must be held.
-func (hk *hooks) dropQueuedLocked(e *endpoint, drop func(*delivery) bool) {
-	if !hk.leading {
+// hk.Mu must be held.
+func (hk *Hooks) DropQueuedLocked(e *Endpoint, drop func(*Delivery) bool) {
+	if !hk.Leading {
 		return
 	}
-	fail := func(d *delivery) {
+	fail := func(d *Delivery) {
 		// Dropped because e refuses it now, or (dropAll) because e was
 		// disabled, which e also refuses for a test call not yet attempted.
-		hk.endLocked(e, d, statusFailed, cmp.Or(e.refusalLocked(d), reasonDisabled))
+		hk.EndLocked(e, d, StatusFailed, cmp.Or(e.refusalLocked(d), ReasonDisabled))
 	}
-	for _, d := range e.log {
-		if d.index >= 0 && drop(d) {
-			hk.sched.remove(d)
+	for _, d := range e.Log {
+		if d.Index >= 0 && drop(d) {
+			hk.Sched.Remove(d)
 			fail(d)
 		}
 	}
-	e.waiting = slices.DeleteFunc(e.waiting, func(d *delivery) bool {
+	e.Waiting = slices.DeleteFunc(e.Waiting, func(d *Delivery) bool {
 		if !drop(d) {
 			return false
 		}
@@ -393,7 +393,7 @@ func (hk *hooks) dropQueuedLocked(e *endpoint, drop func(*delivery) bool) {
 		return true
 	})
 	freed := 0 // a ready delivery holds one of e's places
-	hk.ready = slices.DeleteFunc(hk.ready, func(d *delivery) bool {
+	hk.Ready = slices.DeleteFunc(hk.Ready, func(d *Delivery) bool {
 		if d.EndpointID != e.ID || !drop(d) {
 			return false
 		}
@@ -408,20 +408,20 @@ func (hk *hooks) dropQueuedLocked(e *endpoint, drop func(*delivery) bool) {
 }
 
 // dropAll is dropQueuedLocked's choice when an endpoint is disabled.
-func dropAll(*delivery) bool { return true }
+func DropAll(*Delivery) bool { return true }
 
 // releaseLocked frees one of e's places for attempts under way: the next
-// delivery waiting on e, if any, takes it and becomes ready. hk.mu must
+// delivery waiting on e, if any, takes it and becomes ready. hk.Mu must
 // be held.
-func (hk *hooks) releaseLocked(e *endpoint) {
-	e.inflight--
-	if len(e.waiting) == 0 {
+func (hk *Hooks) releaseLocked(e *Endpoint) {
+	e.Inflight--
+	if len(e.Waiting) == 0 {
 		return
 	}
-	next := e.waiting[0]
-	e.waiting = e.waiting[1:]
-	e.inflight++
-	hk.ready = append(hk.ready, next)
+	next := e.Waiting[0]
+	e.Waiting = e.Waiting[1:]
+	e.Inflight++
+	hk.Ready = append(hk.Ready, next)
 	if hk.d != nil {
 		hk.d.cond.Signal()
 	} else {
@@ -430,7 +430,7 @@ func (hk *hooks) releaseLocked(e *endpoint) {
 }
 
 // complete fills in a from the outcome of its request.
-func (a attempt) complete(r egress.Result) attempt {
+func (a Attempt) Complete(r egress.Result) Attempt {
 	a.DurationMS = r.Duration.Milliseconds()
 	a.Status = r.Status
 	a.ResponseBody = string(r.Body)
@@ -471,27 +471,27 @@ func errText(err error) string {
 // or when e refuses d now (refusesLocked), otherwise the next
 // attempt after the scheduled wait with up to 10 % jitter (a receiver's
 // Retry-After moves nothing: the schedule is the one docs/api.md
-// promises). hk.mu must be held.
-func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
+// promises). hk.Mu must be held.
+func (hk *Hooks) recordLocked(e *Endpoint, d *Delivery, a Attempt) {
 	d.Attempts = append(d.Attempts, a)
-	hk.pending[e.StoreID] += attemptCost(&a) // d is pending still: endLocked takes its whole logCost back
-	hk.touchLocked(kindDelivery, d.ID)
-	sched := hk.cfg.Webhooks.RetrySchedule
+	hk.Pending[e.StoreID] += attemptCost(&a) // d is pending still: endLocked takes its whole logCost back
+	hk.TouchLocked(kindDelivery, d.ID)
+	sched := hk.Cfg.Webhooks.RetrySchedule
 	n := len(d.Attempts)
 	ok := a.Status == http.StatusOK && a.Error == "" // not a 200 whose body then timed out
-	hk.noteAttemptLocked(e, ok)                      // which may disable e: d is then refused too
+	hk.NoteAttemptLocked(e, ok)                      // which may disable e: d is then refused too
 	switch why := e.refusalLocked(d); {
 	case ok:
-		hk.endLocked(e, d, statusSucceeded, "")
-		hk.outcomes.succeeded.Add(1)
+		hk.EndLocked(e, d, StatusSucceeded, "")
+		hk.Outcomes.Succeeded.Add(1)
 	case n > len(sched):
-		hk.endLocked(e, d, statusFailed, reasonRetriesUsedUp)
-		hk.outcomes.failed.Add(1)
+		hk.EndLocked(e, d, StatusFailed, ReasonRetriesUsedUp)
+		hk.Outcomes.Failed.Add(1)
 	case why != "":
-		hk.endLocked(e, d, statusFailed, why)
-		hk.outcomes.failed.Add(1)
+		hk.EndLocked(e, d, StatusFailed, why)
+		hk.Outcomes.Failed.Add(1)
 	default:
-		hk.outcomes.retried.Add(1)
+		hk.Outcomes.Retried.Add(1)
 		wait := sched[n-1].D()
 		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))
 		d.NextAt = time.Now().Add(wait).UnixNano()
@@ -500,19 +500,21 @@ func (hk *hooks) recordLocked(e *endpoint, d *delivery, a attempt) {
 	hk.trimLogLocked(e) // if d ended, the log holds one more finished delivery
 }
 
-var userAgent = "deeplink-webhooks/" + productVersion()
+// UserAgent is the User-Agent of every webhook request: the service
+// adds its version.
+var UserAgent = "deeplink-webhooks"
 
 // deliveryHeader is the whole header of an attempt: its signatures, and
 // the rest, which is the same for every request.
-func deliveryHeader(sig webhookHeaders) http.Header {
-	h := http.Header{"Content-Type": jsonContentType, "User-Agent": {userAgent}}
+func DeliveryHeader(sig webhookHeaders) http.Header {
+	h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {UserAgent}}
 	sig.apply(h)
 	return h
 }
 
 // signatures are the signature headers attempt a sent for event eventID,
 // rebuilt for the delivery log from what the attempt keeps.
-func (a attempt) signatures(eventID string) webhookHeaders {
+func (a Attempt) signatures(eventID string) webhookHeaders {
 	return webhookHeaders{Signature: a.Signature, ID: eventID, Timestamp: strconv.FormatInt(a.Timestamp, 10), StdSignature: a.StdSignature}
 }
 
@@ -523,63 +525,63 @@ func (a attempt) signatures(eventID string) webhookHeaders {
 // sharing the state (hookshare.go), the leader does it, under their lock,
 // and renews its lease; a follower takes in the others' changes, and
 // takes the lead if it is free. One caller at a time.
-func (hk *hooks) tick(now time.Time) error {
-	if hk.share == nil {
+func (hk *Hooks) Tick(now time.Time) error {
+	if hk.Share == nil {
 		hk.housekeep(now, true)
-		return hk.persist(context.Background())
+		return hk.Persist(context.Background())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lockWork)
 	defer cancel()
-	hk.lead(ctx, now)
-	hk.mu.Lock()
-	leading := hk.leading
-	hk.mu.Unlock()
+	hk.Lead(ctx, now)
+	hk.Mu.Lock()
+	leading := hk.Leading
+	hk.Mu.Unlock()
 	if !leading {
 		hk.housekeep(now, false)
-		return hk.fresh(ctx)
+		return hk.Fresh(ctx)
 	}
-	work, unlock, err := hk.lock(ctx)
+	work, unlock, err := hk.Lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	hk.housekeep(now, true)
-	return errors.Join(hk.persist(work), hk.trimFeed(work, now))
+	return errors.Join(hk.Persist(work), hk.TrimFeed(work, now))
 }
 
 // housekeep is tick's work on the copy. A follower (not leading) only
 // forgets the expired keys: the leader writes what expires, and the
 // store forgets the keys by itself.
-func (hk *hooks) housekeep(now time.Time, leading bool) {
-	hk.mu.Lock()
-	defer hk.mu.Unlock()
+func (hk *Hooks) housekeep(now time.Time, leading bool) {
+	hk.Mu.Lock()
+	defer hk.Mu.Unlock()
 	// The keys that expired, from the front of the queue: O(those), not
 	// O(every key remembered), under the lock every webhook call takes.
 	n := 0
-	for _, q := range hk.idemQueue {
-		if now.Unix() < q.expires {
+	for _, q := range hk.IdemQueue {
+		if now.Unix() < q.Expires {
 			break
 		}
 		n++
-		if v, ok := hk.idem[q.key]; ok && v.Expires == q.expires { // not published again since
-			delete(hk.idem, q.key)
-			store, _, _ := strings.Cut(q.key, "\x00")
-			hk.idemCount[store]--
+		if v, ok := hk.Idem[q.Key]; ok && v.Expires == q.Expires { // not published again since
+			delete(hk.Idem, q.Key)
+			store, _, _ := strings.Cut(q.Key, "\x00")
+			hk.IdemCount[store]--
 			if leading {
-				hk.touchLocked(kindIdem, q.key)
+				hk.TouchLocked(kindIdem, q.Key)
 			}
 		}
 	}
-	clear(hk.idemQueue[:n])
-	hk.idemQueue = hk.idemQueue[n:]
+	clear(hk.IdemQueue[:n])
+	hk.IdemQueue = hk.IdemQueue[n:]
 	if !leading {
 		return
 	}
-	clock := hk.now()
-	for _, e := range hk.endpoints {
+	clock := hk.Now()
+	for _, e := range hk.Endpoints {
 		if e.OldSecret != "" && now.Unix() >= e.OldSecretEnd {
 			e.OldSecret, e.OldSecretEnd = "", 0
-			hk.touchLocked(kindEndpoint, e.ID)
+			hk.TouchLocked(KindEndpoint, e.ID)
 		}
 		hk.checkFailingLocked(e, clock)
 	}

@@ -1,4 +1,4 @@
-package main
+package webhook
 
 import (
 	"context"
@@ -42,12 +42,12 @@ import (
 // A single process (the embedded store) shares nothing: hooks.share is
 // nil and the copy is the state, written through.
 const (
-	shareLock  = "hooks:lock"  // the webhook lock: a holder's token, expiring
-	shareLead  = "hooks:lead"  // the leader's lease: its name, expiring
-	shareGen   = "hooks:gen"   // the change feed's counter
-	shareEpoch = "hooks:epoch" // a random name of the feed, made again when the store lost it
-	shareFeed  = "hooks:feed"  // the change feed: the records each write wrote, by the counter (feedMember)
-	shareFloor = "hooks:floor" // the counter below which feed entries were dropped
+	ShareLock  = "hooks:lock"  // the webhook lock: a holder's token, expiring
+	ShareLead  = "hooks:lead"  // the leader's lease: its name, expiring
+	ShareGen   = "hooks:gen"   // the change feed's counter
+	ShareEpoch = "hooks:epoch" // a random name of the feed, made again when the store lost it
+	ShareFeed  = "hooks:feed"  // the change feed: the records each write wrote, by the counter (feedMember)
+	ShareFloor = "hooks:floor" // the counter below which feed entries were dropped
 
 	// lockTTL is how long the lock outlives a holder that died holding
 	// it; a holder gives its work up after lockWork, well before, so
@@ -68,7 +68,7 @@ const (
 	// again, as a start does. A replica takes them in at least every
 	// second (tick); what is kept is about a minute of writes.
 	feedKeep = time.Minute
-	feedTrim = 10 * time.Second // how often the leader drops what is older
+	FeedTrim = 10 * time.Second // how often the leader drops what is older
 	// followEvery is how often the native leader takes in what the
 	// others wrote (besides its tick): the deliveries they made wait for
 	// it before they are sent.
@@ -87,9 +87,9 @@ type sharing struct {
 	// the last to finish lets it go. So a busy replica takes the lock
 	// once for many changes, and the others wait at most lockJoin and
 	// the changes under way.
-	mu     sync.Mutex    // guards the fields below
+	Mu     sync.Mutex    // guards the fields below
 	taking bool          // a change is taking the lock (and catching up)
-	cur    *hold         // the lock this process holds, open to joiners or being let go; nil when none
+	Cur    *hold         // the lock this process holds, open to joiners or being let go; nil when none
 	turn   chan struct{} // closed when taking or cur changes
 
 	// Guarded by hooks.persistMu: one catch-up or persist at a time.
@@ -107,7 +107,7 @@ type sharing struct {
 // changes made under it.
 type hold struct {
 	token     []byte             // in the store
-	since     time.Time          // when it was taken
+	Since     time.Time          // when it was taken
 	work      context.Context    // the changes' context: ends lockWork after since
 	stop      context.CancelFunc // ends work
 	holders   int                // changes under way; sharing.mu guards
@@ -129,18 +129,18 @@ func newSharing(st store.Store) *sharing {
 // shareWith makes hk a replica of the state shared in st, a follower
 // until its tick takes the lead. It is called before loadStore: what
 // is written after the counter is read is taken in by the first catchUp.
-func (hk *hooks) shareWith(ctx context.Context, st store.Store) error {
+func (hk *Hooks) ShareWith(ctx context.Context, st store.Store) error {
 	sh := newSharing(st)
 	epoch, err := sh.readEpoch(ctx)
 	if err != nil {
 		return err
 	}
-	gen, err := counter(ctx, st, shareGen)
+	gen, err := Counter(ctx, st, ShareGen)
 	if err != nil {
 		return err
 	}
 	sh.seen, sh.epoch = gen, epoch
-	hk.share, hk.leading = sh, false
+	hk.Share, hk.Leading = sh, false
 	return nil
 }
 
@@ -150,11 +150,11 @@ func (hk *hooks) shareWith(ctx context.Context, st store.Store) error {
 // state again, since the counter alone may have come back to where it
 // was.
 func (sh *sharing) readEpoch(ctx context.Context) (string, error) {
-	b, err := sh.st.Get(ctx, shareEpoch)
+	b, err := sh.st.Get(ctx, ShareEpoch)
 	if errors.Is(err, store.ErrNotFound) {
-		err = sh.st.Insert(ctx, shareEpoch, []byte(rand.Text()), time.Time{})
+		err = sh.st.Insert(ctx, ShareEpoch, []byte(rand.Text()), time.Time{})
 		if err == nil || errors.Is(err, store.ErrExists) {
-			b, err = sh.st.Get(ctx, shareEpoch)
+			b, err = sh.st.Get(ctx, ShareEpoch)
 		}
 	}
 	return string(b), err
@@ -168,34 +168,34 @@ var errLockBusy = fmt.Errorf("webhooks: the lock of the shared state stayed take
 // makes its change, persists it with the context returned (it ends
 // lockWork after the lock was taken) and calls unlock. ctx bounds the
 // wait.
-func (hk *hooks) lock(ctx context.Context) (work context.Context, unlock func(), err error) {
-	sh := hk.share
+func (hk *Hooks) Lock(ctx context.Context) (work context.Context, unlock func(), err error) {
+	sh := hk.Share
 	for {
-		sh.mu.Lock()
-		h := sh.cur
+		sh.Mu.Lock()
+		h := sh.Cur
 		switch {
-		case h != nil && !h.releasing && time.Since(h.since) < lockJoin:
+		case h != nil && !h.releasing && time.Since(h.Since) < lockJoin:
 			h.holders++
-			sh.mu.Unlock()
+			sh.Mu.Unlock()
 			return h.work, func() { sh.leave(h) }, nil
 		case h == nil && !sh.taking:
 			sh.taking = true
-			sh.mu.Unlock()
+			sh.Mu.Unlock()
 			h, err := hk.take(ctx)
-			sh.mu.Lock()
+			sh.Mu.Lock()
 			sh.taking = false
 			if err == nil {
-				sh.cur = h // open to joiners only now: caught up
+				sh.Cur = h // open to joiners only now: caught up
 			}
 			sh.next()
-			sh.mu.Unlock()
+			sh.Mu.Unlock()
 			if err != nil {
 				return nil, nil, err
 			}
 			return h.work, func() { sh.leave(h) }, nil
 		}
 		turn := sh.turn
-		sh.mu.Unlock()
+		sh.Mu.Unlock()
 		select {
 		case <-turn:
 		case <-ctx.Done():
@@ -210,14 +210,14 @@ const lockJoin = 50 * time.Millisecond
 
 // take takes the store's lock and catches the copy up, for lock; the
 // hold returned has one holder, its caller.
-func (hk *hooks) take(ctx context.Context) (*hold, error) {
-	sh := hk.share
-	h := &hold{since: time.Now(), holders: 1,
+func (hk *Hooks) take(ctx context.Context) (*hold, error) {
+	sh := hk.Share
+	h := &hold{Since: time.Now(), holders: 1,
 		token: []byte(sh.name + "/" + strconv.FormatUint(sh.n.Add(1), 10))}
 	h.work, h.stop = context.WithTimeout(context.WithoutCancel(ctx), lockWork)
 	wait := time.Millisecond
 	for {
-		err := sh.st.Insert(h.work, shareLock, h.token, time.Now().Add(lockTTL))
+		err := sh.st.Insert(h.work, ShareLock, h.token, time.Now().Add(lockTTL))
 		if err == nil {
 			break
 		}
@@ -237,7 +237,7 @@ func (hk *hooks) take(ctx context.Context) (*hold, error) {
 		h.stop()
 		return nil, errLockBusy
 	}
-	if err := hk.catchUp(h.work, true); err != nil {
+	if err := hk.CatchUp(h.work, true); err != nil {
 		sh.letGo(h)
 		return nil, err
 	}
@@ -247,28 +247,28 @@ func (hk *hooks) take(ctx context.Context) (*hold, error) {
 // leave ends a change made under h; the last lets the lock go, and no
 // change joins h from then on.
 func (sh *sharing) leave(h *hold) {
-	sh.mu.Lock()
+	sh.Mu.Lock()
 	h.holders--
 	last := h.holders == 0
 	if last {
 		h.releasing = true
 	}
-	sh.mu.Unlock()
+	sh.Mu.Unlock()
 	if !last {
 		return
 	}
 	sh.letGo(h)
-	sh.mu.Lock()
-	sh.cur = nil
+	sh.Mu.Lock()
+	sh.Cur = nil
 	sh.next()
-	sh.mu.Unlock()
+	sh.Mu.Unlock()
 }
 
 // letGo gives the store's lock of h back. It is best effort: should it
 // fail, the lock expires.
 func (sh *sharing) letGo(h *hold) {
 	ctx, cancel := context.WithTimeout(context.Background(), lockWork)
-	sh.st.CompareAndSwap(ctx, shareLock, h.token, nil, time.Time{})
+	sh.st.CompareAndSwap(ctx, ShareLock, h.token, nil, time.Time{})
 	cancel()
 	h.stop()
 }
@@ -281,35 +281,35 @@ func (sh *sharing) next() {
 
 // locked runs change under the lock (when shared) and persists what it
 // changed.
-func (hk *hooks) locked(ctx context.Context, change func()) error {
-	if hk.share == nil {
+func (hk *Hooks) Locked(ctx context.Context, change func()) error {
+	if hk.Share == nil {
 		change()
-		return hk.persist(ctx)
+		return hk.Persist(ctx)
 	}
-	work, unlock, err := hk.lock(ctx)
+	work, unlock, err := hk.Lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	change()
-	return hk.persist(work)
+	return hk.Persist(work)
 }
 
 // sync writes what the copy changed outside a request (the dispatcher's
 // outcomes, what the leader did about the others' changes): under the
 // lock when shared, and then only if there is something to write.
-func (hk *hooks) sync(ctx context.Context) error {
-	if hk.share == nil {
-		return hk.persist(ctx)
+func (hk *Hooks) Sync(ctx context.Context) error {
+	if hk.Share == nil {
+		return hk.Persist(ctx)
 	}
 	hk.persistMu.Lock()
 	done := hk.persistedGen
 	hk.persistMu.Unlock()
-	hk.mu.Lock()
+	hk.Mu.Lock()
 	idle := hk.touchGen <= done
-	hk.mu.Unlock()
-	if idle && !hk.persistBad.Load() {
+	hk.Mu.Unlock()
+	if idle && !hk.PersistBad.Load() {
 		return nil
 	}
-	return hk.locked(ctx, func() {})
+	return hk.Locked(ctx, func() {})
 }

@@ -1,4 +1,4 @@
-package main
+package webhook
 
 import (
 	"bytes"
@@ -23,18 +23,18 @@ import (
 // them in this form.
 const hooksFormat = 2
 
-const hooksFilePrefix = `{"format":2,"sha256":"`
+const HooksFilePrefix = `{"format":2,"sha256":"`
 
 // hooksStateKeys are the members of the state object, the whole file in
 // the earlier form.
 var hooksStateKeys = []string{"endpoints", "events", "deliveries", "idempotency"}
 
-var errHooksChecksum = errors.New("checksum does not match: the file was changed or damaged since it was written")
+var ErrHooksChecksum = errors.New("checksum does not match: the file was changed or damaged since it was written")
 
 // decodeHooksFile reads the content of hooksFileName, in either form. Its
 // errors do not name the file: the caller does.
-func decodeHooksFile(b []byte) (hooksFile, error) {
-	var f hooksFile
+func DecodeHooksFile(b []byte) (HooksFile, error) {
+	var f HooksFile
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(b, &top); err != nil {
 		return f, err
@@ -54,7 +54,7 @@ func decodeHooksFile(b []byte) (hooksFile, error) {
 		state = top["state"]
 		want := sha256.Sum256(state)
 		if got, err := hex.DecodeString(sum); err != nil || !bytes.Equal(got, want[:]) {
-			return f, errHooksChecksum
+			return f, ErrHooksChecksum
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(top)) { // the same error every time

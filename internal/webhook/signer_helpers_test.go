@@ -1,4 +1,4 @@
-package main
+package webhook
 
 // Signing and verifying helpers only the tests use: the service signs
 // through signDelivery and checks nothing itself.
@@ -20,7 +20,7 @@ func signWebhook(secret, oldSecret, id string, t time.Time, body []byte) (webhoo
 	if err != nil {
 		return webhookHeaders{}, err
 	}
-	return s.sign(id, t, body), nil
+	return s.Sign(id, t, body), nil
 }
 
 // verifyStandardWebhook checks the Standard Webhooks headers (webhook-id,
@@ -62,7 +62,7 @@ func verifyStandardWebhook(secret string, h http.Header, body []byte, now time.T
 		return verifyErrorf(errNoV1Signature, "no v1 signature in webhook-signature")
 	}
 	if !matched {
-		return verifyErrorf(errSignatureMismatch, "signature mismatch: no v1 signature in webhook-signature matches this secret and body")
+		return verifyErrorf(ErrSignatureMismatch, "signature mismatch: no v1 signature in webhook-signature matches this secret and body")
 	}
 	return checkTolerance(t, now, tolerance)
 }

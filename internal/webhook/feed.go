@@ -1,4 +1,4 @@
-package main
+package webhook
 
 import (
 	"cmp"
@@ -46,8 +46,8 @@ var errBehind = errors.New("webhooks: the copy of the shared state is to be read
 // state again if whole, which the holder of the lock says, before any
 // change joins it; otherwise it fails with errBehind. With nothing
 // shared it does nothing.
-func (hk *hooks) catchUp(ctx context.Context, whole bool) error {
-	sh := hk.share
+func (hk *Hooks) CatchUp(ctx context.Context, whole bool) error {
+	sh := hk.Share
 	if sh == nil {
 		return nil
 	}
@@ -57,22 +57,22 @@ func (hk *hooks) catchUp(ctx context.Context, whole bool) error {
 	if err != nil {
 		return err
 	}
-	gen, err := counter(ctx, sh.st, shareGen)
+	gen, err := Counter(ctx, sh.st, ShareGen)
 	if err != nil || gen == sh.seen && epoch == sh.epoch && !sh.behind {
 		return err
 	}
-	floor, err := counter(ctx, sh.st, shareFloor)
+	floor, err := Counter(ctx, sh.st, ShareFloor)
 	if err != nil {
 		return err
 	}
 	if sh.behind || epoch != sh.epoch || gen < sh.seen || sh.seen < floor {
 		return hk.readAgain(ctx, whole, epoch, gen, floor)
 	}
-	list, err := sh.st.ZRange(ctx, shareFeed, sh.seen+1, math.MaxInt64, 0, false)
+	list, err := sh.st.ZRange(ctx, ShareFeed, sh.seen+1, math.MaxInt64, 0, false)
 	if err != nil {
 		return err
 	}
-	kinds := map[string]int{kindEndpoint: 0, kindEvent: 1, kindDelivery: 2, kindIdem: 3}
+	kinds := map[string]int{KindEndpoint: 0, KindEvent: 1, kindDelivery: 2, kindIdem: 3}
 	var entries []feedEntry
 	named := map[string]bool{}
 	for _, m := range list {
@@ -86,7 +86,7 @@ func (hk *hooks) catchUp(ctx context.Context, whole bool) error {
 				continue
 			}
 			named[name] = true
-			b, err := sh.st.Get(ctx, hookKey(kind, id))
+			b, err := sh.st.Get(ctx, HookKey(kind, id))
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
@@ -95,7 +95,7 @@ func (hk *hooks) catchUp(ctx context.Context, whole bool) error {
 	}
 	// A trim that came between the floor read above and the list may
 	// have dropped entries past this copy's last: read again.
-	if floor, err = counter(ctx, sh.st, shareFloor); err != nil {
+	if floor, err = Counter(ctx, sh.st, ShareFloor); err != nil {
 		return err
 	}
 	if sh.seen < floor {
@@ -107,9 +107,9 @@ func (hk *hooks) catchUp(ctx context.Context, whole bool) error {
 	if err != nil {
 		return err
 	}
-	hk.mu.Lock()
+	hk.Mu.Lock()
 	hk.takeInLocked(entries, evs)
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 	for _, e := range entries {
 		hk.index(e.kind, e.id, e.val != nil)
 	}
@@ -121,14 +121,14 @@ func (hk *hooks) catchUp(ctx context.Context, whole bool) error {
 
 // readAgain is catchUp's whole reading, the feed named epoch, its
 // counter at gen. hk.persistMu must be held.
-func (hk *hooks) readAgain(ctx context.Context, whole bool, epoch string, gen, floor int64) error {
-	sh := hk.share
+func (hk *Hooks) readAgain(ctx context.Context, whole bool, epoch string, gen, floor int64) error {
+	sh := hk.Share
 	if !whole {
 		return errBehind
 	}
 	// Redis lost its data (restarted empty), or this copy missed
 	// entries since dropped.
-	hk.log.Warn("webhooks: reading the shared webhook state again", "seen", sh.seen, "counter", gen, "floor", floor)
+	hk.Log.Warn("webhooks: reading the shared webhook state again", "seen", sh.seen, "counter", gen, "floor", floor)
 	if err := hk.reload(ctx); err != nil {
 		return err
 	}
@@ -141,42 +141,42 @@ func (hk *hooks) readAgain(ctx context.Context, whole bool, epoch string, gen, f
 // copy has forgotten) the store. Those of the copy are held here too, so
 // that the copy dropping one meanwhile (its last delivery trimmed) does
 // not lose a new delivery of it.
-func (hk *hooks) eventsFor(ctx context.Context, entries []feedEntry) (map[string]*event, error) {
-	evs := map[string]*event{}
+func (hk *Hooks) eventsFor(ctx context.Context, entries []feedEntry) (map[string]*Event, error) {
+	evs := map[string]*Event{}
 	var want []string
-	hk.mu.Lock()
+	hk.Mu.Lock()
 	for _, e := range entries {
 		switch {
 		case e.val == nil:
-		case e.kind == kindEvent:
-			var ev event
+		case e.kind == KindEvent:
+			var ev Event
 			if json.Unmarshal(e.val, &ev) == nil {
 				evs[ev.ID] = &ev
 			}
-		case e.kind == kindDelivery && hk.deliv[e.id] == nil:
+		case e.kind == kindDelivery && hk.Deliv[e.id] == nil:
 			var d struct {
 				EventID string `json:"event_id"`
 			}
 			if json.Unmarshal(e.val, &d) != nil || evs[d.EventID] != nil {
 				continue
 			}
-			if ev := hk.events[d.EventID]; ev != nil {
+			if ev := hk.Events[d.EventID]; ev != nil {
 				evs[d.EventID] = ev
 			} else {
 				want = append(want, d.EventID)
 			}
 		}
 	}
-	hk.mu.Unlock()
+	hk.Mu.Unlock()
 	for _, id := range want {
-		b, err := hk.share.st.Get(ctx, hookKey(kindEvent, id))
+		b, err := hk.Share.st.Get(ctx, HookKey(KindEvent, id))
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		var ev event
+		var ev Event
 		if json.Unmarshal(b, &ev) == nil {
 			evs[ev.ID] = &ev
 		}
@@ -187,46 +187,46 @@ func (hk *hooks) eventsFor(ctx context.Context, entries []feedEntry) (map[string
 // takeInLocked makes the copy hold entries, the records other replicas
 // wrote. Taking them in writes nothing back: only what the leader does
 // about them (consequences) is its own change, written at its next
-// persist. hk.mu must be held.
-func (hk *hooks) takeInLocked(entries []feedEntry, evs map[string]*event) {
-	touched, gen := hk.touched, hk.touchGen
-	hk.touched = nil
+// persist. hk.Mu must be held.
+func (hk *Hooks) takeInLocked(entries []feedEntry, evs map[string]*Event) {
+	touched, gen := hk.Touched, hk.touchGen
+	hk.Touched = nil
 	var then []func()
 	for _, en := range entries {
 		if f := hk.takeInOneLocked(en, evs); f != nil {
 			then = append(then, f)
 		}
 	}
-	hk.touched, hk.touchGen = touched, gen
+	hk.Touched, hk.touchGen = touched, gen
 	for _, f := range then {
 		f()
 	}
 }
 
 // takeInOneLocked takes in one record, and returns what the leader does
-// about it, or nil. hk.mu must be held.
-func (hk *hooks) takeInOneLocked(en feedEntry, evs map[string]*event) func() {
+// about it, or nil. hk.Mu must be held.
+func (hk *Hooks) takeInOneLocked(en feedEntry, evs map[string]*Event) func() {
 	switch en.kind {
-	case kindEndpoint:
+	case KindEndpoint:
 		return hk.takeInEndpointLocked(en)
 	case kindDelivery:
 		return hk.takeInDeliveryLocked(en, evs)
 	case kindIdem:
 		store, _, _ := strings.Cut(en.id, "\x00")
-		_, had := hk.idem[en.id]
+		_, had := hk.Idem[en.id]
 		var m idem
 		if en.val == nil || json.Unmarshal(en.val, &m) != nil {
 			if had {
-				delete(hk.idem, en.id)
-				hk.idemCount[store]--
+				delete(hk.Idem, en.id)
+				hk.IdemCount[store]--
 			}
 			return nil
 		}
 		if !had {
-			hk.idemCount[store]++
+			hk.IdemCount[store]++
 		}
-		hk.idem[en.id] = m
-		hk.idemQueue = append(hk.idemQueue, idemEntry{en.id, m.Expires})
+		hk.Idem[en.id] = m
+		hk.IdemQueue = append(hk.IdemQueue, IdemEntry{en.id, m.Expires})
 	}
 	return nil // events come with their deliveries
 }
@@ -236,75 +236,75 @@ func (hk *hooks) takeInOneLocked(en feedEntry, evs map[string]*event) func() {
 // changes them as attempts end, and writes them at its next persist)
 // unless the record's enabled state is another than the last written
 // or taken in: a request enabled or disabled the endpoint.
-func (hk *hooks) takeInEndpointLocked(en feedEntry) func() {
-	e := hk.endpoints[en.id]
-	var ne endpoint
+func (hk *Hooks) takeInEndpointLocked(en feedEntry) func() {
+	e := hk.Endpoints[en.id]
+	var ne Endpoint
 	if en.val == nil || json.Unmarshal(en.val, &ne) != nil {
 		if e != nil {
-			hk.removeEndpointLocked(e)
+			hk.RemoveEndpointLocked(e)
 		}
 		return nil
 	}
 	if e == nil {
-		st := hk.cfg.Store(ne.StoreID)
+		st := hk.Cfg.Store(ne.StoreID)
 		if st == nil {
 			return nil // of a store this replica does not serve
 		}
 		ne.StoreID = st.ID
 		ne.written = ne.Enabled
-		hk.addEndpointLocked(&ne)
+		hk.AddEndpointLocked(&ne)
 		return nil
 	}
 	wasEnabled, events := e.Enabled, e.Events
 	e.URL, e.Description, e.Events = ne.URL, ne.Description, ne.Events
 	e.Secret, e.OldSecret, e.OldSecretEnd = ne.Secret, ne.OldSecret, ne.OldSecretEnd
 	e.NextSeq, e.UpdatedAt = max(e.NextSeq, ne.NextSeq), max(e.UpdatedAt, ne.UpdatedAt)
-	if !hk.leading || ne.Enabled != e.written {
+	if !hk.Leading || ne.Enabled != e.written {
 		e.Enabled, e.DisabledReason, e.FailingSince = ne.Enabled, ne.DisabledReason, ne.FailingSince
 	}
 	e.written = ne.Enabled
-	if !hk.leading {
+	if !hk.Leading {
 		return nil
 	}
 	switch {
 	case wasEnabled && !e.Enabled:
-		return func() { hk.dropQueuedLocked(e, dropAll) }
+		return func() { hk.DropQueuedLocked(e, DropAll) }
 	case !slices.Equal(events, e.Events):
-		return func() { hk.dropQueuedLocked(e, e.refusesLocked) }
+		return func() { hk.DropQueuedLocked(e, e.RefusesLocked) }
 	}
 	return nil
 }
 
 // takeInDeliveryLocked takes in a delivery's record: a new delivery, or
 // (in a follower) the leader's change of one.
-func (hk *hooks) takeInDeliveryLocked(en feedEntry, evs map[string]*event) func() {
-	d := hk.deliv[en.id]
-	if d != nil && hk.sendingLocked(time.Now()) {
+func (hk *Hooks) takeInDeliveryLocked(en feedEntry, evs map[string]*Event) func() {
+	d := hk.Deliv[en.id]
+	if d != nil && hk.SendingLocked(time.Now()) {
 		return nil // the leader is the one writer of the deliveries it has
 	}
-	var nd delivery
+	var nd Delivery
 	if en.val == nil || json.Unmarshal(en.val, &nd) != nil {
 		if d != nil {
 			hk.dropDeliveryLocked(d)
 		}
 		return nil
 	}
-	e := hk.endpoints[nd.EndpointID]
+	e := hk.Endpoints[nd.EndpointID]
 	if e == nil {
 		return nil
 	}
 	if d == nil {
-		ev := cmp.Or(hk.events[nd.EventID], evs[nd.EventID])
+		ev := cmp.Or(hk.Events[nd.EventID], evs[nd.EventID])
 		if ev == nil {
 			return nil
 		}
 		d = &nd
-		d.ev, d.index = ev, -1
+		d.Ev, d.Index = ev, -1
 		hk.referLocked(d)
-		i, _ := slices.BinarySearchFunc(e.log, d.Seq, func(x *delivery, seq uint64) int { return cmp.Compare(x.Seq, seq) })
-		e.log = slices.Insert(e.log, i, d)
+		i, _ := slices.BinarySearchFunc(e.Log, d.Seq, func(x *Delivery, seq uint64) int { return cmp.Compare(x.Seq, seq) })
+		e.Log = slices.Insert(e.Log, i, d)
 		hk.accountLocked(e, d, 1)
-		if hk.leading {
+		if hk.Leading {
 			return func() { hk.trimLogLocked(e) }
 		}
 		return nil
@@ -316,28 +316,28 @@ func (hk *hooks) takeInDeliveryLocked(en feedEntry, evs map[string]*event) func(
 }
 
 // accountLocked counts the delivery d of e in (sign 1) or out of (-1)
-// the copy's budgets and schedule. hk.mu must be held.
-func (hk *hooks) accountLocked(e *endpoint, d *delivery, sign int64) {
-	if d.Status != statusPending {
-		e.finished += int(sign)
-		e.logBytes += sign * logCost(d)
+// the copy's budgets and schedule. hk.Mu must be held.
+func (hk *Hooks) accountLocked(e *Endpoint, d *Delivery, sign int64) {
+	if d.Status != StatusPending {
+		e.Finished += int(sign)
+		e.LogBytes += sign * LogCost(d)
 		return
 	}
-	hk.pending[e.StoreID] += sign * logCost(d)
+	hk.Pending[e.StoreID] += sign * LogCost(d)
 	switch {
 	case sign > 0:
 		hk.scheduleLocked(d)
-	case d.index >= 0:
-		hk.sched.remove(d)
+	case d.Index >= 0:
+		hk.Sched.Remove(d)
 	}
 }
 
 // dropDeliveryLocked removes d, which another replica deleted (trimmed
-// from its log), from the copy. hk.mu must be held.
-func (hk *hooks) dropDeliveryLocked(d *delivery) {
-	if e := hk.endpoints[d.EndpointID]; e != nil {
+// from its log), from the copy. hk.Mu must be held.
+func (hk *Hooks) dropDeliveryLocked(d *Delivery) {
+	if e := hk.Endpoints[d.EndpointID]; e != nil {
 		hk.accountLocked(e, d, -1)
-		e.log = slices.DeleteFunc(e.log, func(x *delivery) bool { return x == d })
+		e.Log = slices.DeleteFunc(e.Log, func(x *Delivery) bool { return x == d })
 	}
 	hk.forgetLocked(d)
 }
@@ -345,25 +345,25 @@ func (hk *hooks) dropDeliveryLocked(d *delivery) {
 // reload reads the whole shared state again, as a start does, and puts
 // it in place of the copy in one step. Attempts under way are
 // forgotten (finishLocked drops them). hk.persistMu must be held.
-func (hk *hooks) reload(ctx context.Context) error {
-	fresh := newHooks(hk.cfg)
-	fresh.st, fresh.log = hk.st, hk.log
-	if err := fresh.loadStore(ctx); err != nil {
+func (hk *Hooks) reload(ctx context.Context) error {
+	fresh := NewHooks(hk.Cfg)
+	fresh.St, fresh.Log = hk.St, hk.Log
+	if err := fresh.LoadStore(ctx); err != nil {
 		return err
 	}
-	hk.mu.Lock()
-	defer hk.mu.Unlock()
+	hk.Mu.Lock()
+	defer hk.Mu.Unlock()
 	hk.stepDownLocked()
-	hk.endpoints, hk.byStore, hk.events, hk.deliv = fresh.endpoints, fresh.byStore, fresh.events, fresh.deliv
-	hk.idem, hk.idemQueue, hk.pending, hk.idemCount = fresh.idem, fresh.idemQueue, fresh.pending, fresh.idemCount
-	hk.sched, hk.ready, hk.parked, hk.indexed = fresh.sched, nil, fresh.parked, fresh.indexed
-	clear(hk.touched) // what the copy had not written is what it could not have written right
-	hk.share.behind = false
+	hk.Endpoints, hk.ByStore, hk.Events, hk.Deliv = fresh.Endpoints, fresh.ByStore, fresh.Events, fresh.Deliv
+	hk.Idem, hk.IdemQueue, hk.Pending, hk.IdemCount = fresh.Idem, fresh.IdemQueue, fresh.Pending, fresh.IdemCount
+	hk.Sched, hk.Ready, hk.Parked, hk.indexed = fresh.Sched, nil, fresh.Parked, fresh.indexed
+	clear(hk.Touched) // what the copy had not written is what it could not have written right
+	hk.Share.behind = false
 	return nil
 }
 
 // counter reads the counter at key, 0 when there is none.
-func counter(ctx context.Context, st store.Store, key string) (int64, error) {
+func Counter(ctx context.Context, st store.Store, key string) (int64, error) {
 	b, err := st.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, nil
@@ -377,13 +377,13 @@ func counter(ctx context.Context, st store.Store, key string) (int64, error) {
 // trimFeed drops the feed entries older than feedKeep. One caller at a
 // time (the leader's tick), under the lock: no write comes between the
 // list and the drop.
-func (hk *hooks) trimFeed(ctx context.Context, now time.Time) error {
-	sh := hk.share
-	if now.Sub(sh.trimmed) < feedTrim {
+func (hk *Hooks) TrimFeed(ctx context.Context, now time.Time) error {
+	sh := hk.Share
+	if now.Sub(sh.trimmed) < FeedTrim {
 		return nil
 	}
 	sh.trimmed = now
-	gen, err := counter(ctx, sh.st, shareGen)
+	gen, err := Counter(ctx, sh.st, ShareGen)
 	if err != nil {
 		return err
 	}
@@ -397,15 +397,15 @@ func (hk *hooks) trimFeed(ctx context.Context, now time.Time) error {
 	}
 	floor := sh.marks[i-1].gen
 	sh.marks = sh.marks[i:]
-	old, err := sh.st.ZRange(ctx, shareFeed, math.MinInt64, floor, 0, false)
+	old, err := sh.st.ZRange(ctx, ShareFeed, math.MinInt64, floor, 0, false)
 	if err != nil {
 		return err
 	}
 	// The floor first: a replica that reads it above its own last entry
 	// reads the state again rather than miss what goes.
-	ws := []store.Write{{Key: shareFloor, Val: []byte(strconv.FormatInt(floor, 10))}}
+	ws := []store.Write{{Key: ShareFloor, Val: []byte(strconv.FormatInt(floor, 10))}}
 	for _, m := range old {
-		ws = append(ws, store.Write{Key: shareFeed, Member: m.Member})
+		ws = append(ws, store.Write{Key: ShareFeed, Member: m.Member})
 	}
 	return sh.st.Apply(ctx, ws)
 }

@@ -1,4 +1,4 @@
-package main
+package webhook
 
 import "time"
 
@@ -16,22 +16,22 @@ import "time"
 
 // Values of endpoint.DisabledReason.
 const (
-	disabledManual  = "manual"  // by a request: PATCH, or creation with enabled false
-	disabledFailing = "failing" // by checkFailingLocked
+	DisabledManual  = "manual"  // by a request: PATCH, or creation with enabled false
+	DisabledFailing = "failing" // by checkFailingLocked
 )
 
 // noteAttemptLocked moves e's failure window on by the outcome of one of
 // its attempts, ok when it succeeded, and disables e if the window has now
-// been open long enough (checkFailingLocked). hk.mu must be held.
-func (hk *hooks) noteAttemptLocked(e *endpoint, ok bool) {
-	now := hk.now()
+// been open long enough (checkFailingLocked). hk.Mu must be held.
+func (hk *Hooks) NoteAttemptLocked(e *Endpoint, ok bool) {
+	now := hk.Now()
 	switch {
 	case ok && e.FailingSince != 0:
 		e.FailingSince = 0
-		hk.touchLocked(kindEndpoint, e.ID)
+		hk.TouchLocked(KindEndpoint, e.ID)
 	case !ok && e.FailingSince == 0:
 		e.FailingSince = now.UnixNano()
-		hk.touchLocked(kindEndpoint, e.ID)
+		hk.TouchLocked(KindEndpoint, e.ID)
 	}
 	hk.checkFailingLocked(e, now)
 }
@@ -39,9 +39,9 @@ func (hk *hooks) noteAttemptLocked(e *endpoint, ok bool) {
 // checkFailingLocked disables e, with reason failing, when at now its
 // failure window has been open webhooks.disable_after or longer (never
 // when that is 0): its queued deliveries fail at once (dropQueuedLocked),
-// and one line at WARN says so. hk.mu must be held.
-func (hk *hooks) checkFailingLocked(e *endpoint, now time.Time) {
-	after := hk.cfg.Webhooks.DisableAfter.D()
+// and one line at WARN says so. hk.Mu must be held.
+func (hk *Hooks) checkFailingLocked(e *Endpoint, now time.Time) {
+	after := hk.Cfg.Webhooks.DisableAfter.D()
 	if after <= 0 || !e.Enabled || e.FailingSince == 0 {
 		return
 	}
@@ -49,9 +49,9 @@ func (hk *hooks) checkFailingLocked(e *endpoint, now time.Time) {
 	if now.Sub(since) < after {
 		return
 	}
-	e.Enabled, e.DisabledReason, e.UpdatedAt = false, disabledFailing, now.Unix()
-	hk.touchLocked(kindEndpoint, e.ID)
-	hk.dropQueuedLocked(e, dropAll)
-	hk.log.Warn("webhooks: endpoint disabled: every attempt failed for webhooks.disable_after; a PATCH with enabled true turns it back on",
+	e.Enabled, e.DisabledReason, e.UpdatedAt = false, DisabledFailing, now.Unix()
+	hk.TouchLocked(KindEndpoint, e.ID)
+	hk.DropQueuedLocked(e, DropAll)
+	hk.Log.Warn("webhooks: endpoint disabled: every attempt failed for webhooks.disable_after; a PATCH with enabled true turns it back on",
 		"store", e.StoreID, "endpoint", e.ID, "failing_since", since.UTC().Format(time.RFC3339), "disable_after", after.String())
 }

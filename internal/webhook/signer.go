@@ -1,4 +1,4 @@
-package main
+package webhook
 
 // Webhook signing (docs/receiving-webhooks.md). Every delivery attempt carries two
 // signatures made with the same endpoint secret:
@@ -33,25 +33,25 @@ import (
 )
 
 const (
-	secretPrefix = "whsec_"
+	SecretPrefix = "whsec_"
 
 	// Header names. http.Header canonicalises the Standard Webhooks ones to
 	// Webhook-Id etc. on the wire; HTTP header names are case-insensitive.
-	headerSignature    = "X-Webhook-Signature"
+	HeaderSignature    = "X-Webhook-Signature"
 	headerWebhookID    = "webhook-id"
 	headerWebhookTime  = "webhook-timestamp"
 	headerWebhookSig   = "webhook-signature"
-	defaultTolerance   = 5 * time.Minute
+	DefaultTolerance   = 5 * time.Minute
 	secretRandomBytes  = 32
 	hexSignatureLength = 2 * sha256.Size
 )
 
 // newSecret returns a fresh endpoint secret: "whsec_" + standard base64 of
 // 32 bytes from crypto/rand.
-func newSecret() string {
+func NewSecret() string {
 	var b [secretRandomBytes]byte
 	rand.Read(b[:]) // never fails (crypto/rand panics rather than return short)
-	return secretPrefix + base64.StdEncoding.EncodeToString(b[:])
+	return SecretPrefix + base64.StdEncoding.EncodeToString(b[:])
 }
 
 // webhookHeaders are the signature headers of one delivery attempt.
@@ -64,7 +64,7 @@ type webhookHeaders struct {
 
 // apply sets the headers on h.
 func (w webhookHeaders) apply(h http.Header) {
-	h.Set(headerSignature, w.Signature)
+	h.Set(HeaderSignature, w.Signature)
 	h.Set(headerWebhookID, w.ID)
 	h.Set(headerWebhookTime, w.Timestamp)
 	h.Set(headerWebhookSig, w.StdSignature)
@@ -99,7 +99,7 @@ var errBadSecret = errors.New("webhook secret must be whsec_ followed by standar
 func parseSecret(secret string) (*secretKeys, error) {
 	// Like the Standard Webhooks reference libraries, the prefix is optional
 	// for the decoded key; the X-Webhook-Signature key is the string as given.
-	b64 := strings.TrimPrefix(secret, secretPrefix)
+	b64 := strings.TrimPrefix(secret, SecretPrefix)
 	if b64 == "" {
 		return nil, errBadSecret
 	}
@@ -149,8 +149,8 @@ func newSignerKeys(cur, old *secretKeys) *signer {
 // repeated attempts cost only the strings. A secret that is not
 // whsec_+base64 (never made by newSecret) still gets an
 // X-Webhook-Signature; its Standard Webhooks key is then empty.
-func signDelivery(cur, old, id string, t int64, body []byte) webhookHeaders {
-	return cachedSigner(cur, old).sign(id, time.Unix(t, 0), body)
+func SignDelivery(cur, old, id string, t int64, body []byte) webhookHeaders {
+	return cachedSigner(cur, old).Sign(id, time.Unix(t, 0), body)
 }
 
 // signerCache maps a (cur, old) secret pair to its *signer. Entries hold
@@ -203,7 +203,7 @@ func lenientKeys(secret string) *secretKeys {
 // sign returns the headers for one attempt to deliver body (the exact bytes
 // sent) of event id at time t (truncated to whole unix seconds). Each attempt
 // is signed afresh with its own time; id stays the same across retries.
-func (s *signer) sign(id string, t time.Time, body []byte) webhookHeaders {
+func (s *signer) Sign(id string, t time.Time, body []byte) webhookHeaders {
 	st := s.pool.Get().(*signState)
 	defer s.pool.Put(st)
 
@@ -255,7 +255,7 @@ var (
 	errMalformedHeader   = errors.New("malformed signature header")
 	errNoV1Signature     = errors.New("no v1 signature")
 	errOutsideTolerance  = errors.New("timestamp outside tolerance")
-	errSignatureMismatch = errors.New("signature mismatch")
+	ErrSignatureMismatch = errors.New("signature mismatch")
 )
 
 type verifyError struct {
@@ -284,7 +284,7 @@ type signatureHeader struct {
 // other keys (v0=, a future v2=) are ignored, whatever their value. Anything
 // else (an empty part, a part without '=', an empty key) is malformed.
 // A header that is well formed but has no v1 yields errNoV1Signature.
-func parseSignatureHeader(header string) (signatureHeader, error) {
+func ParseSignatureHeader(header string) (signatureHeader, error) {
 	var h signatureHeader
 	if strings.TrimSpace(header) == "" {
 		return h, verifyErrorf(errMalformedHeader, "malformed signature header: empty")
@@ -359,11 +359,11 @@ func isHexString(s string) bool {
 // |now - t| ≤ tolerance in whole seconds, in both directions; a tolerance ≤ 0
 // disables it (for re-checking an old delivery from the log, say). Callers
 // that want the usual check pass defaultTolerance (5 minutes).
-func verifySignature(secret, header string, body []byte, now time.Time, tolerance time.Duration) error {
+func VerifySignature(secret, header string, body []byte, now time.Time, tolerance time.Duration) error {
 	if secret == "" {
 		return errors.New("empty secret")
 	}
-	h, err := parseSignatureHeader(header)
+	h, err := ParseSignatureHeader(header)
 	if err != nil {
 		return err
 	}
@@ -383,9 +383,9 @@ func verifySignature(secret, header string, body []byte, now time.Time, toleranc
 	}
 	if !matched {
 		if len(h.V1) == 1 {
-			return verifyErrorf(errSignatureMismatch, "signature mismatch: the v1 signature does not match this secret and body")
+			return verifyErrorf(ErrSignatureMismatch, "signature mismatch: the v1 signature does not match this secret and body")
 		}
-		return verifyErrorf(errSignatureMismatch, "signature mismatch: none of the %d v1 signatures matches this secret and body", len(h.V1))
+		return verifyErrorf(ErrSignatureMismatch, "signature mismatch: none of the %d v1 signatures matches this secret and body", len(h.V1))
 	}
 	return checkTolerance(h.Timestamp, now, tolerance)
 }
@@ -400,16 +400,16 @@ func checkTolerance(t int64, now time.Time, tolerance time.Duration) error {
 	tol := int64(tolerance / time.Second)
 	switch {
 	case age > tol:
-		return verifyErrorf(errOutsideTolerance, "timestamp is %s old, tolerance %s", secondsString(age), tolerance)
+		return verifyErrorf(errOutsideTolerance, "timestamp is %s old, tolerance %s", SecondsString(age), tolerance)
 	case -age > tol:
-		return verifyErrorf(errOutsideTolerance, "timestamp is %s in the future, tolerance %s", secondsString(-age), tolerance)
+		return verifyErrorf(errOutsideTolerance, "timestamp is %s in the future, tolerance %s", SecondsString(-age), tolerance)
 	}
 	return nil
 }
 
 // secondsString formats n seconds as a duration, saturating far beyond any
 // plausible clock difference.
-func secondsString(n int64) string {
+func SecondsString(n int64) string {
 	const maxSeconds = int64(1<<63-1) / int64(time.Second)
 	if n > maxSeconds || n < -maxSeconds {
 		return "more than 290 years"
