@@ -1361,10 +1361,18 @@ func contractCases() []contractCase {
 				c["webhooks"].(map[string]any)["trusted_ca_file"] = ca
 				c["stores"].([]any)[0].(map[string]any)["game_authorize_url"] = game.URL + "/oauth/authorize"
 			})
+			workers := func() int { // started so far, in this log of every launch
+				b, _ := os.ReadFile(s.log)
+				return bytes.Count(b, []byte("a worker instance started"))
+			}
+			before := workers()
 			if s.target == targetWasm {
 				s.argv = append(s.argv, "-instances", "2") // the primary, and one for the rest
 			}
 			s.start()
+			if s.target == targetWasm { // the check goes to the worker once it has started
+				ctEventually(t, time.Minute, func() bool { return workers() > before }, "the worker instance started")
+			}
 			d := newDashClient(t, s.URL)
 			d.signIn(ctStoreA, ctKeyA)
 			p := d.post("/dashboard/settings/check", nil)
@@ -1376,7 +1384,12 @@ func contractCases() []contractCase {
 			assert.Contains(t, apple, "right:</span> valid JSON")
 			assert.NotContains(t, apple, "wrong:", "the service's own file, served over TLS by a host trusted_ca_file vouches for")
 			assert.Contains(t, android, "answered 301 to https://www.example.com/.well-known/assetlinks.json")
-			assert.Equal(t, "202 Accepted", <-published, "an event published while the check waited")
+			select {
+			case got := <-published:
+				assert.Equal(t, "202 Accepted", got, "an event published while the check waited")
+			case <-time.After(30 * time.Second):
+				t.Fatal("the game's host was never asked for assetlinks.json")
+			}
 		}},
 		{name: "ops/healthz and readyz", run: func(t *testing.T, s *ctService) {
 			ctStatus(t, s.do(t, http.MethodGet, "/healthz", nil), http.StatusOK)

@@ -39,6 +39,7 @@ type host struct {
 	slots       []atomic.Pointer[instance] // the instance in each slot now; the primary first
 	free        chan *instance             // the workers free to take a request any may serve
 	primaryFree chan *instance             // the primary, when free to take one too (it also takes its own)
+	workers     atomic.Int32               // workers started
 	started     atomic.Uint64              // numbers the instances started
 	dog         *watchdog                  // kills the host when a call runs away (nil: no deadline)
 }
@@ -74,13 +75,16 @@ func newHost(state *hostState, dog *watchdog, rt wazero.Runtime, compiled wazero
 	}
 	h.slots[0].Store(in)
 	h.primaryFree <- in
+	began := time.Now()
 	for i := 1; i < n; i++ {
 		go func() {
 			for wait := time.Second; ; wait = min(2*wait, time.Minute) {
 				in, err := h.startInstance(i)
 				if err == nil {
 					h.slots[i].Store(in)
+					h.workers.Add(1)
 					h.free <- in
+					slog.Info("edge module: a worker instance started", "slot", i, "after", time.Since(began).String())
 					return
 				}
 				slog.Error("edge module: a worker instance did not start; serving with fewer, trying again", "err", err, "in", wait.String())
@@ -240,12 +244,16 @@ func (in *instance) call(name string, b []byte, args ...uint64) (out []byte, id 
 }
 
 // handle has an instance serve the framed request req for path: the
-// primary those wire.Primary names; a worker, once one has started,
-// those wire.Waits names; any free instance the others.
-func (h *host) handle(path string, req []byte) (*wire.Response, error) {
+// primary those wire.Primary names; a worker, when one has started,
+// those wire.Waits names; any free instance the others. A request whose
+// ctx ends while it waits for an instance is given up (errGivenUp).
+func (h *host) handle(ctx context.Context, path string, req []byte) (*wire.Response, error) {
 	in, pooled := h.slots[0].Load(), !wire.Primary(path)
 	if pooled {
-		in = h.take(wire.Waits(path) && len(h.slots) > 1)
+		var err error
+		if in, err = h.take(ctx, wire.Waits(path) && h.workers.Load() > 0); err != nil {
+			return nil, err
+		}
 	}
 	out, _, wait, err := in.call("handle", req)
 	if pooled {
@@ -257,16 +265,23 @@ func (h *host) handle(path string, req []byte) (*wire.Response, error) {
 	return wire.ParseResponse(out)
 }
 
+// errGivenUp is a request whose client left while it waited for an
+// instance.
+var errGivenUp = errors.New("the request ended before an instance was free")
+
 // take returns a free instance, a worker when worker is true.
-func (h *host) take(worker bool) *instance {
+func (h *host) take(ctx context.Context, worker bool) (*instance, error) {
+	primary := h.primaryFree
 	if worker {
-		return <-h.free
+		primary = nil // never ready
 	}
 	select {
 	case in := <-h.free:
-		return in
-	case in := <-h.primaryFree:
-		return in
+		return in, nil
+	case in := <-primary:
+		return in, nil
+	case <-ctx.Done():
+		return nil, errGivenUp
 	}
 }
 
@@ -300,7 +315,12 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if path == "/metrics" {
 		resp, err = h.metrics(req)
 	} else {
-		resp, err = h.handle(path, req)
+		resp, err = h.handle(r.Context(), path, req)
+	}
+	if errors.Is(err, errGivenUp) {
+		// Nobody waits for an answer; the line says what became of it.
+		h.answer(w, r, id, start, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"`+errGivenUp.Error()+`"}}`)
+		return
 	}
 	if err != nil {
 		var exit *sys.ExitError

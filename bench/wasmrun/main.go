@@ -12,6 +12,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -21,8 +22,10 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
+	"deeplink/internal/egress"
 	"deeplink/internal/store/embedded"
 	"deeplink/internal/store/hoststore"
+	"deeplink/internal/wire"
 )
 
 func main() { os.Exit(doMain()) }
@@ -83,7 +86,14 @@ func doMain() int {
 		// fetch answers that nothing could be fetched: no test the factor
 		// runs checks association files.
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, s []uint64) {
-		reply := []byte(`[{"status":0,"content_type":"","err":"wasmrun fetches nothing"},{"status":0,"content_type":"","err":"wasmrun fetches nothing"}]`)
+		b, _ := mod.Memory().Read(uint32(s[0]), uint32(s[1]))
+		var f wire.Fetch
+		json.Unmarshal(b, &f)
+		files := make([]egress.File, len(f.URLs))
+		for i := range files {
+			files[i].Err = "wasmrun fetches nothing"
+		}
+		reply, _ := json.Marshal(files)
 		if len(reply) <= int(uint32(s[3])) {
 			mod.Memory().Write(uint32(s[2]), reply)
 		}

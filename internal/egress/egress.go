@@ -20,6 +20,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // MaxResponseBody is how much of a receiver's answer is read and kept.
@@ -163,7 +164,17 @@ func getFile(ctx context.Context, c *http.Client, url string, limit int64) File 
 	return f
 }
 
-func cut(s string) string { return s[:min(len(s), maxFileHeader)] }
+// cut returns s up to maxFileHeader bytes, cut before a character.
+func cut(s string) string {
+	if len(s) <= maxFileHeader {
+		return s
+	}
+	i := maxFileHeader
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}
 
 // refuseNonPublic is a net.Dialer Control: it refuses to connect to an
 // address that is not public, whatever name resolved to it.

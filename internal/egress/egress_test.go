@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -68,7 +69,7 @@ func TestRefuseNonPublic(t *testing.T) {
 // its body cut at the limit and its headers at maxFileHeader; an address
 // that does not answer is an error of its own file only.
 func TestGetFiles(t *testing.T) {
-	long := "https://example.com/" + strings.Repeat("a", 2*maxFileHeader)
+	long := "https://example.com/x" + strings.Repeat("é", maxFileHeader) // cut before a character, not inside one
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/json":
@@ -94,7 +95,7 @@ func TestGetFiles(t *testing.T) {
 	want := []File{
 		{Status: 200, ContentType: "application/json", Body: []byte(`{"applinks":{}}`)},
 		{Status: 200, ContentType: "text/plain", Body: []byte(strings.Repeat("x", 64))},
-		{Status: 301, Location: long[:maxFileHeader]},
+		{Status: 301, Location: long[:maxFileHeader-1]},
 		{},
 	}
 	if len(got) != len(want) {
@@ -110,6 +111,34 @@ func TestGetFiles(t *testing.T) {
 		}
 		if f.Status != w.Status || f.ContentType != w.ContentType || f.Location != w.Location || string(f.Body) != string(w.Body) || f.Err != "" {
 			t.Errorf("GetFiles: %s = %+v; want %+v", urls[i], f, w)
+		}
+	}
+}
+
+// TestGetFilesAtOnce: the files are fetched at once, so a host that is
+// slow for each costs its delay once: each answer here waits until both
+// requests have arrived, longer than the client's timeout allows twice.
+func TestGetFilesAtOnce(t *testing.T) {
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	both := make(chan struct{})
+	go func() { arrived.Wait(); close(both) }()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Done()
+		select {
+		case <-both:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	c, err := NewClient(Options{Timeout: 5 * time.Second, AllowPrivate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls := []string{srv.URL + "/a", srv.URL + "/b"}
+	for i, f := range GetFiles(t.Context(), c, urls, 64) {
+		if f.Status != http.StatusOK {
+			t.Errorf("GetFiles: %s = %+v; want 200: fetched one after the other?", urls[i], f)
 		}
 	}
 }

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// TestTakeGive: requests any instance may serve take any free one; those
+// that wait on another site take a worker, and wait for one rather than
+// take the primary; a request whose client leaves while it waits gives up.
+func TestTakeGive(t *testing.T) {
+	newPool := func(workers int) (*host, *instance, []*instance) {
+		h := &host{free: make(chan *instance, workers), primaryFree: make(chan *instance, 1)}
+		p := &instance{h: h, slot: 0}
+		h.give(p)
+		var ws []*instance
+		for i := range workers {
+			w := &instance{h: h, slot: i + 1, worker: true}
+			ws = append(ws, w)
+			h.give(w)
+		}
+		return h, p, ws
+	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	h, p, _ := newPool(0)
+	if in, err := h.take(context.Background(), false); in != p || err != nil {
+		t.Fatalf("take(any) with the primary alone = %v, %v; want the primary", in, err)
+	}
+	if in, err := h.take(canceled, false); !errors.Is(err, errGivenUp) {
+		t.Fatalf("take(any) with none free, the request gone = %v, %v; want errGivenUp", in, err)
+	}
+	h.give(p)
+	if in, err := h.take(canceled, true); !errors.Is(err, errGivenUp) {
+		t.Fatalf("take(worker) with only the primary free, the request gone = %v, %v; want errGivenUp", in, err)
+	}
+
+	h, p, ws := newPool(1)
+	for range 10 { // whichever is ready first, never the primary
+		in, err := h.take(context.Background(), true)
+		if in != ws[0] || err != nil {
+			t.Fatalf("take(worker) = %v, %v; want the worker", in, err)
+		}
+		h.give(in)
+	}
+	a, _ := h.take(context.Background(), false)
+	b, _ := h.take(context.Background(), false)
+	if a == b || (a != p && b != p) {
+		t.Fatalf("two take(any) = %v, %v; want the primary and the worker", a, b)
+	}
+	h.give(a)
+	h.give(b)
+	if len(h.primaryFree) != 1 || len(h.free) != 1 {
+		t.Fatalf("after give: %d primary and %d workers free; want 1 and 1", len(h.primaryFree), len(h.free))
+	}
+}
