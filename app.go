@@ -34,6 +34,7 @@ type state struct {
 	db     *embedded.DB // store, when it is the embedded one in this process
 	dir    string       // where an earlier build's files may be; "" where none can be
 	remote bool         // a store of its own (Redis): reads need it too
+	shared bool         // others change the webhook state too: replicas on Redis, the edge host's dispatcher
 	live   func() int   // live entries, when the store counts them cheaply; else nil
 	codes  func() int   // live auth codes, likewise
 }
@@ -156,7 +157,7 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	}
 	srv.demo = demo
 	srv.hooks.St = a.store
-	if st.remote {
+	if st.remote || st.shared {
 		if err := srv.hooks.ShareWith(ctx, a.store); err != nil {
 			a.store.Close()
 			return nil, err

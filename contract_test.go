@@ -1975,13 +1975,35 @@ func contractCases() []contractCase {
 		// A replaced instance's webhook requests are given up: their
 		// outcomes could not be recorded, and its successor sends what
 		// is pending again.
-		{name: "fault/a replaced instance's requests are given up", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
-			slow := newCTHoldingReceiver(t)
-			s.createEndpoint(t, slow.URL)
+		// The host sends the deliveries: an attempt under way goes on
+		// when the instance that made the delivery is replaced.
+		{name: "fault/a replaced instance leaves the attempts under way to the host", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
+			release := make(chan struct{})
+			var got, dropped atomic.Int32
+			rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				got.Add(1)
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					dropped.Add(1)
+				}
+			}))
+			t.Cleanup(rc.Close)
+			ep, _ := s.createEndpoint(t, rc.URL)
 			s.publish(t, "held")
-			ctEventually(t, 4*time.Second, func() bool { return slow.held.Load() >= 1 }, "the attempt under way")
+			ctEventually(t, 4*time.Second, func() bool { return got.Load() >= 1 }, "the attempt under way")
 			ctError(t, s.do(t, http.MethodGet, "/__fault/crash", nil), http.StatusInternalServerError, "internal")
-			ctEventually(t, 3*time.Second, func() bool { return slow.dropped.Load() >= 1 }, "the old instance's attempt given up before the timeout")
+			d := s.deliveries(t, ep) // served by the fresh instance
+			require.Len(t, d, 1)
+			assert.Equal(t, "pending", d[0]["status"], "under way still")
+			close(release)
+			ctEventually(t, 10*time.Second, func() bool {
+				d := s.deliveries(t, ep)
+				return len(d) == 1 && d[0]["status"] == "succeeded"
+			}, "the attempt under way recorded")
+			assert.EqualValues(t, 1, got.Load(), "sent once")
+			assert.EqualValues(t, 0, dropped.Load(), "not cut off")
 		}},
 		{name: "fault/a runaway call is cut off at the call deadline", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
 			start := time.Now()

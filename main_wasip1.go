@@ -4,8 +4,10 @@ package main
 // (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared) that the wazero host in
 // wasm/ drives. The host owns the listener and calls handle with each
 // request; the module has no goroutines of its own between calls, so the
-// host also calls tick for the timed work, and makes the webhook requests
-// the module hands it (wasip1 has no outgoing sockets).
+// host also calls tick for the timed work. The module makes webhook
+// deliveries; the host's own dispatcher sends them (wasip1 has no
+// outgoing sockets), working the webhook state the two share through the
+// host's store.
 //
 // Calling convention: the host asks for an input buffer with buffer(n),
 // writes n bytes there and calls a function with n. Functions that answer
@@ -14,10 +16,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -26,7 +25,6 @@ import (
 	"time"
 	"unsafe"
 
-	"deeplink/internal/egress"
 	"deeplink/internal/serving"
 	"deeplink/internal/store"
 	"deeplink/internal/webhook"
@@ -41,8 +39,6 @@ var edge struct {
 	app     *app
 	handler http.Handler
 	in, out []byte
-	jobs    map[uint64]*webhook.Job // handed to the host, not yet finished
-	nextJob uint64
 	worker  bool // serves no webhook state (wire.StartArgs.Worker)
 
 	logPath, logRoute string // of the request handle serves, for its host to log
@@ -103,6 +99,9 @@ func wasmStart(n uint32) (res uint64) {
 	if err != nil {
 		return result([]byte(err.Error()))
 	}
+	// The host's dispatcher sends the deliveries: the module's copy of
+	// the webhook state follows it, and never takes the lease.
+	a.srv.hooks.NoLead = true
 	if args.Worker {
 		// The primary instance holds the webhook state (wire.Primary):
 		// a worker's stays empty, and is never written.
@@ -125,12 +124,6 @@ func wasmStart(n uint32) (res uint64) {
 	if demo && args.BaseURL != "" && !args.Worker {
 		printDemoBanner(cfg, args.BaseURL)
 	}
-	edge.jobs = map[uint64]*webhook.Job{}
-	// Job ids start at random, so outcomes of jobs a failed instance
-	// handed out, reported after the host replaced it, match nothing here.
-	var seed [8]byte
-	rand.Read(seed[:])
-	edge.nextJob = binary.BigEndian.Uint64(seed[:]) >> 1
 	return result(nil)
 }
 
@@ -216,68 +209,17 @@ func pathOf(uri string) string {
 	return p
 }
 
-// wasmTick does the timed work due at now (unix nanoseconds): sweeps and
-// syncs at most once a second, and hands out the webhook requests that
-// are due, as JSON (wire.Tick).
+// wasmTick does the timed work due at now (unix nanoseconds), at most
+// once a second: the guards' sweeps, the fairness counts written, the
+// webhook state's copy caught up. It returns nothing.
 //
 //go:wasmexport tick
 func wasmTick(nowNanos int64) uint64 {
 	now := time.Unix(0, nowNanos)
-	a := edge.app
-	if now.Sub(a.lastTick) >= time.Second {
+	if a := edge.app; now.Sub(a.lastTick) >= time.Second {
 		a.tick(now)
 	}
-	hk := a.srv.hooks
-	var t wire.Tick
-	hk.Mu.Lock()
-	t.NextDue = hk.AdvanceLocked(now)
-	// A deleted endpoint's requests would hold the host's slots to the
-	// timeout, counted against nothing: as the native build cancels them
-	// (endpoint.cancelAttempts), the host is told to.
-	for id, j := range edge.jobs {
-		if hk.Endpoints[j.D.EndpointID] == nil || j.Term != hk.Term || !hk.SendingLocked(now) { // deleted, or (shared) no longer this replica's to send (hooklease.go)
-			t.Cancel = append(t.Cancel, id)
-		}
-	}
-	for j := hk.TakeLocked(now); j != nil; j = hk.TakeLocked(now) {
-		edge.nextJob++
-		edge.jobs[edge.nextJob] = j
-		t.Jobs = append(t.Jobs, wire.Job{ID: edge.nextJob, URL: j.URL, Header: j.Header, Body: j.D.Ev.Body})
-	}
-	hk.Mu.Unlock()
-	b, _ := json.Marshal(&t)
-	return result(b)
-}
-
-// wasmFinish records the outcomes of jobs, a JSON list of wire.Result.
-//
-//go:wasmexport finish
-func wasmFinish(n uint32) {
-	var rs []wire.Result
-	if json.Unmarshal(edge.in[:n], &rs) != nil {
-		return
-	}
-	hk := edge.app.srv.hooks
-	hk.Mu.Lock()
-	for _, r := range rs {
-		j := edge.jobs[r.ID]
-		if j == nil {
-			continue
-		}
-		delete(edge.jobs, r.ID)
-		er := egress.Result{Status: r.Status, Body: r.Body, Duration: time.Duration(r.DurationNS), Timeout: r.Timeout}
-		switch {
-		case r.Canceled:
-			er.Err = context.Canceled
-		case r.Err != "":
-			er.Err = errors.New(r.Err)
-		}
-		hk.FinishLocked(j, er)
-	}
-	hk.Mu.Unlock()
-	if err := persistEdge(); err != nil {
-		edge.app.srv.log.Error("edge: writing delivery outcomes failed", "err", err)
-	}
+	return result(nil)
 }
 
 // wasmStop writes what the instance holds (the primary's webhook state,
@@ -293,20 +235,6 @@ func wasmStop() uint64 {
 		return result([]byte(err.Error()))
 	}
 	return result(nil)
-}
-
-// wasmWake reports whether a webhook delivery became due since the last
-// call, so the host should tick now rather than at its next timer: a
-// result of one byte if so, none if not.
-//
-//go:wasmexport wake
-func wasmWake() uint64 {
-	select {
-	case <-edge.app.srv.hooks.Wake:
-		return result([]byte{1})
-	default:
-		return result(nil)
-	}
 }
 
 // wasmMetrics returns this instance's /metrics text, without counting or

@@ -147,14 +147,7 @@ func (m *metrics) serve(s *server) http.HandlerFunc {
 			fmt.Fprintf(&b, "# HELP deeplink_auth_codes_live Registered auth codes not yet redeemed or expired.\n# TYPE deeplink_auth_codes_live gauge\ndeeplink_auth_codes_live %d\n", s.liveCodes.value())
 		}
 		if hk := s.hooks; hk != nil {
-			b.WriteString("# HELP deeplink_webhook_attempts_total Webhook delivery attempts by outcome: succeeded, failed (the last attempt of a delivery that failed), retried.\n# TYPE deeplink_webhook_attempts_total counter\n")
-			fmt.Fprintf(&b, "deeplink_webhook_attempts_total{outcome=\"succeeded\"} %d\n", hk.Outcomes.Succeeded.Load())
-			fmt.Fprintf(&b, "deeplink_webhook_attempts_total{outcome=\"failed\"} %d\n", hk.Outcomes.Failed.Load())
-			fmt.Fprintf(&b, "deeplink_webhook_attempts_total{outcome=\"retried\"} %d\n", hk.Outcomes.Retried.Load())
-			b.WriteString("# HELP deeplink_webhook_deliveries_total Webhook deliveries that ended, by outcome: succeeded, or failed (the retries used up, or given up when the endpoint was disabled or stopped taking the type).\n# TYPE deeplink_webhook_deliveries_total counter\n")
-			fmt.Fprintf(&b, "deeplink_webhook_deliveries_total{outcome=\"succeeded\"} %d\n", hk.Ended.Succeeded.Load())
-			fmt.Fprintf(&b, "deeplink_webhook_deliveries_total{outcome=\"failed\"} %d\n", hk.Ended.Failed.Load())
-			fmt.Fprintf(&b, "# HELP deeplink_webhook_queue_depth Webhook deliveries waiting to be sent or under way.\n# TYPE deeplink_webhook_queue_depth gauge\ndeeplink_webhook_queue_depth %d\n", hk.QueueDepth())
+			hk.WriteMetrics(&b)
 		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.Write([]byte(b.String()))

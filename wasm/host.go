@@ -20,6 +20,7 @@ import (
 
 	"deeplink/internal/serving"
 	"deeplink/internal/store"
+	"deeplink/internal/webhook"
 	"deeplink/internal/wire"
 )
 
@@ -27,14 +28,14 @@ import (
 // instance runs one call at a time; none keeps state the store does not
 // have, so a request may go to any of them, except those wire.Primary
 // sends to the primary (slot 0), the one instance that holds the webhook
-// state's working copy and works the deliveries.
+// state's working copy (the host's dispatcher sends its deliveries).
 type host struct {
 	state    *hostState
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	args     wire.StartArgs
-	client   *http.Client
-	kick     chan struct{} // asks the loop to tick now
+	client   *http.Client   // the association check's fetches (deeplink_host.fetch)
+	hooks    *webhook.Hooks // the webhook dispatcher (hooks.go)
 
 	slots       []atomic.Pointer[instance] // the instance in each slot now; the primary first
 	free        chan *instance             // the workers free to take a request any may serve
@@ -60,14 +61,14 @@ type instance struct {
 	fn  map[string]api.Function
 }
 
-var exports = []string{"buffer", "start", "handle", "tick", "finish", "wake", "stop", "metrics"}
+var exports = []string{"buffer", "start", "handle", "tick", "stop", "metrics"}
 
 // newHost starts the primary, and returns once it serves: the workers
 // start meanwhile, each taking requests once it has started (a slot is
 // empty until then), so that a launch is ready as soon as one instance
 // is.
 func newHost(state *hostState, dog *watchdog, rt wazero.Runtime, compiled wazero.CompiledModule, n int, args wire.StartArgs) (*host, error) {
-	h := &host{state: state, dog: dog, rt: rt, compiled: compiled, args: args, kick: make(chan struct{}, 1),
+	h := &host{state: state, dog: dog, rt: rt, compiled: compiled, args: args,
 		slots: make([]atomic.Pointer[instance], n), free: make(chan *instance, n), primaryFree: make(chan *instance, 1)}
 	in, err := h.startInstance(0)
 	if err != nil {
@@ -350,8 +351,8 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp.LogPath, resp.LogRoute = serving.LoggedPath(r.URL.Path, "", nil), "host"
 	}
 	serving.LogRequest(slog.Default(), r, id, resp.LogPath, resp.LogRoute, resp.Status, int64(n), start.Add(d), d)
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && wire.Primary(path) {
-		go h.pokeIfDue() // not before the answer: it waits for the primary
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && wire.Primary(path) && h.hooks != nil {
+		poke(h.hooks) // it may have made a delivery
 	}
 }
 
@@ -364,18 +365,6 @@ func (h *host) answer(w http.ResponseWriter, r *http.Request, id string, start t
 	n, _ := io.WriteString(w, body+"\n")
 	d := time.Since(start)
 	serving.LogRequest(slog.Default(), r, id, serving.LoggedPath(r.URL.Path, "", nil), "host", status, int64(n), start.Add(d), d)
-}
-
-// pokeIfDue asks the loop to tick now when the primary has a webhook
-// delivery that became due.
-func (h *host) pokeIfDue() {
-	out, _, err := h.call(0, "wake", nil)
-	if err == nil && len(out) > 0 {
-		select {
-		case h.kick <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // stop has every instance write what it holds (the primary its webhook

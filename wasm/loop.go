@@ -2,119 +2,23 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"sync"
 	"time"
-
-	"deeplink/internal/egress"
-	"deeplink/internal/wire"
 )
 
-// loop drives the instances' timed work: every second a tick of each
-// (their guards' sweeps, their fairness counts written), and of the
-// primary also at the next delivery's due time and when a request made
-// one due. It makes the webhook requests the primary's ticks hand out, at
-// most egress.MaxInFlight at once (a deleted endpoint's are cancelled at
-// the next tick, as the module lists them in wire.Tick.Cancel), and
-// reports their outcomes. When ctx ends it cancels the requests under
-// way, reports them, and returns.
+// loop ticks every instance every second (its guards' sweeps, its
+// fairness counts written, the primary's copy of the webhook state caught
+// up) until ctx ends.
 func (h *host) loop(ctx context.Context) {
-	jobCtx, cancelJobs := context.WithCancel(context.Background())
-	results := make(chan wire.Result)
-	type underWay struct {
-		cancel   context.CancelFunc
-		instance uint64 // the id of the primary whose tick handed it out
-	}
-	jobs := map[uint64]underWay{} // only loop touches it
-	sem := make(chan struct{}, egress.MaxInFlight)
-	var inflight sync.WaitGroup
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	second := time.NewTicker(time.Second)
-	defer second.Stop()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			cancelJobs()
-			go func() { inflight.Wait(); close(results) }()
-			var rs []wire.Result
-			for r := range results {
-				rs = append(rs, r)
-			}
-			h.finish(rs)
 			return
-		case r := <-results:
-			rs := []wire.Result{r}
-			for more := true; more; { // report every outcome already waiting in one call
-				select {
-				case r := <-results:
-					rs = append(rs, r)
-				default:
-					more = false
-				}
-			}
-			for _, r := range rs {
-				if j, ok := jobs[r.ID]; ok {
-					j.cancel()
-					delete(jobs, r.ID)
-				}
-			}
-			h.finish(rs)
-			h.pokeIfDue()
-			continue
-		case now := <-second.C:
-			for i := 1; i < len(h.slots); i++ {
+		case now := <-t.C:
+			for i := range h.slots {
 				h.call(i, "tick", nil, uint64(now.UnixNano()))
 			}
-		case <-h.kick:
-		case <-timer.C:
 		}
-		out, instance, err := h.call(0, "tick", nil, uint64(time.Now().UnixNano()))
-		for _, j := range jobs {
-			if j.instance != instance {
-				j.cancel() // a replaced instance's
-			}
-		}
-		var t wire.Tick
-		if err == nil {
-			json.Unmarshal(out, &t)
-		}
-		for _, id := range t.Cancel {
-			if j, ok := jobs[id]; ok {
-				j.cancel()
-			}
-		}
-		for _, j := range t.Jobs {
-			ctx, cancel := context.WithCancel(jobCtx)
-			jobs[j.ID] = underWay{cancel, instance}
-			inflight.Add(1)
-			go func() {
-				defer inflight.Done()
-				sem <- struct{}{}
-				r := egress.Post(ctx, h.client, j.URL, j.Header, j.Body)
-				<-sem
-				er := wire.Result{ID: j.ID, Status: r.Status, Body: r.Body, DurationNS: int64(r.Duration), Timeout: r.Timeout}
-				if r.Err != nil {
-					er.Err = r.Err.Error()
-					er.Canceled = errors.Is(r.Err, context.Canceled)
-				}
-				results <- er
-			}()
-		}
-		wait := time.Second
-		if t.NextDue != 0 {
-			wait = min(wait, max(time.Until(time.Unix(0, t.NextDue)), time.Millisecond))
-		}
-		timer.Reset(wait)
 	}
-}
-
-// finish reports the outcomes rs to the primary.
-func (h *host) finish(rs []wire.Result) {
-	if len(rs) == 0 {
-		return
-	}
-	b, _ := json.Marshal(rs)
-	h.call(0, "finish", b)
 }

@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"deeplink/internal/egress"
 	"deeplink/internal/serving"
 	"deeplink/internal/store/hoststore"
+	"deeplink/internal/webhook"
 	"deeplink/internal/wire"
 )
 
@@ -179,6 +181,12 @@ func run() error {
 		return err
 	}
 	defer state.close() // closed below, its error reported; again here, after a failure (a second close does nothing)
+	if !state.remote {  // data_dir is this process's alone
+		if err := webhook.ForgetHolders(context.Background(), state.store); err != nil {
+			srv.Close()
+			return fmt.Errorf("webhooks: %w", err)
+		}
+	}
 	*backend = state.backend
 	rt, compiled := c.rt, c.cm
 	var dog *watchdog
@@ -209,10 +217,15 @@ func run() error {
 		return err
 	}
 	h.client = client
-	loopDone := make(chan struct{})
-	// The loop has its own end: it goes on through shutdown.delay, the
-	// module's timed work and webhooks with it, and ends when the stop
-	// proper begins.
+	if h.hooks, err = startHooks(cfg, state.store); err != nil {
+		h.stop()
+		srv.Close()
+		return fmt.Errorf("webhooks: %w", err)
+	}
+	// The loops have their own end: they go on through shutdown.delay,
+	// the module's timed work and webhooks with them, and end when the
+	// stop proper begins.
+	var loops sync.WaitGroup
 	loopCtx, endLoop := context.WithCancel(context.Background())
 	defer endLoop()
 	// A signal while the module started: never ready, straight to the
@@ -221,9 +234,8 @@ func run() error {
 	if ready {
 		srv.Set(h)
 		slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
-		go func() { defer close(loopDone); h.loop(loopCtx) }()
-	} else {
-		close(loopDone)
+		loops.Go(func() { h.loop(loopCtx) })
+		loops.Go(func() { tickHooks(loopCtx, h.hooks) })
 	}
 
 	// Serve fails only when the listener does; the state is written all
@@ -245,8 +257,10 @@ func run() error {
 	if err := srv.Stop(stopping, 10*time.Second); err != nil {
 		slog.Warn("shutdown: in-flight requests cut off", "err", err)
 	}
-	<-loopDone // webhook requests under way are cancelled and reported
-	if err := errors.Join(h.stop(), state.close()); err != nil {
+	loops.Wait()
+	// The dispatcher first: its attempts under way are cancelled, their
+	// deliveries pending, to be sent after a restart.
+	if err := errors.Join(stopHooks(h.hooks), h.stop(), state.close()); err != nil {
 		return errors.Join(serveFailed, fmt.Errorf("writing state: %w", err))
 	}
 	if serveFailed != nil {

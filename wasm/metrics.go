@@ -6,13 +6,15 @@ import (
 	"strconv"
 	"strings"
 
+	"deeplink/internal/webhook"
 	"deeplink/internal/wire"
 )
 
 // metrics serves /metrics for the whole pool: each instance counts the
 // requests it served, so the primary serves the request (and counts and
 // logs it) and the host adds every worker's counters and histograms to
-// its answer (mergeMetrics). An answer other than 200 is sent as it is.
+// its answer (mergeMetrics), and the webhook metrics are the host's
+// dispatcher's. An answer other than 200 is sent as it is.
 func (h *host) metrics(req []byte) (*wire.Response, error) {
 	out, _, err := h.call(0, "handle", req)
 	if err != nil {
@@ -30,8 +32,25 @@ func (h *host) metrics(req []byte) (*wire.Response, error) {
 		}
 		bodies = append(bodies, b)
 	}
-	resp.Body = mergeMetrics(bodies)
+	resp.Body = h.withHooksMetrics(mergeMetrics(bodies))
 	return resp, nil
+}
+
+// withHooksMetrics returns text, an exposition of the instances, with
+// the webhook metrics the host's dispatcher counts in place of theirs:
+// the attempts are the dispatcher's, and its copy the one that sends.
+func (h *host) withHooksMetrics(text []byte) []byte {
+	if h.hooks == nil {
+		return text
+	}
+	var b bytes.Buffer
+	for line := range bytes.Lines(text) {
+		if !webhook.IsMetric(string(line)) {
+			b.Write(line)
+		}
+	}
+	h.hooks.WriteMetrics(&b)
+	return b.Bytes()
 }
 
 // mergeMetrics merges expositions in Prometheus's text format, the

@@ -26,6 +26,9 @@ import (
 
 // hostState is the store the host keeps and lends the modules.
 type hostState struct {
+	// store is the store itself: the host's webhook dispatcher works
+	// it (hooks.go); the modules see it through view.
+	store store.Store
 	// backend is what the store tells of itself beyond the contract.
 	backend hoststore.Backend
 	// view returns a fresh view of the store for one call into a module.
@@ -60,7 +63,7 @@ func openState(cfg *config.Config, dataDir string) (*hostState, error) {
 		}
 		// Redis has no cheap count of a prefix's keys (no Len, no Count):
 		// /metrics leaves those gauges out, as the native build does.
-		return &hostState{backend: hoststore.Backend{Failing: w.Failing}, view: func() view { return redisView{w} }, close: w.Close, remote: true}, nil
+		return &hostState{store: w, backend: hoststore.Backend{Failing: w.Failing}, view: func() view { return redisView{w} }, close: w.Close, remote: true}, nil
 	}
 	for _, old := range []string{"store-00.snap", "store-00.log", "webhooks.json", "cookie.key"} {
 		if _, err := os.Stat(filepath.Join(dataDir, old)); err == nil {
@@ -76,6 +79,7 @@ func openState(cfg *config.Config, dataDir string) (*hostState, error) {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
 	return &hostState{
+		store:   db,
 		backend: hoststore.Backend{Failing: db.Failing, Len: db.Len, Count: db.Count},
 		view:    func() view { return db.Defer() },
 		close:   db.Close,

@@ -144,6 +144,14 @@ func (hk *Hooks) scheduler() {
 			// changes, reach the sender within followEvery (a tick would
 			// take a second); what cannot be read now waits for the next.
 			hk.CatchUp(hk.d.ctx, false)
+			// And the outcomes of its attempts are written as soon: a
+			// sender that dies sends again only what it did in its last
+			// followEvery. (A single process writes them with the next
+			// change a request makes.) A lock not had at once is the
+			// next look's, or the tick's.
+			ctx, cancel := context.WithTimeout(hk.d.ctx, followEvery)
+			hk.Sync(ctx)
+			cancel()
 		}
 		hk.Mu.Lock()
 		now := time.Now()
@@ -217,7 +225,7 @@ func (hk *Hooks) attemptsCtxLocked(id string) context.Context {
 // when none is scheduled. A follower of a shared state sends nothing: it
 // returns 0. hk.Mu must be held.
 func (hk *Hooks) AdvanceLocked(now time.Time) (next int64) {
-	if !hk.SendingLocked(now) {
+	if !hk.sendingLocked(now) {
 		return 0
 	}
 	n := now.UnixNano()
@@ -278,11 +286,11 @@ func (e *Endpoint) refusalLocked(d *Delivery) string {
 	return ""
 }
 
-// Job is one attempt of a delivery, signed and ready to send.
-type Job struct {
+// job is one attempt of a delivery, signed and ready to send.
+type job struct {
 	D      *Delivery
 	e      *Endpoint // d's, whose place the job holds
-	Term   uint64    // hooks.term when it was taken
+	term   uint64    // hooks.term when it was taken
 	URL    string
 	Header http.Header
 	a      Attempt // filled in when the attempt is made
@@ -291,8 +299,8 @@ type Job struct {
 // takeLocked removes the first ready delivery and signs its attempt at
 // now. It returns nil when none is ready. The caller owes a finishLocked
 // for every job. hk.Mu must be held.
-func (hk *Hooks) TakeLocked(now time.Time) *Job {
-	if !hk.SendingLocked(now) {
+func (hk *Hooks) TakeLocked(now time.Time) *job {
+	if !hk.sendingLocked(now) {
 		return nil
 	}
 	for len(hk.Ready) > 0 {
@@ -305,7 +313,7 @@ func (hk *Hooks) TakeLocked(now time.Time) *Job {
 		}
 		cur, old := e.secrets(now)
 		sig := SignDelivery(cur, old, d.Ev.ID, now.Unix(), d.Ev.Body)
-		j := &Job{D: d, e: e, Term: hk.Term, URL: e.URL, Header: DeliveryHeader(sig),
+		j := &job{D: d, e: e, term: hk.term, URL: e.URL, Header: DeliveryHeader(sig),
 			a: Attempt{At: now.UnixNano(), URL: e.URL, Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}}
 		d.job = j
 		return j
@@ -320,7 +328,7 @@ func (hk *Hooks) TakeLocked(now time.Time) *Job {
 // at once, so that whatever cancelled it, it is neither lost nor left
 // pending in no queue. After a stop nothing runs the schedule, and the
 // state saved holds it pending, due at once. hk.Mu must be held.
-func (hk *Hooks) FinishLocked(j *Job, r egress.Result) {
+func (hk *Hooks) FinishLocked(j *job, r egress.Result) {
 	d := j.D
 	if d.job == j {
 		d.job = nil
@@ -333,7 +341,7 @@ func (hk *Hooks) FinishLocked(j *Job, r egress.Result) {
 	if hk.Deliv[d.ID] != d { // trimmed or deleted meanwhile (shared: by the leader)
 		return
 	}
-	if j.Term != hk.Term || !hk.SendingLocked(time.Now()) {
+	if j.term != hk.term || !hk.sendingLocked(time.Now()) {
 		// Taken by a leadership since ended, or past its lease
 		// (hooklease.go): the next leader owns d; here it waits in the
 		// schedule, as pending deliveries do in a follower.
@@ -532,7 +540,9 @@ func (hk *Hooks) Tick(now time.Time) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lockWork)
 	defer cancel()
-	hk.Lead(ctx, now)
+	if !hk.NoLead {
+		hk.Lead(ctx, now)
+	}
 	hk.Mu.Lock()
 	leading := hk.Leading
 	hk.Mu.Unlock()

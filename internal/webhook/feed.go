@@ -279,7 +279,7 @@ func (hk *Hooks) takeInEndpointLocked(en feedEntry) func() {
 // (in a follower) the leader's change of one.
 func (hk *Hooks) takeInDeliveryLocked(en feedEntry, evs map[string]*Event) func() {
 	d := hk.Deliv[en.id]
-	if d != nil && hk.SendingLocked(time.Now()) {
+	if d != nil && hk.sendingLocked(time.Now()) {
 		return nil // the leader is the one writer of the deliveries it has
 	}
 	var nd Delivery

@@ -55,7 +55,7 @@ func (hk *Hooks) Lead(ctx context.Context, now time.Time) {
 		hk.Mu.Lock()
 		defer hk.Mu.Unlock()
 		hk.Leading, hk.SendUntil = true, sh.leaseEnd.Add(-leaseMargin)
-		hk.Term++
+		hk.term++
 		hk.pokeLocked()
 	})
 	if err != nil {
@@ -72,10 +72,10 @@ func (hk *Hooks) LeaseTTL() time.Duration {
 	return max(leaseMin, hk.Cfg.Webhooks.Timeout.D()+leaseExtra)
 }
 
-// SendingLocked reports whether this replica sends deliveries at now:
+// sendingLocked reports whether this replica sends deliveries at now:
 // always when nothing is shared; while it holds the lease, leaseMargin
 // short of its end, when shared. hk.Mu must be held.
-func (hk *Hooks) SendingLocked(now time.Time) bool {
+func (hk *Hooks) sendingLocked(now time.Time) bool {
 	return hk.Leading && (hk.Share == nil || now.Before(hk.SendUntil))
 }
 
@@ -108,7 +108,7 @@ func (hk *Hooks) stepDownLocked() {
 		return
 	}
 	hk.Leading = false
-	hk.Term++
+	hk.term++
 	hk.Share.behind = true
 	now := time.Now().UnixNano()
 	for _, d := range hk.Ready {

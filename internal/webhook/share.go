@@ -313,3 +313,16 @@ func (hk *Hooks) Sync(ctx context.Context) error {
 	}
 	return hk.Locked(ctx, func() {})
 }
+
+// ForgetHolders removes the lock and the lease from st, a store no other
+// process uses (the edge host's embedded one): a process that died
+// holding them would otherwise keep every change waiting for the lock,
+// and the deliveries for the lease, until they expire.
+func ForgetHolders(ctx context.Context, st store.Store) error {
+	for _, k := range []string{ShareLock, ShareLead} {
+		if err := st.Delete(ctx, k); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}

@@ -163,7 +163,7 @@ type Delivery struct {
 
 	Ev    *Event `json:"-"`
 	Index int    `json:"-"` // in the hooks' timer heap; -1 when not in it
-	job   *Job   // the attempt under way, if any
+	job   *job   // the attempt under way, if any
 }
 
 // attempt is one HTTP request of a delivery. The request headers other
@@ -221,9 +221,14 @@ type Hooks struct {
 	Touched   map[string]bool // kind:id of what changed since the last persist
 	touchGen  uint64          // touches made so far
 	closed    bool
-	Leading   bool             // this replica sends the deliveries: always, but for a follower of a shared state (hookshare.go)
+	Leading   bool // this replica sends the deliveries: always, but for a follower of a shared state (hookshare.go)
+	// NoLead keeps a follower of a shared state from ever taking the
+	// lease: it makes deliveries and changes endpoints, and another
+	// sends (the edge module, whose host's dispatcher sends). Set before
+	// the first Tick.
+	NoLead    bool
 	SendUntil time.Time        // shared: when the lease held runs short (sendingLocked)
-	Term      uint64           // shared: leaderships begun and ended; a job of another than the current is dropped
+	term      uint64           // shared: leaderships begun and ended; a job of another than the current is dropped
 	Pending   map[string]int64 // store id → what its pending deliveries hold (logCost), against budget.pending
 	IdemCount map[string]int   // store id → its keys in idem, against budget.idem
 	Budget    struct {

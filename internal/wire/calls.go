@@ -1,12 +1,11 @@
 package wire
 
 import (
-	"net/http"
 	"strings"
 )
 
-// The arguments and results of the module's start, tick and finish
-// exports, passed as JSON (they are rare next to handle).
+// The arguments of the module's start export and of deeplink_host.fetch,
+// and their results, passed as JSON (they are rare next to handle).
 
 // StartArgs is the argument of start.
 type StartArgs struct {
@@ -17,39 +16,9 @@ type StartArgs struct {
 	Worker bool `json:"worker,omitempty"`
 }
 
-// Job is a webhook request the host makes for the module.
-type Job struct {
-	ID     uint64      `json:"id"`
-	URL    string      `json:"url"`
-	Header http.Header `json:"header"`
-	Body   []byte      `json:"body"`
-}
-
-// Tick is the result of tick: the requests now due, and when the next
-// delivery falls due.
-type Tick struct {
-	Jobs    []Job `json:"jobs"`
-	NextDue int64 `json:"next_due"` // unix nanoseconds; 0 when none is scheduled
-	// Cancel lists jobs handed out before whose endpoint has since been
-	// deleted: the host cancels those still under way, and reports them
-	// as usual.
-	Cancel []uint64 `json:"cancel,omitempty"`
-}
-
-// Result is the outcome of a Job, reported to finish.
-type Result struct {
-	ID         uint64 `json:"id"`
-	Status     int    `json:"status"` // 0 when no answer came
-	Body       []byte `json:"body"`   // the first 4 KiB of the answer
-	DurationNS int64  `json:"duration_ns"`
-	Err        string `json:"err"`
-	Timeout    bool   `json:"timeout"`
-	Canceled   bool   `json:"canceled"` // the host is stopping: not an attempt
-}
-
 // Primary reports whether a request for path goes to the edge host's
 // primary instance, the one that holds the webhook state's working copy
-// and works the deliveries: the webhook, event and dashboard routes (and
+// and makes the deliveries (the host sends them): the webhook, event and dashboard routes (and
 // the edgefault build's test routes), but the dashboard's Settings, which
 // shows no webhook state, and whose association check waits on another
 // site for seconds that the primary's other requests would wait too. Any
