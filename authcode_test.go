@@ -130,12 +130,28 @@ func newTestApp(t *testing.T, cfgJSON string) *app {
 
 // testClock is the clock of a test's app: the real time, moved on by
 // what the test advances it by.
-type testClock struct{ off atomic.Int64 }
+type testClock struct {
+	off     atomic.Int64
+	stopped atomic.Int64 // unix nanoseconds the clock stands at; 0 while it runs
+}
 
-func (c *testClock) now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *testClock) now() time.Time {
+	if at := c.stopped.Load(); at != 0 {
+		return time.Unix(0, at)
+	}
+	return time.Now().Add(time.Duration(c.off.Load()))
+}
 
 // clocks holds the clock of each app newTestApp made.
 var clocks sync.Map // *app → *testClock
+
+// stopClock stops the clock of a where it is: what refills or expires
+// with time (the guards' budgets) stays as it is, however slow the test.
+func stopClock(a *app) {
+	c, _ := clocks.Load(a)
+	tc := c.(*testClock)
+	tc.stopped.Store(tc.now().UnixNano())
+}
 
 // advance moves the clock of a's expiries on by d.
 func advance(a *app, d time.Duration) {

@@ -224,14 +224,14 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 		storeID = st.ID
 	}
 	client := guardKey(clientAddr(r, s.cfg.Proxies()), storeID)
-	if blocked, wait := s.keys.blocked(client, time.Now); blocked {
+	if blocked, wait := s.keys.blocked(client, s.now); blocked {
 		page["Error"] = "Too many wrong keys for this store from this address. Try again in " + roughly(wait) + "."
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
 		s.render(w, http.StatusTooManyRequests, "signin.html", page)
 		return
 	}
 	if st == nil || keyIndex(st, key) < 0 {
-		s.keys.failed(r.Context(), client, time.Now())
+		s.keys.failed(r.Context(), client, s.now())
 		page["Error"] = "That store ID and API key do not match a store of this service."
 		s.render(w, http.StatusUnauthorized, "signin.html", page)
 		return

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 	"unsafe"
@@ -30,10 +29,6 @@ import (
 	"deeplink/internal/webhook"
 	"deeplink/internal/wire"
 )
-
-// exitCannotPersist is the exit code of an instance that cannot write a
-// change it made (EX_TEMPFAIL); the host knows it.
-const exitCannotPersist = 75
 
 var edge struct {
 	app     *app
@@ -146,22 +141,11 @@ func wasmHandle(n uint32) uint64 {
 	default:
 		serveEdge(rec, req)
 	}
-	// An instance can die between calls (a trap, a runaway call), taking
-	// its memory: what a request changed in the webhook state's working
-	// copy reaches the host's store before the answer does. If it cannot,
-	// this instance holds changes that the store does not: it exits, and
-	// the host answers 503 and starts a fresh instance from the store.
+	// Each webhook change was written, under the store's lock, before
+	// its answer (persisting): what may be left is a change made outside
+	// a request's, written now.
 	if err := persistEdge(); err != nil {
-		if edge.app.srv.hooks.Share != nil {
-			// Shared, a request's own changes were written under the lock
-			// (or it was answered 503); what is left is the sender's,
-			// which the next sender may take over.
-			edge.app.srv.log.Error("edge: writing delivery outcomes failed", "err", err)
-		} else {
-			edge.app.srv.log.Error("edge: cannot write state; exiting for a fresh instance", "err", err)
-			logOut.Flush()
-			os.Exit(exitCannotPersist)
-		}
+		edge.app.srv.log.Error("edge: writing the webhook state failed", "err", err)
 	}
 	resp := &wire.Response{Status: rec.code(), Header: rec.header, Body: rec.body.Bytes(), LogPath: edge.logPath, LogRoute: edge.logRoute}
 	edge.logPath, edge.logRoute = "", ""

@@ -93,7 +93,7 @@ func (s *server) token(r *http.Request) (*tokenResponse, *tokenError) {
 		if client == "" {
 			client = clientAddr(r, s.cfg.Proxies())
 		}
-		s.grants.failed(r.Context(), client, time.Now())
+		s.grants.failed(r.Context(), client, s.now())
 	}
 	return resp, terr
 }
@@ -115,7 +115,7 @@ func (s *server) redeemIn(ctx context.Context, storeID string, p tokenParams) (*
 // it refuses uses nothing up, so a throttled guesser cannot burn the
 // codes of others at any rate either.
 func (s *server) overGrantBudget(ctx context.Context, client, storeID string, p tokenParams) *tokenError {
-	blocked, wait := s.grants.blocked(client, time.Now)
+	blocked, wait := s.grants.blocked(client, s.now)
 	if !blocked {
 		return nil
 	}

@@ -5,7 +5,6 @@ import (
 	"deeplink/internal/webhook"
 	"io"
 	"net/http"
-	"time"
 )
 
 // The webhook routes of docs/api.md: endpoints, events and the delivery
@@ -162,7 +161,7 @@ func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h
 	client := ""
 	if s.keys.anyFailing() {
 		client = guardKey(clientAddr(r, s.cfg.Proxies()), st.ID)
-		if blocked, wait := s.keys.blocked(client, time.Now); blocked {
+		if blocked, wait := s.keys.blocked(client, s.now); blocked {
 			writeError(w, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
 				Message:    "too many requests with a wrong or missing X-API-Key for this store from this address; retry later",
 				retryAfter: max(1, int(wait.Seconds()+0.999))})
@@ -174,7 +173,7 @@ func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h
 		if client == "" {
 			client = guardKey(clientAddr(r, s.cfg.Proxies()), st.ID)
 		}
-		s.keys.failed(r.Context(), client, time.Now())
+		s.keys.failed(r.Context(), client, s.now())
 		writeError(w, errUnauthorized)
 		return
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/sys"
 
 	"deeplink/internal/serving"
 	"deeplink/internal/store"
@@ -324,12 +323,9 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		var exit *sys.ExitError
-		if errors.As(err, &exit) && exit.ExitCode() == exitCannotPersist || errors.Is(err, store.ErrUnavailable) {
-			// What the request changed could not be written: the module
-			// exited rather than acknowledge it (its replacement starts
-			// from what is stored), or the store could not make it
-			// durable after the call.
+		if errors.Is(err, store.ErrUnavailable) {
+			// What the request changed could not be made durable after
+			// the call, or the instance could not be restarted.
 			w.Header().Set("Retry-After", "1")
 			msg := "the service cannot persist its state; retry later"
 			if errors.Is(err, errNotRunning) {

@@ -56,10 +56,6 @@ var (
 	instances   = flag.Int("instances", runtime.NumCPU(), "module instances serving requests in parallel (at least 1)")
 )
 
-// exitCannotPersist is the module's exit code when it cannot write a
-// change it made (EX_TEMPFAIL): the host answers 503 and restarts it.
-const exitCannotPersist = 75
-
 // maxBody is what the host reads of a request body: one byte past the
 // service's 64 KiB limit, so the module itself answers 413.
 const maxBody = 64<<10 + 1
