@@ -1595,6 +1595,24 @@ func contractCases() []contractCase {
 		}},
 		// A deleted endpoint's attempts under way are given up at once,
 		// not held to the timeout (5 s here), counted against nothing.
+		// docs/api.md: disabling an endpoint fails its queued deliveries
+		// at once: by the answer, on either build (on the edge one, the
+		// host's dispatcher takes the change in before it answers).
+		{name: "webhooks/disabling an endpoint fails its queue by the answer", opts: ctOpts{retry: []string{"10s", "10s"}}, run: func(t *testing.T, s *ctService) {
+			rc := newCTReceiver(t, ctAlways(http.StatusInternalServerError))
+			ep, _ := s.createEndpoint(t, rc.URL)
+			for i := range 3 {
+				s.publish(t, fmt.Sprintf("queued-%d", i))
+			}
+			ctEventually(t, 10*time.Second, func() bool {
+				d := s.deliveries(t, ep)
+				return len(d) == 3 && d[0]["attempt_count"] == float64(1) && d[1]["attempt_count"] == float64(1) && d[2]["attempt_count"] == float64(1)
+			}, "each delivery failed once, its retry 10 s away")
+			ctStatus(t, s.do(t, http.MethodPatch, ctHooks("/"+ep), map[string]any{"enabled": false}, "X-API-Key", ctKeyA), http.StatusOK)
+			for _, d := range s.deliveries(t, ep) {
+				assert.Equal(t, "failed", d["status"], "delivery %v right after the endpoint was disabled", d["id"])
+			}
+		}},
 		{name: "webhooks/deleting an endpoint gives up its attempts", run: func(t *testing.T, s *ctService) {
 			slow := newCTHoldingReceiver(t)
 			ep, _ := s.createEndpoint(t, slow.URL)
@@ -1972,9 +1990,15 @@ func contractCases() []contractCase {
 		{name: "fault/a trapped instance is restored from data_dir", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
 			ctFault(t, s, "/__fault/trap")
 		}},
-		// A replaced instance's webhook requests are given up: their
-		// outcomes could not be recorded, and its successor sends what
-		// is pending again.
+		// An instance cut off holding the webhook lock does not keep the
+		// changes waiting for the lock to expire (15 s).
+		{name: "fault/an instance cut off holding the webhook lock leaves it free", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
+			s.createEndpoint(t, "https://merchant.example.com/hooks")
+			ctError(t, s.do(t, http.MethodGet, "/__fault/trap-locked", nil), http.StatusInternalServerError, "internal")
+			start := time.Now()
+			s.publish(t, "after the trap")
+			assert.Less(t, time.Since(start), 5*time.Second, "the lock freed when the instance was replaced, not when it expired")
+		}},
 		// The host sends the deliveries: an attempt under way goes on
 		// when the instance that made the delivery is replaced.
 		{name: "fault/a replaced instance leaves the attempts under way to the host", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {

@@ -23,10 +23,18 @@ import (
 // (webhook.Hooks.NoLead). On Redis the dispatcher is a replica like the
 // native ones, and sends while it holds the lease.
 
+// version is set at link time with -ldflags "-X main.version=…", as the
+// native binary's; when empty, the build's own information says.
+var version = ""
+
 // The User-Agent names the host's build, as the native binary names its.
 func init() {
-	bi, _ := debug.ReadBuildInfo()
-	webhook.UserAgent += "/" + buildinfo.Version(bi)
+	v := version
+	if v == "" {
+		bi, _ := debug.ReadBuildInfo()
+		v = buildinfo.Version(bi)
+	}
+	webhook.UserAgent += "/" + v
 }
 
 // startHooks reads the webhook state in st back and starts sending.

@@ -236,6 +236,13 @@ func (in *instance) call(name string, b []byte, args ...uint64) (out []byte, id 
 	out, err = in.callLocked(view, name, b, args...)
 	if err != nil {
 		slog.Error("edge module failed; replacing the instance", "call", name, "worker", in.worker, "err", err)
+		if !in.worker && !in.h.state.remote && in.h.hooks != nil {
+			// It may have died holding the webhook lock: on the host's
+			// own store, nobody else could use it now.
+			if err := in.h.hooks.ClearLockOfOthers(context.Background(), in.h.state.store); err != nil {
+				slog.Warn("webhooks: could not clear the lock a failed instance may have held; it expires", "err", err)
+			}
+		}
 		if rerr := in.instantiateLocked(view); rerr != nil {
 			slog.Error("edge module restart failed", "err", rerr)
 		}
@@ -337,6 +344,16 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, id, start, http.StatusInternalServerError, `{"error":{"code":"internal","message":"internal error"}}`)
 		return
 	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && wire.Primary(path) && resp.Status < 300 && h.hooks != nil {
+		// A change the module made (a delivery, an endpoint disabled):
+		// the dispatcher takes it in, and writes what it does about it
+		// (the queue of a disabled endpoint failed), before the answer,
+		// as the native build does; then it sends what is due.
+		if err := h.hooks.Follow(r.Context()); err != nil {
+			slog.Warn("webhooks: the dispatcher could not take a change in before the answer; it will at its next look", "err", err)
+		}
+		poke(h.hooks)
+	}
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
 	}
@@ -347,9 +364,6 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp.LogPath, resp.LogRoute = serving.LoggedPath(r.URL.Path, "", nil), "host"
 	}
 	serving.LogRequest(slog.Default(), r, id, resp.LogPath, resp.LogRoute, resp.Status, int64(n), start.Add(d), d)
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && wire.Primary(path) && h.hooks != nil {
-		poke(h.hooks) // it may have made a delivery
-	}
 }
 
 // answer sends an error of the host's own, body a JSON error, when the

@@ -213,7 +213,19 @@ func run() error {
 		return err
 	}
 	h.client = client
-	if h.hooks, err = startHooks(cfg, state.store); err != nil {
+	// The dispatcher waits for a store that does not answer (Redis down)
+	// as the instances do.
+	for h.hooks, err = startHooks(cfg, state.store); err != nil && state.backend.Failing != nil && state.backend.Failing() != nil; h.hooks, err = startHooks(cfg, state.store) {
+		slog.Warn("webhooks: the store does not answer: sending once it does", "err", err)
+		select {
+		case <-ctx.Done():
+			h.stop()
+			srv.Close()
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+	if err != nil {
 		h.stop()
 		srv.Close()
 		return fmt.Errorf("webhooks: %w", err)
@@ -231,8 +243,12 @@ func run() error {
 		srv.Set(h)
 		slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
 		loops.Go(func() { h.loop(loopCtx) })
-		loops.Go(func() { tickHooks(loopCtx, h.hooks) })
 	}
+	// The dispatcher's lease is renewed until the dispatcher stops,
+	// after the requests under way are drained: it sends meanwhile.
+	hooksCtx, endHooks := context.WithCancel(context.Background())
+	hooksTicked := make(chan struct{})
+	go func() { defer close(hooksTicked); tickHooks(hooksCtx, h.hooks) }()
 
 	// Serve fails only when the listener does; the state is written all
 	// the same, as after a signal.
@@ -254,6 +270,8 @@ func run() error {
 		slog.Warn("shutdown: in-flight requests cut off", "err", err)
 	}
 	loops.Wait()
+	endHooks()
+	<-hooksTicked
 	// The dispatcher first: its attempts under way are cancelled, their
 	// deliveries pending, to be sent after a restart.
 	if err := errors.Join(stopHooks(h.hooks), h.stop(), state.close()); err != nil {

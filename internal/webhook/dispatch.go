@@ -58,9 +58,9 @@ func (h *timerHeap) Pop() any {
 }
 func (h *timerHeap) Remove(d *Delivery) { heap.Remove(h, d.Index) }
 
-// dispatcher is the running side of hooks in the native build: its
-// goroutines and HTTP client. (The wasm build has none: its host takes the
-// jobs and makes the requests.)
+// dispatcher is the running side of hooks: its goroutines and HTTP
+// client. A copy that never sends has none (the edge module's: its host
+// runs the dispatcher).
 type dispatcher struct {
 	client *http.Client
 	ctx    context.Context // cancelled by stop: attempts under way are abandoned and stay pending
@@ -77,9 +77,8 @@ func (hk *Hooks) scheduleLocked(d *Delivery) {
 	}
 }
 
-// pokeLocked tells whoever drives the dispatcher to look again now: the
-// scheduler goroutine, or the edge host through the wake export. hk.Mu
-// must be held.
+// pokeLocked tells the scheduler goroutine to look again now. hk.Mu must
+// be held.
 func (hk *Hooks) pokeLocked() {
 	select {
 	case hk.Wake <- struct{}{}:
@@ -323,8 +322,8 @@ func (hk *Hooks) TakeLocked(now time.Time) *job {
 
 // finishLocked records the outcome r of j: it frees j's place on its
 // endpoint and decides what comes next for the delivery. An attempt
-// abandoned (context.Canceled: the service stopping, or the edge host
-// cancelling a job) is not recorded: the delivery is scheduled again, due
+// abandoned (context.Canceled: the service stopping, or the endpoint
+// deleted) is not recorded: the delivery is scheduled again, due
 // at once, so that whatever cancelled it, it is neither lost nor left
 // pending in no queue. After a stop nothing runs the schedule, and the
 // state saved holds it pending, due at once. hk.Mu must be held.
@@ -432,8 +431,6 @@ func (hk *Hooks) releaseLocked(e *Endpoint) {
 	hk.Ready = append(hk.Ready, next)
 	if hk.d != nil {
 		hk.d.cond.Signal()
-	} else {
-		hk.pokeLocked() // the edge host takes ready jobs when it ticks
 	}
 }
 

@@ -326,3 +326,34 @@ func ForgetHolders(ctx context.Context, st store.Store) error {
 	}
 	return nil
 }
+
+// Follow takes in what the other replicas wrote and writes what that
+// changed here: for a sender whose host answers for a follower's change
+// (the edge host, for its module), so that its consequences (a disabled
+// endpoint's queue failed) are written before the answer, as one
+// process writes them.
+func (hk *Hooks) Follow(ctx context.Context) error {
+	if err := hk.Fresh(ctx); err != nil {
+		return err
+	}
+	return hk.Sync(ctx)
+}
+
+// ClearLockOfOthers removes the lock from st unless this replica holds
+// it: for a store only this process and its module use (the edge host's
+// embedded one), when the module was cut off, perhaps holding it, and
+// would otherwise keep every change waiting until the lock expires.
+func (hk *Hooks) ClearLockOfOthers(ctx context.Context, st store.Store) error {
+	tok, err := st.Get(ctx, ShareLock)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil || strings.HasPrefix(string(tok), hk.Share.name+"/") {
+		return err
+	}
+	err = st.CompareAndSwap(ctx, ShareLock, tok, nil, time.Time{})
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		return nil // taken or let go meanwhile: not the dead one's
+	}
+	return err
+}

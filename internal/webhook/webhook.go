@@ -236,7 +236,7 @@ type Hooks struct {
 		Idem    int
 		Log     int64
 	}
-	Wake chan struct{} // poked by pokeLocked: sched's head changed, or (edge build) a job became ready
+	Wake chan struct{} // poked by pokeLocked: sched's head changed; the edge host pokes it after a change of the module's
 
 	// parked is what the saved state held for stores no longer
 	// configured: kept as it was, neither served nor sent, and written
