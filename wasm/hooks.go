@@ -60,18 +60,11 @@ func startHooks(cfg *config.Config, st store.Store) (*webhook.Hooks, error) {
 // changed written, the feed trimmed) until ctx ends: in a loop of its
 // own, so that a module's long call never delays the lease.
 func tickHooks(ctx context.Context, hk *webhook.Hooks) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			if err := hk.Tick(now); err != nil {
-				slog.Error("webhooks: writing the state failed; trying again at the next tick", "err", err)
-			}
+	everySecond(ctx, func(now time.Time) {
+		if err := hk.Tick(now); err != nil {
+			slog.Error("webhooks: writing the state failed; trying again at the next tick", "err", err)
 		}
-	}
+	})
 }
 
 // stopHooks stops sending (attempts under way are cancelled: their

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -344,15 +345,16 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, id, start, http.StatusInternalServerError, `{"error":{"code":"internal","message":"internal error"}}`)
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && wire.Primary(path) && resp.Status < 300 && h.hooks != nil {
-		// A change the module made (a delivery, an endpoint disabled):
-		// the dispatcher takes it in, and writes what it does about it
-		// (the queue of a disabled endpoint failed), before the answer,
-		// as the native build does; then it sends what is due.
+	if h.hooks != nil && endpointChanged(r.Method, path, resp.Status) {
+		// The dispatcher takes the change in and writes what it does
+		// about it (the queue of a disabled endpoint failed) before the
+		// answer, as the native build does.
 		if err := h.hooks.Follow(r.Context()); err != nil {
 			slog.Warn("webhooks: the dispatcher could not take a change in before the answer; it will at its next look", "err", err)
 		}
-		poke(h.hooks)
+	}
+	if h.hooks != nil && r.Method != http.MethodGet && r.Method != http.MethodHead && wire.Primary(path) {
+		poke(h.hooks) // the module may have made a delivery: sent at once
 	}
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
@@ -404,4 +406,20 @@ func serveUnavailable(route, why string) http.Handler {
 		d := time.Since(start)
 		serving.LogRequest(slog.Default(), r, id, serving.LoggedPath(r.URL.Path, "", nil), route, status, int64(n), start.Add(d), d)
 	})
+}
+
+// endpointChanged reports whether a request of method for path, answered
+// status, changed an endpoint in a way the dispatcher acts on (disabled,
+// deleted, its events changed): an API PATCH or DELETE that succeeded,
+// or a change through the dashboard's Webhooks pages (answered with a
+// redirect). A publish, a test, a retry or a recover only makes
+// deliveries: for those the dispatcher need only look at once.
+func endpointChanged(method, path string, status int) bool {
+	switch {
+	case method == http.MethodPatch || method == http.MethodDelete:
+		return status < 300 && strings.HasPrefix(path, "/stores/")
+	case method == http.MethodPost:
+		return status < 400 && strings.HasPrefix(path, "/dashboard/webhooks/")
+	}
+	return false
 }

@@ -9,6 +9,15 @@ import (
 // fairness counts written, the primary's copy of the webhook state caught
 // up) until ctx ends.
 func (h *host) loop(ctx context.Context) {
+	everySecond(ctx, func(now time.Time) {
+		for i := range h.slots {
+			h.call(i, "tick", nil, uint64(now.UnixNano()))
+		}
+	})
+}
+
+// everySecond calls f with the time every second until ctx ends.
+func everySecond(ctx context.Context, f func(now time.Time)) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -16,9 +25,7 @@ func (h *host) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			for i := range h.slots {
-				h.call(i, "tick", nil, uint64(now.UnixNano()))
-			}
+			f(now)
 		}
 	}
 }
