@@ -1,12 +1,13 @@
 package main
 
 import (
-	"deeplink/internal/webhook"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"deeplink/internal/webhook"
 )
 
 // The dashboard's Webhooks and Deliveries pages. Every change goes through

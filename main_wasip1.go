@@ -94,9 +94,6 @@ func wasmStart(n uint32) (res uint64) {
 	if err != nil {
 		return result([]byte(err.Error()))
 	}
-	// The host's dispatcher sends the deliveries: the module's copy of
-	// the webhook state follows it, and never takes the lease.
-	a.srv.hooks.NoLead = true
 	if args.Worker {
 		// The primary instance holds the webhook state (wire.Primary):
 		// a worker's stays empty, and is never written.
@@ -107,6 +104,9 @@ func wasmStart(n uint32) (res uint64) {
 			logger.Warn(w)
 		}
 	}
+	// The host's dispatcher sends the deliveries: the module's copy of
+	// the webhook state follows it, and never takes the lease.
+	a.srv.hooks.NoLead = true
 	if wrapStore != nil {
 		a.srv.store = wrapStore(a.srv.store)
 	}

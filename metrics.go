@@ -146,7 +146,9 @@ func (m *metrics) serve(s *server) http.HandlerFunc {
 		if s.liveCodes != nil {
 			fmt.Fprintf(&b, "# HELP deeplink_auth_codes_live Registered auth codes not yet redeemed or expired.\n# TYPE deeplink_auth_codes_live gauge\ndeeplink_auth_codes_live %d\n", s.liveCodes.value())
 		}
-		if hk := s.hooks; hk != nil {
+		// A copy that never sends (the edge module's) has no attempts to
+		// count: its host reports its dispatcher's.
+		if hk := s.hooks; hk != nil && !hk.NoLead {
 			hk.WriteMetrics(&b)
 		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")

@@ -3,7 +3,6 @@ package main
 import (
 	"deeplink/internal/buildinfo"
 	"deeplink/internal/webhook"
-	"runtime/debug"
 )
 
 func init() { webhook.UserAgent += "/" + productVersion() }
@@ -14,13 +13,7 @@ var version = ""
 
 // productVersion is the version as one token, for the User-Agent of
 // webhook requests and the start-up log line.
-func productVersion() string {
-	if version != "" {
-		return version
-	}
-	bi, _ := debug.ReadBuildInfo()
-	return buildinfo.Version(bi)
-}
+func productVersion() string { return buildinfo.Product(version) }
 
 // versionLine is what the version command prints after the name: the
 // version, and for a build that carries none, why.

@@ -2,9 +2,10 @@ package main
 
 import (
 	"bytes"
-	"deeplink/internal/webhook"
 	"io"
 	"net/http"
+
+	"deeplink/internal/webhook"
 )
 
 // The webhook routes of docs/api.md: endpoints, events and the delivery

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"runtime/debug"
 	"time"
 
 	"deeplink/internal/buildinfo"
@@ -28,14 +27,7 @@ import (
 var version = ""
 
 // The User-Agent names the host's build, as the native binary names its.
-func init() {
-	v := version
-	if v == "" {
-		bi, _ := debug.ReadBuildInfo()
-		v = buildinfo.Version(bi)
-	}
-	webhook.UserAgent += "/" + v
-}
+func init() { webhook.UserAgent += "/" + buildinfo.Product(version) }
 
 // startHooks reads the webhook state in st back and starts sending.
 func startHooks(cfg *config.Config, st store.Store) (*webhook.Hooks, error) {
@@ -76,13 +68,4 @@ func stopHooks(hk *webhook.Hooks) error {
 	err := hk.Sync(ctx)
 	hk.Release(ctx)
 	return err
-}
-
-// poke has hk take in what the module just wrote (a delivery to send)
-// now, rather than at its next look (webhook.followEvery).
-func poke(hk *webhook.Hooks) {
-	select {
-	case hk.Wake <- struct{}{}:
-	default:
-	}
 }

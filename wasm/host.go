@@ -354,7 +354,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if h.hooks != nil && r.Method != http.MethodGet && r.Method != http.MethodHead && wire.Primary(path) {
-		poke(h.hooks) // the module may have made a delivery: sent at once
+		h.hooks.Poke() // the module may have made a delivery: sent at once
 	}
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs

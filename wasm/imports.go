@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"deeplink/internal/egress"
-	"deeplink/internal/wire"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -12,6 +10,9 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"deeplink/internal/egress"
+	"deeplink/internal/wire"
 )
 
 // WASI's errno values used here.

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"deeplink/internal/webhook"
 	"deeplink/internal/wire"
 )
 
@@ -36,28 +35,23 @@ func (h *host) metrics(req []byte) (*wire.Response, error) {
 	return resp, nil
 }
 
-// withHooksMetrics returns text, an exposition of the instances, with
-// the webhook metrics the host's dispatcher counts in place of theirs:
-// the attempts are the dispatcher's, and its copy the one that sends.
+// withHooksMetrics returns text, an exposition of the instances (which
+// write no webhook metrics: their copies never send), with the host's
+// dispatcher's webhook metrics added.
 func (h *host) withHooksMetrics(text []byte) []byte {
 	if h.hooks == nil {
 		return text
 	}
-	var b bytes.Buffer
-	for line := range bytes.Lines(text) {
-		if !webhook.IsMetric(string(line)) {
-			b.Write(line)
-		}
-	}
-	h.hooks.WriteMetrics(&b)
+	b := bytes.NewBuffer(text)
+	h.hooks.WriteMetrics(b)
 	return b.Bytes()
 }
 
 // mergeMetrics merges expositions in Prometheus's text format, the
 // primary's first: a counter's or histogram's samples are added up
-// series by series; a gauge is the first's (every gauge the service
-// exports is of the shared state: the store's entries, the primary's
-// delivery queue). Families and series come in the order first seen.
+// series by series; a gauge is the first's (every gauge the instances
+// export is of the shared state: the store's entries). Families and
+// series come in the order first seen.
 func mergeMetrics(bodies [][]byte) []byte {
 	type family struct {
 		head   []string // its # HELP and # TYPE lines

@@ -45,3 +45,14 @@ func Version(bi *debug.BuildInfo) string {
 	}
 	return v
 }
+
+// Product is a command's version as one token: linked, the version set at
+// link time (-ldflags "-X main.version=…"), when there is one, else what
+// the build records (Version).
+func Product(linked string) string {
+	if linked != "" {
+		return linked
+	}
+	bi, _ := debug.ReadBuildInfo()
+	return Version(bi)
+}

@@ -73,15 +73,15 @@ type dispatcher struct {
 func (hk *Hooks) scheduleLocked(d *Delivery) {
 	heap.Push(&hk.Sched, d)
 	if d.Index == 0 {
-		hk.pokeLocked()
+		hk.Poke()
 	}
 }
 
-// pokeLocked tells the scheduler goroutine to look again now. hk.Mu must
-// be held.
-func (hk *Hooks) pokeLocked() {
+// Poke tells the scheduler goroutine to look again now: the deliveries
+// due, and (a shared sender) what the others wrote. It never waits.
+func (hk *Hooks) Poke() {
 	select {
-	case hk.Wake <- struct{}{}:
+	case hk.wake <- struct{}{}:
 	default:
 	}
 }
@@ -170,7 +170,7 @@ func (hk *Hooks) scheduler() {
 		select {
 		case <-hk.d.ctx.Done():
 			return
-		case <-hk.Wake:
+		case <-hk.wake:
 		case <-t.C:
 		}
 	}

@@ -56,7 +56,7 @@ func (hk *Hooks) Lead(ctx context.Context, now time.Time) {
 		defer hk.Mu.Unlock()
 		hk.Leading, hk.SendUntil = true, sh.leaseEnd.Add(-leaseMargin)
 		hk.term++
-		hk.pokeLocked()
+		hk.Poke()
 	})
 	if err != nil {
 		hk.Log.Warn("webhooks: cannot start sending deliveries", "err", err)

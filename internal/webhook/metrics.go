@@ -18,16 +18,3 @@ func (hk *Hooks) WriteMetrics(w io.Writer) {
 	fmt.Fprintf(w, "deeplink_webhook_deliveries_total{outcome=\"failed\"} %d\n", hk.Ended.Failed.Load())
 	fmt.Fprintf(w, "# HELP deeplink_webhook_queue_depth Webhook deliveries waiting to be sent or under way.\n# TYPE deeplink_webhook_queue_depth gauge\ndeeplink_webhook_queue_depth %d\n", hk.QueueDepth())
 }
-
-// IsMetric reports whether line, of WriteMetrics's format, is one of the
-// lines WriteMetrics writes (a sample, or its family's HELP or TYPE).
-func IsMetric(line string) bool {
-	for _, f := range []string{"deeplink_webhook_attempts_total", "deeplink_webhook_deliveries_total", "deeplink_webhook_queue_depth"} {
-		for _, p := range []string{f + "{", f + " ", "# HELP " + f + " ", "# TYPE " + f + " "} {
-			if len(line) >= len(p) && line[:len(p)] == p {
-				return true
-			}
-		}
-	}
-	return false
-}

@@ -18,7 +18,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"deeplink/internal/config"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -30,6 +29,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"deeplink/internal/config"
 )
 
 const (

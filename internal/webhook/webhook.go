@@ -14,8 +14,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"deeplink/internal/config"
-	"deeplink/internal/store"
 	"encoding/json"
 	"log/slog"
 	"slices"
@@ -23,6 +21,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"deeplink/internal/config"
+	"deeplink/internal/store"
 )
 
 const (
@@ -236,7 +237,7 @@ type Hooks struct {
 		Idem    int
 		Log     int64
 	}
-	Wake chan struct{} // poked by pokeLocked: sched's head changed; the edge host pokes it after a change of the module's
+	wake chan struct{} // Poke's: sched's head changed, or another's change to take in (the edge host's, after its module's)
 
 	// parked is what the saved state held for stores no longer
 	// configured: kept as it was, neither served nor sent, and written
@@ -255,7 +256,7 @@ func NewHooks(cfg *config.Config) *Hooks {
 		Events:    map[string]*Event{},
 		Deliv:     map[string]*Delivery{},
 		Idem:      map[string]idem{},
-		Wake:      make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
 		Pending:   map[string]int64{},
 		IdemCount: map[string]int{},
 		Leading:   true,
