@@ -201,7 +201,9 @@ func buildWasm() (ctArtifacts, error) {
 		module := []string{"-buildmode=c-shared", "-trimpath", "-ldflags=-s"}
 		errs := make([]error, 3)
 		var wg sync.WaitGroup
-		wg.Go(func() { errs[0] = ctGoBuild(nil, "-o", a.host, "./wasm") })
+		// A version of its own: the delivery log, which the module
+		// shows, must name what the host sends (webhooks case below).
+		wg.Go(func() { errs[0] = ctGoBuild(nil, "-ldflags=-X=main.version="+ctHostVersion, "-o", a.host, "./wasm") })
 		wg.Go(func() {
 			errs[1] = ctGoBuild(wasip1, slices.Concat(module, []string{"-tags", "nethttpomithttp2", "-o", a.module, "."})...)
 		})
@@ -366,6 +368,10 @@ func ctFreeAddr() (string, error) {
 	}
 	return "", errors.New("no free port in 20000-32767")
 }
+
+// ctHostVersion is the version the contract tests' edge host is built
+// with (-X main.version).
+const ctHostVersion = "contract-host"
 
 // ctPorts are the ports ctFreeAddr has handed out.
 var ctPorts = struct {
@@ -1537,6 +1543,9 @@ func contractCases() []contractCase {
 			mt, _, _ := mime.ParseMediaType(h.header.Get("Content-Type"))
 			assert.Equal(t, "application/json", mt)
 			assert.Contains(t, h.header.Get("User-Agent"), "/")
+			if s.target == targetWasm {
+				assert.Equal(t, "deeplink-webhooks/"+ctHostVersion, h.header.Get("User-Agent"), "the host's dispatcher sends")
+			}
 			ctVerifySignature(t, h, secret)
 			var body struct {
 				ID        string `json:"id"`
@@ -1560,7 +1569,9 @@ func contractCases() []contractCase {
 			one := s.do(t, http.MethodGet, ctHooks("/"+ep+"/deliveries/"+d["id"].(string)), nil, "X-API-Key", ctKeyA)
 			ctStatus(t, one, http.StatusOK)
 			attempts, _ := one.data(t)["attempts"].([]any)
-			assert.Len(t, attempts, 1)
+			require.Len(t, attempts, 1)
+			logged, _ := attempts[0].(map[string]any)["request_headers"].(map[string]any)
+			assert.Equal(t, h.header.Get("User-Agent"), logged["User-Agent"], "the log shows the User-Agent sent")
 		}},
 		// API.md §5: one slow or dead endpoint never delays another, nor
 		// do nine: every endpoint the two stores may have but one holds

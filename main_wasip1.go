@@ -105,8 +105,12 @@ func wasmStart(n uint32) (res uint64) {
 		}
 	}
 	// The host's dispatcher sends the deliveries: the module's copy of
-	// the webhook state follows it, and never takes the lease.
+	// the webhook state follows it, and never takes the lease, and its
+	// log shows the requests as the host sends them.
 	a.srv.hooks.NoLead = true
+	if args.UserAgent != "" {
+		webhook.UserAgent = args.UserAgent
+	}
 	if wrapStore != nil {
 		a.srv.store = wrapStore(a.srv.store)
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -310,7 +311,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(serving.RequestIDHeader, id)
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err != nil {
-		h.answer(w, r, id, start, http.StatusBadRequest, `{"error":{"code":"invalid_request","message":"could not read the body"}}`)
+		h.answer(w, r, id, start, http.StatusBadRequest, "invalid_request", "could not read the body")
 		return
 	}
 	hdr := r.Header.Clone()
@@ -325,24 +326,20 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		resp, err = h.handle(r.Context(), path, req)
 	}
-	if errors.Is(err, errGivenUp) {
-		// Nobody waits for an answer; the line says what became of it.
-		h.answer(w, r, id, start, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"`+errGivenUp.Error()+`"}}`)
-		return
-	}
 	if err != nil {
-		if errors.Is(err, store.ErrUnavailable) {
+		switch {
+		case errors.Is(err, errGivenUp):
+			// A client that left (or half-closed) while it waited.
+			h.answer(w, r, id, start, http.StatusServiceUnavailable, "unavailable", errGivenUp.Error()+"; retry later")
+		case errors.Is(err, errNotRunning):
+			h.answer(w, r, id, start, http.StatusServiceUnavailable, "unavailable", "the service is restarting after a failure; retry later")
+		case errors.Is(err, store.ErrUnavailable):
 			// What the request changed could not be made durable after
-			// the call, or the instance could not be restarted.
-			w.Header().Set("Retry-After", "1")
-			msg := "the service cannot persist its state; retry later"
-			if errors.Is(err, errNotRunning) {
-				msg = "the service is restarting after a failure; retry later"
-			}
-			h.answer(w, r, id, start, http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"`+msg+`"}}`)
-			return
+			// the call.
+			h.answer(w, r, id, start, http.StatusServiceUnavailable, "unavailable", "the service cannot persist its state; retry later")
+		default:
+			h.answer(w, r, id, start, http.StatusInternalServerError, "internal", "internal error")
 		}
-		h.answer(w, r, id, start, http.StatusInternalServerError, `{"error":{"code":"internal","message":"internal error"}}`)
 		return
 	}
 	if h.hooks != nil && endpointChanged(r.Method, path, resp.Status) {
@@ -368,13 +365,30 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serving.LogRequest(slog.Default(), r, id, resp.LogPath, resp.LogRoute, resp.Status, int64(n), start.Add(d), d)
 }
 
-// answer sends an error of the host's own, body a JSON error, when the
-// module did not answer r, and logs r's line with the route "host": the
-// module logged none, or one for an answer it could not give.
-func (h *host) answer(w http.ResponseWriter, r *http.Request, id string, start time.Time, status int, body string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	n, _ := io.WriteString(w, body+"\n")
+// answer sends an error of the host's own, when the module did not
+// answer r, in the form r's route answers errors in: a 503 as the native
+// build's (serving.Unavailable: Retry-After, the token endpoint's and the
+// callback's own forms), the OAuth form (error, error_description) on the
+// token endpoint, the service's ({"error":{"code","message"}})
+// elsewhere. It logs r's line with the route "host": the module logged
+// none, or one for an answer it could not give.
+func (h *host) answer(w http.ResponseWriter, r *http.Request, id string, start time.Time, status int, code, msg string) {
+	var n int
+	if status == http.StatusServiceUnavailable {
+		_, n = serving.Unavailable(w, r, msg)
+	} else {
+		var body []byte
+		if token, _ := path.Match("/stores/*/auth/token", r.URL.Path); token {
+			w.Header().Set("Cache-Control", "no-store")
+			oauth := map[string]string{"invalid_request": "invalid_request", "internal": "server_error"}[code]
+			body, _ = json.Marshal(map[string]string{"error": oauth, "error_description": msg})
+		} else {
+			body, _ = json.Marshal(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		n, _ = w.Write(append(body, '\n'))
+	}
 	d := time.Since(start)
 	serving.LogRequest(slog.Default(), r, id, serving.LoggedPath(r.URL.Path, "", nil), "host", status, int64(n), start.Add(d), d)
 }
@@ -410,14 +424,16 @@ func serveUnavailable(route, why string) http.Handler {
 
 // endpointChanged reports whether a request of method for path, answered
 // status, changed an endpoint in a way the dispatcher acts on (disabled,
-// deleted, its events changed): an API PATCH or DELETE that succeeded,
-// or a change through the dashboard's Webhooks pages (answered with a
-// redirect). A publish, a test, a retry or a recover only makes
+// deleted, its events changed, its secret rotated): an API PATCH, DELETE
+// or rotate-secret that succeeded, or a change through the dashboard's
+// Webhooks pages (answered with a redirect). A publish, a test, a retry or a recover only makes
 // deliveries: for those the dispatcher need only look at once.
 func endpointChanged(method, path string, status int) bool {
 	switch {
 	case method == http.MethodPatch || method == http.MethodDelete:
 		return status < 300 && strings.HasPrefix(path, "/stores/")
+	case method == http.MethodPost && strings.HasPrefix(path, "/stores/"):
+		return status < 300 && strings.HasSuffix(path, "/rotate-secret") // signed with the new secret from the answer on
 	case method == http.MethodPost:
 		return status < 400 && strings.HasPrefix(path, "/dashboard/webhooks/")
 	}

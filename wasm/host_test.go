@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestTakeGive: requests any instance may serve take any free one; those
@@ -72,11 +76,39 @@ func TestEndpointChanged(t *testing.T) {
 		{"POST", "/dashboard/webhooks/we_1/edit", 422, false},
 		{"POST", "/stores/s1/events", 202, false},
 		{"POST", ep + "/test", 202, false},
+		{"POST", ep + "/rotate-secret", 200, true},
 		{"POST", "/dashboard/sign-in", 303, false},
 		{"GET", ep, 200, false},
 	} {
 		if got := endpointChanged(tt.method, tt.path, tt.status); got != tt.want {
 			t.Errorf("endpointChanged(%q, %q, %d) = %v; want %v", tt.method, tt.path, tt.status, got, tt.want)
+		}
+	}
+}
+
+// TestAnswer: the host's own answers take the form of their route's
+// errors (API.md §3, §4.2), and a 503 says when to retry.
+func TestAnswer(t *testing.T) {
+	const token, hooks = "/stores/s1/auth/token", "/stores/s1/webhooks"
+	for _, tt := range []struct {
+		path, code   string
+		status       int
+		body         string // a part of it
+		retry, store string // Retry-After, Cache-Control
+	}{
+		{token, "unavailable", 503, `"error":"temporarily_unavailable"`, "1", "no-store"},
+		{token, "internal", 500, `"error":"server_error"`, "", "no-store"},
+		{token, "invalid_request", 400, `"error":"invalid_request"`, "", "no-store"},
+		{hooks, "unavailable", 503, `"code":"unavailable"`, "1", ""},
+		{hooks, "internal", 500, `"code":"internal"`, "", ""},
+	} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, tt.path, nil)
+		(&host{}).answer(w, r, "id", time.Now(), tt.status, tt.code, "why")
+		if w.Code != tt.status || !strings.Contains(w.Body.String(), tt.body) ||
+			w.Header().Get("Retry-After") != tt.retry || w.Header().Get("Cache-Control") != tt.store {
+			t.Errorf("answer(%s, %d) = %d %q, Retry-After %q, Cache-Control %q; want %d with %s, %q, %q",
+				tt.path, tt.status, w.Code, w.Body, w.Header().Get("Retry-After"), w.Header().Get("Cache-Control"), tt.status, tt.body, tt.retry, tt.store)
 		}
 	}
 }

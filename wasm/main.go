@@ -193,7 +193,7 @@ func run() error {
 		}
 		defer dog.stop()
 	}
-	h, err := newHost(state, dog, rt, compiled, *instances, wire.StartArgs{Config: cfgBytes, BaseURL: baseURL(ln)})
+	h, err := newHost(state, dog, rt, compiled, *instances, wire.StartArgs{Config: cfgBytes, BaseURL: baseURL(ln), UserAgent: webhook.UserAgent})
 	// A store that does not answer yet (Redis down) delays the start, as
 	// in the native build: the host answers "starting" and tries again.
 	for err != nil && state.backend.Failing != nil && state.backend.Failing() != nil {
@@ -206,7 +206,7 @@ func run() error {
 			return nil
 		case <-time.After(time.Second):
 		}
-		h, err = newHost(state, dog, rt, compiled, *instances, wire.StartArgs{Config: cfgBytes, BaseURL: baseURL(ln)})
+		h, err = newHost(state, dog, rt, compiled, *instances, wire.StartArgs{Config: cfgBytes, BaseURL: baseURL(ln), UserAgent: webhook.UserAgent})
 	}
 	if err != nil {
 		srv.Close()

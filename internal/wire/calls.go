@@ -14,6 +14,9 @@ type StartArgs struct {
 	// Worker: an instance that serves only the requests Primary does not
 	// send to the primary; it keeps no webhook state.
 	Worker bool `json:"worker,omitempty"`
+	// UserAgent is the User-Agent of the webhook requests the host's
+	// dispatcher sends, which the delivery log shows.
+	UserAgent string `json:"user_agent,omitempty"`
 }
 
 // Primary reports whether a request for path goes to the edge host's
