@@ -184,7 +184,7 @@ func (a *app) tick(now time.Time) {
 	defer logOut.Flush()
 	a.srv.keys.sweep(now)
 	a.srv.grants.sweep(now)
-	a.srv.tallies.sweep(context.Background(), a.srv, now)
+	a.srv.tallies.sweep(context.Background(), now)
 	if err := a.srv.hooks.Tick(now); err != nil {
 		a.srv.log.Error("webhooks: writing the state failed; trying again at the next tick", "err", err)
 	}

@@ -69,12 +69,12 @@ func (s *server) overKeyBudget(ctx context.Context, st *StoreConfig, idx int) *a
 		kw = &keyWin{n: n, cur: s.tallies.get(cur, time.Unix(0, (n+2)*int64(w)), now), prev: s.tallies.get(prev, time.Unix(0, (n+1)*int64(w)), now)}
 		kv.Store(kw)
 	}
-	c := kw.cur.add(ctx, s, 1, now)
-	p := kw.prev.add(ctx, s, 0, now)
+	c := kw.cur.add(ctx, s.tallies.st, 1, now)
+	p := kw.prev.add(ctx, s.tallies.st, 0, now)
 	if float64(p)*(1-frac)+float64(c) <= limit {
 		return nil
 	}
-	kw.cur.add(ctx, s, -1, now)
+	kw.cur.add(ctx, s.tallies.st, -1, now)
 	wait := (1 - frac) * w.Seconds() // this window's end
 	if float64(c) <= limit && p > 0 {
 		// When the last window's weight has shrunk enough.
@@ -124,7 +124,7 @@ func (s *server) overStoreShare(ctx context.Context, st *StoreConfig) bool {
 	}{{"codes:", s.cfg.AuthCodeTTL.D()}, {"sessions:", s.cfg.SessionTTL.D()}, {"dash:", s.cfg.Dashboard.SessionTTL.D()}} {
 		l := slotLen(k.ttl)
 		for i := now / l; i <= (now+int64(k.ttl))/l; i++ {
-			n += s.tallies.add(ctx, s, tallyID{kind: k.kind, store: st.ID, n: i}, 0, time.Unix(0, (i+1)*l), now)
+			n += s.tallies.add(ctx, tallyID{kind: k.kind, store: st.ID, n: i}, 0, time.Unix(0, (i+1)*l), now)
 		}
 	}
 	v.n.Store(n)
@@ -160,7 +160,7 @@ func (s *server) countLive(ctx context.Context, st *StoreConfig, last *atomic.Po
 		sw = &slotWin{i: i, t: s.tallies.get(tallyID{kind: kind, store: st.ID, n: i}, time.Unix(0, (i+1)*l), now)}
 		last.Store(sw)
 	}
-	sw.t.add(ctx, s, n, now)
+	sw.t.add(ctx, s.tallies.st, n, now)
 	s.views.of(st.ID).n.Add(n)
 }
 
@@ -246,6 +246,8 @@ func (id tallyID) key() string {
 
 // tallies are this process's view of the fairness counters.
 type tallies struct {
+	st store.Store // where the counters are added up
+
 	mu sync.Mutex // guards m; a tally's own fields are atomic
 	m  map[tallyID]*tally
 }
@@ -280,8 +282,8 @@ func (ts *tallies) get(id tallyID, exp time.Time, now int64) *tally {
 
 // add adds delta to the counter id (which expires at exp) and returns its
 // value (tally.add).
-func (ts *tallies) add(ctx context.Context, s *server, id tallyID, delta int64, exp time.Time, now int64) int64 {
-	return ts.get(id, exp, now).add(ctx, s, delta, now)
+func (ts *tallies) add(ctx context.Context, id tallyID, delta int64, exp time.Time, now int64) int64 {
+	return ts.get(id, exp, now).add(ctx, ts.st, delta, now)
 }
 
 // add adds delta to t and returns its value. When the store's value is
@@ -290,7 +292,7 @@ func (ts *tallies) add(ctx context.Context, s *server, id tallyID, delta int64, 
 // writes nothing); one at a time, the others using the value they have.
 // A store that cannot count keeps the part pending: the budgets are
 // guards, not reasons to refuse.
-func (t *tally) add(ctx context.Context, s *server, delta int64, now int64) int64 {
+func (t *tally) add(ctx context.Context, st store.Store, delta int64, now int64) int64 {
 	if delta != 0 {
 		t.pending.Add(delta)
 	}
@@ -302,10 +304,10 @@ func (t *tally) add(ctx context.Context, s *server, delta int64, now int64) int6
 	var stored int64
 	var err error
 	if d != 0 {
-		stored, err = s.store.Add(ctx, t.id.key(), d, t.exp)
+		stored, err = st.Add(ctx, t.id.key(), d, t.exp)
 	} else {
 		var v []byte
-		if v, err = s.store.Get(ctx, t.id.key()); err == nil {
+		if v, err = st.Get(ctx, t.id.key()); err == nil {
 			stored, _ = strconv.ParseInt(string(v), 10, 64)
 		} else if errors.Is(err, store.ErrNotFound) {
 			err = nil
@@ -326,7 +328,7 @@ func (t *tally) add(ctx context.Context, s *server, delta int64, now int64) int6
 // tallyEvery (a burst's last requests, which no later request writes),
 // and forgets the tallies of counters that have expired. It is for the
 // timed work, not requests: it waits for the writes.
-func (ts *tallies) sweep(ctx context.Context, s *server, now time.Time) {
+func (ts *tallies) sweep(ctx context.Context, now time.Time) {
 	var due []*tally
 	ts.mu.Lock()
 	for id, t := range ts.m {
@@ -339,6 +341,6 @@ func (ts *tallies) sweep(ctx context.Context, s *server, now time.Time) {
 	}
 	ts.mu.Unlock()
 	for _, t := range due {
-		t.add(ctx, s, 0, now.UnixNano())
+		t.add(ctx, ts.st, 0, now.UnixNano())
 	}
 }

@@ -59,7 +59,7 @@ func TestKeyGuard(t *testing.T) {
 // store's right key from the same address, and a good client, never do.
 func TestWrongKeysRateLimited(t *testing.T) {
 	a, ts := startService(t, cfgOpts{})
-	a.srv.keys = newKeyGuard(5, time.Hour) // no refill during the test
+	limitGuard(a.srv.keys, 5) // no refill during the test
 	register := func(store, key string) response {
 		return postJSON(t, registerURL(ts, store), key, registration(newAuthCode(t), oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())))
 	}
@@ -76,10 +76,21 @@ func TestWrongKeysRateLimited(t *testing.T) {
 	require.Equal(t, http.StatusOK, register(storeB, keyB).status, "the right key of another store from the guesser's address")
 	requireAPIError(t, register(storeB, "wrong-key"), http.StatusUnauthorized, "unauthorized")
 
-	a.srv.keys = newKeyGuard(5, time.Hour)
+	limitGuard(a.srv.keys, 5)
 	for range 20 {
 		require.Equal(t, http.StatusOK, register(storeA, keyA).status, "a client with the right key is never limited")
 	}
+}
+
+// limitGuard gives g, which a running server uses, a budget of burst
+// failures refilled once an hour, and forgets what clients spent. It
+// writes under g's lock: the server's tick sweeps g meanwhile.
+func limitGuard(g *keyGuard, burst int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.burst, g.interval = float64(burst), time.Hour
+	clear(g.clients)
+	g.failing.Store(0)
 }
 
 func TestClientAddr(t *testing.T) {
@@ -149,7 +160,7 @@ func TestWrongKeysBehindProxy(t *testing.T) {
 
 func testWrongKeysBehindProxy(t *testing.T, trusted []netip.Prefix, player int) {
 	a, ts := startService(t, cfgOpts{}) // the test server's peer is 127.0.0.1
-	a.srv.keys = newKeyGuard(5, time.Hour)
+	limitGuard(a.srv.keys, 5)
 	a.srv.cfg.SetProxies(trusted) // before any request
 	register := func(key, client string) response {
 		body, err := json.Marshal(registration(newAuthCode(t), oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())))
@@ -172,7 +183,7 @@ func testWrongKeysBehindProxy(t *testing.T, trusted []netip.Prefix, player int) 
 // revokes, and another address is not affected.
 func TestFailedRedemptionsRateLimited(t *testing.T) {
 	a, ts := startService(t, cfgOpts{})
-	a.srv.grants = newKeyGuard(5, time.Hour) // no refill during the test
+	limitGuard(a.srv.grants, 5) // no refill during the test
 	a.srv.cfg.SetProxies([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})
 	const guesser, other = "203.0.113.7", "198.51.100.9"
 	redeem := func(v url.Values, client string) response {

@@ -53,7 +53,7 @@ func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) 
 	s := &server{cfg: cfg, store: st, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: webhook.NewHooks(cfg),
 		keys:         newKeyGuard(keyFailBurst, keyFailInterval),
 		grants:       newKeyGuard(grantFailBurst, grantFailInterval),
-		tallies:      tallies{m: map[tallyID]*tally{}},
+		tallies:      tallies{st: st, m: map[tallyID]*tally{}},
 		views:        newViews(cfg),
 		live:         func() int { return 0 },
 		storeFailing: func() error { return nil },
