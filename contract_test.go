@@ -150,20 +150,27 @@ var (
 		err  error
 	}
 	wasmBuild struct {
-		once sync.Once
-		a    ctArtifacts
-		err  error
+		once   sync.Once
+		a      ctArtifacts
+		err    error
+		linked map[string]bool // the symbols the module's linker kept
 	}
 )
 
 func ctGoBuild(env []string, args ...string) error {
+	_, err := ctGoBuildOutput(env, args...)
+	return err
+}
+
+// ctGoBuildOutput is ctGoBuild returning what go build printed.
+func ctGoBuildOutput(env []string, args ...string) ([]byte, error) {
 	cmd := exec.Command("go", append([]string{"build"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", strings.Join(args, " "), err, out)
+		return nil, fmt.Errorf("go build %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return nil
+	return out, nil
 }
 
 func buildNative() (ctArtifacts, error) {
@@ -198,17 +205,26 @@ func buildWasm() (ctArtifacts, error) {
 		}
 		wasip1 := []string{"GOOS=wasip1", "GOARCH=wasm"}
 		// As `go generate ./wasm` builds wasm/service.wasm.
-		module := []string{"-buildmode=c-shared", "-trimpath", "-ldflags=-s"}
+		module := []string{"-buildmode=c-shared", "-trimpath"}
 		errs := make([]error, 3)
 		var wg sync.WaitGroup
 		// A version of its own: the delivery log, which the module
 		// shows, must name what the host sends (webhooks case below).
 		wg.Go(func() { errs[0] = ctGoBuild(nil, "-ldflags=-X=main.version="+ctHostVersion, "-o", a.host, "./wasm") })
 		wg.Go(func() {
-			errs[1] = ctGoBuild(wasip1, slices.Concat(module, []string{"-tags", "nethttpomithttp2", "-o", a.module, "."})...)
+			// -dumpdep: the linker lists what reached what it kept
+			// (the edge case "the module links no network client").
+			var out []byte
+			out, errs[1] = ctGoBuildOutput(wasip1, slices.Concat(module, []string{"-ldflags=-s -dumpdep", "-tags", "nethttpomithttp2", "-o", a.module, "."})...)
+			wasmBuild.linked = map[string]bool{}
+			for line := range strings.Lines(string(out)) {
+				if _, to, ok := strings.Cut(strings.TrimSpace(line), " -> "); ok {
+					wasmBuild.linked[strings.TrimSuffix(to, " <UsedInIface>")] = true
+				}
+			}
 		})
 		wg.Go(func() {
-			errs[2] = ctGoBuild(wasip1, slices.Concat(module, []string{"-tags", "nethttpomithttp2,edgefault", "-o", a.faultModule, "."})...)
+			errs[2] = ctGoBuild(wasip1, slices.Concat(module, []string{"-ldflags=-s", "-tags", "nethttpomithttp2,edgefault", "-o", a.faultModule, "."})...)
 		})
 		wg.Wait()
 		if wasmBuild.err = errors.Join(errs...); wasmBuild.err != nil {
@@ -1981,6 +1997,23 @@ func contractCases() []contractCase {
 			assert.NotContains(t, string(b), "edge module ready", "stopped while starting, it became ready")
 			s.start() // the cache is warm now
 			ctToken(t, s.redeem(t, ctStoreA, c))
+		}},
+
+		// The module makes no request of its own (the host fetches for
+		// it, deeplink_host.fetch) and serves none itself (the host
+		// frames each one): it must not link net/http's client, TLS
+		// connections, sockets or a server loop, which were a fifth of
+		// its size and of the work of every launch.
+		{name: "edge/the module links no network client, TLS or sockets", targets: wasmOnly, run: func(t *testing.T, _ *ctService) {
+			require.True(t, wasmBuild.linked["main.wasmHandle"], "the linker's list names the module's handle export (%d symbols)", len(wasmBuild.linked))
+			for _, sym := range []string{
+				"net/http.(*Transport).RoundTrip",
+				"crypto/tls.(*Conn).Handshake",
+				"net.(*Dialer).DialContext",
+				"net/http.(*Server).Serve",
+			} {
+				assert.False(t, wasmBuild.linked[sym], "the module links %s", sym)
+			}
 		}},
 
 		// The edge module's faults (wasm only; the routes exist only in a

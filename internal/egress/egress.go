@@ -50,11 +50,14 @@ type Options struct {
 // bypass the address check), kept-alive connections, extra trusted roots,
 // and, unless AllowPrivate, a check of every address actually dialled.
 func NewClient(o Options) (*http.Client, error) {
-	roots, err := x509.SystemCertPool()
-	if err != nil {
-		roots = x509.NewCertPool()
-	}
+	// Without extra roots, RootCAs stays nil: TLS reads the system's
+	// roots at the first handshake, not at a launch (50 ms here).
+	var roots *x509.CertPool
 	if o.TrustedCAFile != "" {
+		var err error
+		if roots, err = x509.SystemCertPool(); err != nil {
+			roots = x509.NewCertPool()
+		}
 		pem, err := os.ReadFile(o.TrustedCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("webhooks.trusted_ca_file: %w", err)

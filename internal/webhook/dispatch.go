@@ -63,10 +63,14 @@ func (h *timerHeap) Remove(d *Delivery) { heap.Remove(h, d.Index) }
 // runs the dispatcher).
 type dispatcher struct {
 	client *http.Client
-	ctx    context.Context // cancelled by stop: attempts under way are abandoned and stay pending
-	cancel context.CancelFunc
-	cond   *sync.Cond // on hooks.mu; signalled when ready grows
-	wg     sync.WaitGroup
+	// closeIdle is client.CloseIdleConnections, called through a func
+	// set by Start so that a copy that never starts (the edge module's)
+	// does not link the HTTP client and its TLS, dialer and resolver.
+	closeIdle func()
+	ctx       context.Context // cancelled by stop: attempts under way are abandoned and stay pending
+	cancel    context.CancelFunc
+	cond      *sync.Cond // on hooks.mu; signalled when ready grows
+	wg        sync.WaitGroup
 }
 
 // scheduleLocked puts the pending d in the timer heap. hk.Mu must be held.
@@ -100,7 +104,7 @@ func (hk *Hooks) Start() error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &dispatcher{client: client, ctx: ctx, cancel: cancel, cond: sync.NewCond(&hk.Mu)}
+	d := &dispatcher{client: client, closeIdle: client.CloseIdleConnections, ctx: ctx, cancel: cancel, cond: sync.NewCond(&hk.Mu)}
 	hk.Mu.Lock()
 	hk.d = d
 	hk.Mu.Unlock()
@@ -127,7 +131,7 @@ func (hk *Hooks) Stop() {
 	}
 	d.cancel()
 	d.wg.Wait()
-	d.client.CloseIdleConnections()
+	d.closeIdle()
 }
 
 func (hk *Hooks) scheduler() {
