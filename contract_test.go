@@ -754,6 +754,33 @@ func (s *ctService) register(t *testing.T, c ctCode) ctResp {
 	return s.do(t, http.MethodPost, "/stores/"+c.store+"/auth/auth-code", c.body(), "X-API-Key", c.key)
 }
 
+// metrics scrapes /metrics (API.md §7).
+func (s *ctService) metrics(t *testing.T) string {
+	t.Helper()
+	r := s.do(t, http.MethodGet, "/metrics", nil)
+	require.Equal(t, http.StatusOK, r.status, "/metrics: %s", r.body)
+	assert.Contains(t, r.header.Get("Content-Type"), "text/plain", "/metrics Content-Type")
+	return string(r.body)
+}
+
+// ctMetric is the value of series in the scrape m, 0 when m has none.
+func ctMetric(t *testing.T, m, series string) float64 {
+	t.Helper()
+	for line := range strings.Lines(m) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err, "%s", line)
+			return f
+		}
+	}
+	return 0
+}
+
+// ctRegisterSeries is the counter of registrations answered status.
+func ctRegisterSeries(status int) string {
+	return fmt.Sprintf(`deeplink_http_requests_total{method="POST",route="/stores/{store_id}/auth/auth-code",status="%d"}`, status)
+}
+
 func (s *ctService) mustRegister(t *testing.T) ctCode {
 	t.Helper()
 	c := newCTCode(ctStoreA, ctKeyA)
@@ -1416,6 +1443,24 @@ func contractCases() []contractCase {
 		{name: "ops/healthz and readyz", run: func(t *testing.T, s *ctService) {
 			ctStatus(t, s.do(t, http.MethodGet, "/healthz", nil), http.StatusOK)
 			ctStatus(t, s.do(t, http.MethodGet, "/readyz", nil), http.StatusOK)
+		}},
+		// §7: /metrics counts every request by method, route and status
+		// (on the edge build, whichever instance served it), and the
+		// scrape itself at the next scrape.
+		{name: "ops/metrics count requests by method, route and status", run: func(t *testing.T, s *ctService) {
+			for range 3 {
+				s.mustRegister(t)
+			}
+			ctError(t, s.register(t, newCTCode(ctStoreA, "ak_wrong")), http.StatusUnauthorized, "unauthorized")
+			first := s.metrics(t)
+			m := s.metrics(t)
+			assert.Equal(t, 3.0, ctMetric(t, m, ctRegisterSeries(http.StatusOK)), "registrations")
+			assert.Equal(t, 1.0, ctMetric(t, m, ctRegisterSeries(http.StatusUnauthorized)), "a wrong key")
+			assert.Equal(t, 4.0, ctMetric(t, m, `deeplink_http_request_duration_seconds_count{method="POST",route="/stores/{store_id}/auth/auth-code"}`), "latencies observed")
+			assert.Equal(t, ctMetric(t, first, `deeplink_http_requests_total{method="GET",route="/metrics",status="200"}`)+1,
+				ctMetric(t, m, `deeplink_http_requests_total{method="GET",route="/metrics",status="200"}`), "the first scrape, in the second")
+			assert.GreaterOrEqual(t, ctMetric(t, m, "deeplink_auth_store_entries"), 3.0, "the store's entries: the codes")
+			assert.Equal(t, 1, strings.Count(m, "# TYPE deeplink_http_requests_total counter"), "one family, whatever serves it")
 		}},
 		{name: "ops/unknown path 404 and wrong method 405", run: func(t *testing.T, s *ctService) {
 			ctError(t, s.do(t, http.MethodGet, "/no/such/thing", nil), http.StatusNotFound, "not_found")
@@ -2225,4 +2270,8 @@ func ctFault(t *testing.T, s *ctService, path string) {
 	ctTokenError(t, s.redeem(t, ctStoreA, used), "invalid_grant")
 	// And the recovered instance takes new work.
 	ctToken(t, s.redeem(t, ctStoreA, s.mustRegister(t)))
+	// The instance replaced took no counts with it: the host counts.
+	m := s.metrics(t)
+	assert.Equal(t, 3.0, ctMetric(t, m, ctRegisterSeries(http.StatusOK)), "registrations, those before the fault included")
+	assert.Equal(t, 1.0, ctMetric(t, m, `deeplink_http_requests_total{method="GET",route="host",status="500"}`), "the host's own answer to the fault")
 }

@@ -85,7 +85,7 @@ func run(f serveFlags) error {
 	// The connection limits are serving.NewServer's timeouts.
 	// Requests answered while starting or stopping are counted with the
 	// rest: the app's metrics are these.
-	m := newMetrics()
+	m := &serving.Metrics{}
 	srv := serving.NewServer(unavailableHandler(logger, m, "starting", "the service is starting (restoring its state); retry shortly"))
 	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	serveErr := make(chan error, 1)
@@ -223,7 +223,7 @@ func firstLine(err error) string {
 // while the service shuts down, as serving.Unavailable does, why saying
 // which. It logs and counts (in m) each request as the service does,
 // with route as its route.
-func unavailableHandler(logger *slog.Logger, m *metrics, route, why string) http.Handler {
+func unavailableHandler(logger *slog.Logger, m *serving.Metrics, route, why string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := serving.RequestID(r.Header.Get(serving.RequestIDHeader))
@@ -231,7 +231,7 @@ func unavailableHandler(logger *slog.Logger, m *metrics, route, why string) http
 		rw := &statusWriter{ResponseWriter: w}
 		serving.Unavailable(rw, r, why)
 		d := time.Since(start)
-		m.observe(r.Method, route, rw.code(), d)
+		m.Observe(r.Method, route, rw.code(), d)
 		serving.LogRequest(logger, r, id, serving.LoggedPath(r.URL.Path, "", nil), route, rw.code(), rw.n, start.Add(d), d)
 	})
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"deeplink/internal/serving"
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
@@ -20,7 +21,7 @@ import (
 // response's X-Request-Id carries, and is counted.
 func TestStartingHandler(t *testing.T) {
 	var logged bytes.Buffer
-	m := newMetrics()
+	m := &serving.Metrics{}
 	h := unavailableHandler(newLogger(&logged), m, "starting", "the service is starting (restoring its state); retry shortly")
 	const store = "/stores/7c9e6679-7425-40de-944b-e07fc1f90ae7"
 	tests := []struct {
@@ -64,7 +65,7 @@ func TestStartingHandler(t *testing.T) {
 		assert.NotContains(t, line, "code=c", "no query in the log")
 	}
 	rec := httptest.NewRecorder()
-	m.serve(&server{})(rec, httptest.NewRequest("GET", "/metrics", nil))
+	(&server{metrics: m}).serveMetrics(rec, httptest.NewRequest("GET", "/metrics", nil))
 	assert.Equal(t, 1.0, metricValue(t, rec.Body.String(), `deeplink_http_requests_total{method="GET",route="starting",status="200"}`))
 	assert.Equal(t, 2.0, metricValue(t, rec.Body.String(), `deeplink_http_requests_total{method="GET",route="starting",status="503"}`))
 	assert.Equal(t, 2.0, metricValue(t, rec.Body.String(), `deeplink_http_requests_total{method="POST",route="starting",status="503"}`))

@@ -114,6 +114,10 @@ func wasmStart(n uint32) (res uint64) {
 	if wrapStore != nil {
 		a.srv.store = wrapStore(a.srv.store)
 	}
+	// The host counts every request it answers, whichever instance
+	// served it (an instance replaced would take its counts with it);
+	// the module's /metrics has only the state's gauges.
+	a.srv.metrics = nil
 	a.srv.ready.Store(true)
 	// The host writes each request's line, natively (wire.Response).
 	a.srv.logRequest = func(_ *http.Request, _, path, route string, _ int, _ int64, _ time.Time, _ time.Duration) {
@@ -223,16 +227,4 @@ func wasmStop() uint64 {
 		return result([]byte(err.Error()))
 	}
 	return result(nil)
-}
-
-// wasmMetrics returns this instance's /metrics text, without counting or
-// logging a request: the host asks every worker for it when it serves
-// /metrics through the primary, and adds the counts up.
-//
-//go:wasmexport metrics
-func wasmMetrics() uint64 {
-	rec := &recorder{header: http.Header{}}
-	r, _ := http.NewRequest(http.MethodGet, "/metrics", nil)
-	edge.app.srv.metrics.serve(edge.app.srv)(rec, r)
-	return result(rec.body.Bytes())
 }

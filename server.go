@@ -27,7 +27,7 @@ type server struct {
 	liveCodes    *costlyGauge     // live, unredeemed auth codes, for /metrics
 	cookieKey    []byte           // signs the link cookie; kept in the store
 	log          *slog.Logger
-	metrics      *metrics
+	metrics      *serving.Metrics // nil in the edge module: its host counts
 	hooks        *webhook.Hooks
 	keys         *keyGuard // failed API key attempts by client address and store
 	grants       *keyGuard // failed redemptions (invalid_grant) by client address
@@ -50,7 +50,7 @@ type server struct {
 // newServer returns the server of cfg keeping its state in st. The
 // caller sets live, storeFailing and liveCodes where its store can tell.
 func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) *server {
-	s := &server{cfg: cfg, store: st, cookieKey: cookieKey, log: log, metrics: newMetrics(), hooks: webhook.NewHooks(cfg),
+	s := &server{cfg: cfg, store: st, cookieKey: cookieKey, log: log, metrics: &serving.Metrics{}, hooks: webhook.NewHooks(cfg),
 		keys:         newKeyGuard(keyFailBurst, keyFailInterval),
 		grants:       newKeyGuard(grantFailBurst, grantFailInterval),
 		tallies:      tallies{st: st, m: map[tallyID]*tally{}},
@@ -102,7 +102,7 @@ func (s *server) routes() *http.ServeMux {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"data": map[string]string{"status": "ok"}})
 	})
-	mux.HandleFunc("GET /metrics", s.metrics.serve(s))
+	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.webhookRoutes(mux)
 	if s.cfg.Dashboard.Enabled {
 		s.dashRoutes(mux)
@@ -152,7 +152,7 @@ func (s *server) handler() http.Handler {
 		if route == "" || route == "/" {
 			route = "unmatched"
 		}
-		s.metrics.observe(r.Method, route, rw.code(), d)
+		s.metrics.Observe(r.Method, route, rw.code(), d)
 		// Neither the query (codes, states) nor a path segment that is not
 		// the route's own or a configured store id: a client may put a key
 		// where the store id goes.

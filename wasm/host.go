@@ -35,8 +35,9 @@ type host struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	args     wire.StartArgs
-	client   *http.Client   // the association check's fetches (deeplink_host.fetch)
-	hooks    *webhook.Hooks // the webhook dispatcher (hooks.go)
+	client   *http.Client     // the association check's fetches (deeplink_host.fetch)
+	hooks    *webhook.Hooks   // the webhook dispatcher (hooks.go)
+	requests *serving.Metrics // every request the host answers, whichever instance served it
 
 	slots       []atomic.Pointer[instance] // the instance in each slot now; the primary first
 	free        chan *instance             // the workers free to take a request any may serve
@@ -62,7 +63,7 @@ type instance struct {
 	fn  map[string]api.Function
 }
 
-var exports = []string{"buffer", "start", "handle", "tick", "stop", "metrics"}
+var exports = []string{"buffer", "start", "handle", "tick", "stop"}
 
 // newHost starts the primary, and returns once it serves: the workers
 // start meanwhile, each taking requests once it has started (a slot is
@@ -321,7 +322,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The escaped path, as the module's mux sees it (wire.Primary).
 	path := r.URL.EscapedPath()
 	var resp *wire.Response
-	if path == "/metrics" {
+	if path == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		resp, err = h.metrics(req)
 	} else {
 		resp, err = h.handle(r.Context(), path, req)
@@ -362,6 +363,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if resp.LogRoute == "" { // answered before its route was known (a panic's 500, a bad frame)
 		resp.LogPath, resp.LogRoute = serving.LoggedPath(r.URL.Path, "", nil), "host"
 	}
+	h.requests.Observe(r.Method, resp.LogRoute, resp.Status, d)
 	serving.LogRequest(slog.Default(), r, id, resp.LogPath, resp.LogRoute, resp.Status, int64(n), start.Add(d), d)
 }
 
@@ -390,6 +392,7 @@ func (h *host) answer(w http.ResponseWriter, r *http.Request, id string, start t
 		n, _ = w.Write(append(body, '\n'))
 	}
 	d := time.Since(start)
+	h.requests.Observe(r.Method, "host", status, d)
 	serving.LogRequest(slog.Default(), r, id, serving.LoggedPath(r.URL.Path, "", nil), "host", status, int64(n), start.Add(d), d)
 }
 
@@ -409,15 +412,16 @@ func (h *host) stop() error {
 
 // serveUnavailable answers while the modules are compiled and started, and
 // while the host shuts down, as the native build does then
-// (serving.Unavailable), why saying which. It logs each request, with
-// route as its route.
-func serveUnavailable(route, why string) http.Handler {
+// (serving.Unavailable), why saying which. It logs and counts (in m)
+// each request, with route as its route.
+func serveUnavailable(m *serving.Metrics, route, why string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := serving.RequestID(r.Header.Get(serving.RequestIDHeader))
 		w.Header().Set(serving.RequestIDHeader, id)
 		status, n := serving.Unavailable(w, r, why)
 		d := time.Since(start)
+		m.Observe(r.Method, route, status, d)
 		serving.LogRequest(slog.Default(), r, id, serving.LoggedPath(r.URL.Path, "", nil), route, status, int64(n), start.Add(d), d)
 	})
 }

@@ -145,7 +145,11 @@ func run() error {
 	// Until the module is compiled and started (seconds on a cold cache),
 	// /healthz answers 200 and everything else 503, as the native build
 	// answers while it restores its state: probes see "starting".
-	srv := serving.NewServer(serveUnavailable("starting", "the service is starting (compiling its module); retry shortly")) // the native server's limits
+	// Every request is counted here, whichever instance served it, as
+	// the native server counts its own: an instance replaced takes no
+	// counts with it.
+	requests := &serving.Metrics{}
+	srv := serving.NewServer(serveUnavailable(requests, "starting", "the service is starting (compiling its module); retry shortly")) // the native server's limits
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -200,7 +204,7 @@ func run() error {
 		slog.Warn("the store does not answer: starting once it does", "err", err)
 		select {
 		case <-ctx.Done():
-			if err := srv.Stop(serveUnavailable("stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
+			if err := srv.Stop(serveUnavailable(requests, "stopping", "the service is shutting down; retry shortly"), 10*time.Second); err != nil {
 				slog.Warn("shutdown: in-flight requests cut off", "err", err)
 			}
 			return nil
@@ -212,7 +216,7 @@ func run() error {
 		srv.Close()
 		return err
 	}
-	h.client = client
+	h.client, h.requests = client, requests
 	// The dispatcher waits for a store that does not answer (Redis down)
 	// as the instances do.
 	for h.hooks, err = startHooks(cfg, state.store); err != nil && state.backend.Failing != nil && state.backend.Failing() != nil; h.hooks, err = startHooks(cfg, state.store) {
@@ -253,7 +257,7 @@ func run() error {
 	// Serve fails only when the listener does; the state is written all
 	// the same, as after a signal.
 	var serveFailed error
-	stopping := serveUnavailable("stopping", "the service is shutting down; retry shortly")
+	stopping := serveUnavailable(requests, "stopping", "the service is shutting down; retry shortly")
 	select {
 	case serveFailed = <-serveErr:
 		stop() // a signal from now on is the second
