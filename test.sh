@@ -102,7 +102,7 @@ gofmt_check() {
 }
 
 static() { step "gofmt -l ." gofmt_check && step "go vet ./..." go vet ./...; }
-vet_wasip1() { step "go vet (GOOS=wasip1)" env GOOS=wasip1 GOARCH=wasm go vet .; }
+vet_wasip1() { step "go vet (GOOS=wasip1)" env GOOS=wasip1 GOARCH=wasm go vet . ./internal/...; }
 
 race() { step "go test -race ./..." go test -race -count=1 ./...; }
 rest() {
