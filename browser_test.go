@@ -182,9 +182,19 @@ func TestBrowserDashboard(t *testing.T) {
 			return err
 		})
 	}
+	// do runs steps one at a time, each within a minute, and names the
+	// one that fails and the page it was on.
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		require.NoError(t, chromedp.Do(ctx, steps...), what)
+		for i, step := range steps {
+			sctx, cancel := context.WithTimeout(ctx, time.Minute)
+			err := chromedp.Do(sctx, step)
+			cancel()
+			if err != nil {
+				loc, _ := chromedp.Run(ctx, chromedp.Location())
+				t.Fatalf("%s: step %d of %d: %v (on %s)", what, i+1, len(steps), err, loc)
+			}
+		}
 	}
 	text := func(sel chromedp.Search) string {
 		t.Helper()
