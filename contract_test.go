@@ -2044,17 +2044,15 @@ func contractCases() []contractCase {
 		}},
 
 		// The module makes no request of its own (the host fetches for
-		// it, deeplink_host.fetch) and serves none itself (the host
-		// frames each one): it must not link net/http's client, TLS
-		// connections, sockets or a server loop, which were a fifth of
-		// its size and of the work of every launch.
+		// it, deeplink_host.fetch): it must not link net/http's client,
+		// TLS connections or sockets, which were a fifth of its size and
+		// of the work of every launch.
 		{name: "edge/the module links no network client, TLS or sockets", targets: wasmOnly, run: func(t *testing.T, _ *ctService) {
 			require.True(t, wasmBuild.linked["main.wasmHandle"], "the linker's list names the module's handle export (%d symbols)", len(wasmBuild.linked))
 			for _, sym := range []string{
 				"net/http.(*Transport).RoundTrip",
 				"crypto/tls.(*Conn).Handshake",
 				"net.(*Dialer).DialContext",
-				"net/http.(*Server).Serve",
 			} {
 				assert.False(t, wasmBuild.linked[sym], "the module links %s", sym)
 			}

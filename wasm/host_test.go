@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero"
 )
 
 // TestTakeGive: requests any instance may serve take any free one; those
@@ -109,6 +113,42 @@ func TestAnswer(t *testing.T) {
 			w.Header().Get("Retry-After") != tt.retry || w.Header().Get("Cache-Control") != tt.store {
 			t.Errorf("answer(%s, %d) = %d %q, Retry-After %q, Cache-Control %q; want %d with %s, %q, %q",
 				tt.path, tt.status, w.Code, w.Body, w.Header().Get("Retry-After"), w.Header().Get("Cache-Control"), tt.status, tt.body, tt.retry, tt.store)
+		}
+	}
+}
+
+// exporting is a minimal module with one function, exported as name.
+func exporting(name string) []byte {
+	b := []byte("\x00asm\x01\x00\x00\x00")
+	b = append(b, 1, 4, 1, 0x60, 0, 0) // types: func()
+	b = append(b, 3, 2, 1, 0)          // functions: one of type 0
+	b = append(b, 7, byte(4+len(name)), 1, byte(len(name)))
+	b = append(b, name...)
+	b = append(b, 0, 0)                    // exports: name, the function 0
+	return append(b, 10, 4, 1, 2, 0, 0x0b) // code: an empty body
+}
+
+// TestCheckBuiltForHost: a module that still exports its own metrics
+// (built before the host counted the requests) is refused, with what to
+// do; one of this build's exports is not.
+func TestCheckBuiltForHost(t *testing.T) {
+	for _, tt := range []struct {
+		export string
+		bad    bool
+	}{
+		{"handle", false},
+		{"metrics", true},
+	} {
+		rt := wazero.NewRuntime(t.Context())
+		t.Cleanup(func() { rt.Close(context.Background()) })
+		m, err := rt.CompileModule(t.Context(), exporting(tt.export))
+		require.NoError(t, err)
+		err = checkBuiltForHost(m)
+		if got := err != nil; got != tt.bad {
+			t.Errorf("checkBuiltForHost(a module exporting %q) = %v; want an error: %v", tt.export, err, tt.bad)
+		}
+		if err != nil {
+			assert.Contains(t, err.Error(), "go generate ./wasm")
 		}
 	}
 }

@@ -327,5 +327,20 @@ func compile(ctx context.Context, wasmBytes []byte, b *hoststore.Backend, client
 		rt.Close(ctx)
 		return nil, nil, fmt.Errorf("module: %w", err)
 	}
+	if err := checkBuiltForHost(compiled); err != nil {
+		rt.Close(ctx)
+		return nil, nil, err
+	}
 	return rt, compiled, nil
+}
+
+// checkBuiltForHost refuses a module built before its host counted the
+// requests: such a module counts its own, and /metrics would have every
+// request family twice, which Prometheus rejects whole. (Other mismatches
+// show as a missing export when an instance starts.)
+func checkBuiltForHost(m wazero.CompiledModule) error {
+	if _, old := m.ExportedFunctions()["metrics"]; old {
+		return errors.New("module: built for an older host (it counts its own requests); rebuild it with `go generate ./wasm`")
+	}
+	return nil
 }
