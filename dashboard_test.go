@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"deeplink/internal/webhook"
 	"fmt"
 	"html"
@@ -173,6 +174,25 @@ func TestDashboardHeaders(t *testing.T) {
 		assert.Contains(t, csp, "frame-ancestors 'none'", path)
 		assert.NotContains(t, csp, "unsafe-inline", path)
 		assert.Equal(t, "DENY", p.header.Get("X-Frame-Options"), path)
+	}
+}
+
+// TestDashboardStaticFiles: the stylesheet and the script are served
+// whole, with their types, a range asked for or not.
+func TestDashboardStaticFiles(t *testing.T) {
+	_, ts := startService(t, cfgOpts{})
+	for _, tt := range []struct{ name, ctype string }{
+		{"dashboard.css", "text/css; charset=utf-8"},
+		{"dashboard.js", "text/javascript; charset=utf-8"},
+	} {
+		want, err := webFiles.ReadFile("web/static/" + tt.name)
+		require.NoError(t, err)
+		for _, rng := range []string{"", "bytes=0-9", "bytes=999999-"} {
+			got := call(t, http.MethodGet, ts.URL+"/dashboard/static/"+tt.name, nil, "Range", rng)
+			if got.status != http.StatusOK || got.header.Get("Content-Type") != tt.ctype || !bytes.Equal(got.body, want) {
+				t.Errorf("GET %s (Range %q) = %d %q, %d bytes; want 200 %q, the file's %d bytes", tt.name, rng, got.status, got.header.Get("Content-Type"), len(got.body), tt.ctype, len(want))
+			}
+		}
 	}
 }
 
