@@ -5,12 +5,8 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -436,95 +432,6 @@ func (hk *Hooks) releaseLocked(e *Endpoint) {
 	if hk.d != nil {
 		hk.d.cond.Signal()
 	}
-}
-
-// complete fills in a from the outcome of its request.
-func (a Attempt) Complete(r egress.Result) Attempt {
-	a.DurationMS = r.Duration.Milliseconds()
-	a.Status = r.Status
-	a.ResponseBody = string(r.Body)
-	switch {
-	case r.Err != nil && r.Status == 0 && r.Timeout:
-		a.Error = "timed out: " + errText(r.Err)
-	case r.Err != nil && r.Status == 0:
-		a.Error = errText(r.Err)
-	case r.Err != nil:
-		a.Error = "reading the response: " + errText(r.Err)
-	case r.Status == http.StatusOK:
-	case r.Status >= 200 && r.Status < 300:
-		a.Error = fmt.Sprintf("answer 200: only HTTP 200 counts as success, %d does not", r.Status)
-	case r.Status >= 300 && r.Status < 400:
-		a.Error = "redirects are not followed: answer 200 at the configured URL"
-	default:
-		a.Error = fmt.Sprintf("the receiver answered %d", r.Status)
-	}
-	return a
-}
-
-// errText is err's message as the delivery log shows it to the merchant:
-// Go's, but for a failed lookup's resolver address, which is the
-// service's own network's business.
-func errText(err error) string {
-	var dns *net.DNSError
-	if !errors.As(err, &dns) || dns.Server == "" {
-		return err.Error()
-	}
-	bare := *dns
-	bare.Server = ""
-	return strings.Replace(err.Error(), dns.Error(), bare.Error(), 1)
-}
-
-// recordLocked adds a to d, logged on e, moves e's failure window on
-// (failing.go), and decides what comes next:
-// done on 200 with its body read, failed after the last scheduled retry
-// or when e refuses d now (refusesLocked), otherwise the next
-// attempt after the scheduled wait with up to 10 % jitter (a receiver's
-// Retry-After moves nothing: the schedule is the one docs/api.md
-// promises). hk.Mu must be held.
-func (hk *Hooks) recordLocked(e *Endpoint, d *Delivery, a Attempt) {
-	d.Attempts = append(d.Attempts, a)
-	hk.Pending[e.StoreID] += attemptCost(&a) // d is pending still: endLocked takes its whole logCost back
-	hk.TouchLocked(kindDelivery, d.ID)
-	sched := hk.Cfg.Webhooks.RetrySchedule
-	n := len(d.Attempts)
-	ok := a.Status == http.StatusOK && a.Error == "" // not a 200 whose body then timed out
-	hk.NoteAttemptLocked(e, ok)                      // which may disable e: d is then refused too
-	switch why := e.refusalLocked(d); {
-	case ok:
-		hk.EndLocked(e, d, StatusSucceeded, "")
-		hk.Outcomes.Succeeded.Add(1)
-	case n > len(sched):
-		hk.EndLocked(e, d, StatusFailed, ReasonRetriesUsedUp)
-		hk.Outcomes.Failed.Add(1)
-	case why != "":
-		hk.EndLocked(e, d, StatusFailed, why)
-		hk.Outcomes.Failed.Add(1)
-	default:
-		hk.Outcomes.Retried.Add(1)
-		wait := sched[n-1].D()
-		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))
-		d.NextAt = time.Now().Add(wait).UnixNano()
-		hk.scheduleLocked(d)
-	}
-	hk.trimLogLocked(e) // if d ended, the log holds one more finished delivery
-}
-
-// UserAgent is the User-Agent of every webhook request: the service
-// adds its version.
-var UserAgent = "deeplink-webhooks"
-
-// deliveryHeader is the whole header of an attempt: its signatures, and
-// the rest, which is the same for every request.
-func DeliveryHeader(sig webhookHeaders) http.Header {
-	h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {UserAgent}}
-	sig.apply(h)
-	return h
-}
-
-// signatures are the signature headers attempt a sent for event eventID,
-// rebuilt for the delivery log from what the attempt keeps.
-func (a Attempt) signatures(eventID string) webhookHeaders {
-	return webhookHeaders{Signature: a.Signature, ID: eventID, Timestamp: strconv.FormatInt(a.Timestamp, 10), StdSignature: a.StdSignature}
 }
 
 // tick does the timed housekeeping: expired idempotency keys and rotation
