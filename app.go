@@ -35,8 +35,12 @@ type state struct {
 	dir    string       // where an earlier build's files may be; "" where none can be
 	remote bool         // a store of its own (Redis): reads need it too
 	shared bool         // others change the webhook state too: replicas on Redis, the edge host's dispatcher
-	live   func() int   // live entries, when the store counts them cheaply; else nil
-	codes  func() int   // live auth codes, likewise
+	// shareName names this process in the webhook lock's tokens when
+	// its host decides it (the edge module: wire.StartArgs.Name); "" for
+	// a name of its own.
+	shareName string
+	live      func() int // live entries, when the store counts them cheaply; else nil
+	codes     func() int // live auth codes, likewise
 }
 
 // appStore is what the app needs of its store beyond the contract.
@@ -158,6 +162,7 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	srv.demo = demo
 	srv.hooks.St = a.store
 	if st.remote || st.shared {
+		srv.hooks.ShareName = st.shareName
 		if err := srv.hooks.ShareWith(ctx, a.store); err != nil {
 			a.store.Close()
 			return nil, err

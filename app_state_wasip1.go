@@ -15,7 +15,7 @@ import (
 // deliveries the module makes.
 func openState(cfg *Config, _ *slog.Logger, _ bool, _ func() time.Time) (*state, error) {
 	c := hoststore.Imported()
-	st := &state{store: c, remote: cfg.Storage.Backend == "redis", shared: true}
+	st := &state{store: c, remote: cfg.Storage.Backend == "redis", shared: true, shareName: edge.name}
 	if c.Len() >= 0 { // the host's backend counts its entries (not Redis)
 		st.live = c.Len
 		st.codes = func() int { return c.Count(keyPrefix, kindCode) }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"slices"
@@ -678,4 +679,30 @@ func TestSharedOwnWriteNotTakenBack(t *testing.T) {
 
 	b, _ := shReplica(t, st)
 	assert.Equal(t, "https://two.example.com/", b.Endpoints[id].URL, "the stored URL")
+}
+
+// TestClearLockOf: the lock is removed when the replica named holds it,
+// and left to any other holder, one whose name only starts the same
+// included.
+func TestClearLockOf(t *testing.T) {
+	const dead = "host/42/abcd/instance-1"
+	for _, tt := range []struct {
+		holder string // the lock's token; "" for no lock
+		freed  bool
+	}{
+		{dead + "/7", true},
+		{"host/42/abcd/instance-12/7", false},
+		{"other/9/efgh/3", false},
+		{"", true},
+	} {
+		st, _ := shStore(t)
+		if tt.holder != "" {
+			require.NoError(t, st.Put(t.Context(), webhook.ShareLock, []byte(tt.holder), time.Now().Add(time.Minute)))
+		}
+		require.NoError(t, webhook.ClearLockOf(t.Context(), st, dead))
+		_, err := st.Get(t.Context(), webhook.ShareLock)
+		if freed := errors.Is(err, store.ErrNotFound); freed != tt.freed {
+			t.Errorf("ClearLockOf(%q) with the lock held by %q: freed %v; want %v", dead, tt.holder, freed, tt.freed)
+		}
+	}
 }

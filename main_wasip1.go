@@ -34,7 +34,8 @@ var edge struct {
 	app     *app
 	handler http.Handler
 	in, out []byte
-	worker  bool // serves no webhook state (wire.StartArgs.Worker)
+	worker  bool   // serves no webhook state (wire.StartArgs.Worker)
+	name    string // in the webhook lock's tokens (wire.StartArgs.Name)
 
 	logPath, logRoute string // of the request handle serves, for its host to log
 }
@@ -76,6 +77,7 @@ func wasmStart(n uint32) (res uint64) {
 	if err := json.Unmarshal(edge.in[:n], &args); err != nil {
 		return result([]byte("start: " + err.Error()))
 	}
+	edge.name = args.Name
 	demo := len(args.Config) == 0
 	if demo {
 		args.Config = demoConfig

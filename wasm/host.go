@@ -57,11 +57,21 @@ type instance struct {
 	// knowing none of their jobs, would drop (it sends what is pending
 	// again).
 	id uint64
+	// name is the instance's in the webhook lock's tokens: a lock it
+	// died holding is freed by that name.
+	name string
 
 	mu  sync.Mutex // guards the fields below: one call at a time
 	mod api.Module // nil after a failed start
 	fn  map[string]api.Function
 }
+
+// hostName names this host process in its instances' names: its
+// machine, pid and a random part, as a native replica is named.
+var hostName = func() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%s", h, os.Getpid(), strings.ToLower(rand.Text()[:8]))
+}()
 
 var exports = []string{"buffer", "start", "handle", "tick", "stop"}
 
@@ -119,6 +129,7 @@ func (h *host) startInstance(slot int) (*instance, error) {
 func (in *instance) instantiateLocked(view view) error {
 	ctx := context.Background()
 	in.id = in.h.started.Add(1)
+	in.name = fmt.Sprintf("%s/instance-%d", hostName, in.id)
 	if in.mod != nil {
 		in.mod.Close(ctx)
 		in.mod = nil
@@ -149,6 +160,7 @@ func (in *instance) instantiateLocked(view view) error {
 	in.mod, in.fn = mod, fn
 	args := in.h.args
 	args.Worker = in.worker
+	args.Name = in.name
 	b, _ := json.Marshal(args)
 	msg, err := in.callLocked(view, "start", b)
 	if err == nil && len(msg) > 0 {
@@ -239,10 +251,11 @@ func (in *instance) call(name string, b []byte, args ...uint64) (out []byte, id 
 	out, err = in.callLocked(view, name, b, args...)
 	if err != nil {
 		slog.Error("edge module failed; replacing the instance", "call", name, "worker", in.worker, "err", err)
-		if !in.worker && !in.h.state.remote && in.h.hooks != nil {
-			// It may have died holding the webhook lock: on the host's
-			// own store, nobody else could use it now.
-			if err := in.h.hooks.ClearLockOfOthers(context.Background(), in.h.state.store); err != nil {
+		if !in.worker {
+			// It may have died holding the webhook lock: freed now,
+			// rather than when it expires, on Redis too (the lock is
+			// freed only if the dead instance's name is on it).
+			if err := webhook.ClearLockOf(context.Background(), in.h.state.store, in.name); err != nil {
 				slog.Warn("webhooks: could not clear the lock a failed instance may have held; it expires", "err", err)
 			}
 		}

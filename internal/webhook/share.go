@@ -120,17 +120,23 @@ type feedMark struct {
 	gen int64
 }
 
-func newSharing(st store.Store) *sharing {
-	host, _ := os.Hostname()
-	return &sharing{st: st, turn: make(chan struct{}),
-		name: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), strings.ToLower(rand.Text()[:8]))}
+// newSharing returns a replica's part in the state shared in st, under
+// name in the lock's tokens and the lease, or, when name is "", under
+// its host, pid and a random part.
+func newSharing(st store.Store, name string) *sharing {
+	if name == "" {
+		host, _ := os.Hostname()
+		name = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), strings.ToLower(rand.Text()[:8]))
+	}
+	return &sharing{st: st, turn: make(chan struct{}), name: name}
 }
 
-// shareWith makes hk a replica of the state shared in st, a follower
-// until its tick takes the lead. It is called before loadStore: what
-// is written after the counter is read is taken in by the first catchUp.
+// ShareWith makes hk a replica of the state shared in st, a follower
+// until its tick takes the lead, named ShareName in the lock's tokens
+// ("" for one of its own). It is called before loadStore: what is
+// written after the counter is read is taken in by the first catchUp.
 func (hk *Hooks) ShareWith(ctx context.Context, st store.Store) error {
-	sh := newSharing(st)
+	sh := newSharing(st, hk.ShareName)
 	epoch, err := sh.readEpoch(ctx)
 	if err != nil {
 		return err
@@ -339,16 +345,16 @@ func (hk *Hooks) Follow(ctx context.Context) error {
 	return hk.Sync(ctx)
 }
 
-// ClearLockOfOthers removes the lock from st unless this replica holds
-// it: for a store only this process and its module use (the edge host's
-// embedded one), when the module was cut off, perhaps holding it, and
-// would otherwise keep every change waiting until the lock expires.
-func (hk *Hooks) ClearLockOfOthers(ctx context.Context, st store.Store) error {
+// ClearLockOf removes the lock from st if the replica named name holds
+// it: for a replica known to be dead (the edge host's instance that was
+// cut off), which would otherwise keep every change waiting until the
+// lock expires. Any other holder's lock is left as it is.
+func ClearLockOf(ctx context.Context, st store.Store, name string) error {
 	tok, err := st.Get(ctx, ShareLock)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
-	if err != nil || strings.HasPrefix(string(tok), hk.Share.name+"/") {
+	if err != nil || !strings.HasPrefix(string(tok), name+"/") {
 		return err
 	}
 	err = st.CompareAndSwap(ctx, ShareLock, tok, nil, time.Time{})

@@ -17,6 +17,10 @@ type StartArgs struct {
 	// UserAgent is the User-Agent of the webhook requests the host's
 	// dispatcher sends, which the delivery log shows.
 	UserAgent string `json:"user_agent,omitempty"`
+	// Name is the instance's name in the webhook lock's tokens
+	// (webhook.Hooks.ShareWith), so that the host can free the lock of
+	// an instance that died holding it (webhook.ClearLockOf).
+	Name string `json:"name,omitempty"`
 }
 
 // Primary reports whether a request for path goes to the edge host's
