@@ -162,8 +162,7 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	srv.demo = demo
 	srv.hooks.St = a.store
 	if st.remote || st.shared {
-		srv.hooks.ShareName = st.shareName
-		if err := srv.hooks.ShareWith(ctx, a.store); err != nil {
+		if err := srv.hooks.ShareWith(ctx, a.store, st.shareName); err != nil {
 			a.store.Close()
 			return nil, err
 		}

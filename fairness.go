@@ -69,12 +69,12 @@ func (s *server) overKeyBudget(ctx context.Context, st *StoreConfig, idx int) *a
 		kw = &keyWin{n: n, cur: s.tallies.get(cur, time.Unix(0, (n+2)*int64(w)), now), prev: s.tallies.get(prev, time.Unix(0, (n+1)*int64(w)), now)}
 		kv.Store(kw)
 	}
-	c := kw.cur.add(ctx, s.tallies.st, 1, now)
-	p := kw.prev.add(ctx, s.tallies.st, 0, now)
+	c := kw.cur.add(ctx, 1, now)
+	p := kw.prev.add(ctx, 0, now)
 	if float64(p)*(1-frac)+float64(c) <= limit {
 		return nil
 	}
-	kw.cur.add(ctx, s.tallies.st, -1, now)
+	kw.cur.add(ctx, -1, now)
 	wait := (1 - frac) * w.Seconds() // this window's end
 	if float64(c) <= limit && p > 0 {
 		// When the last window's weight has shrunk enough.
@@ -160,7 +160,7 @@ func (s *server) countLive(ctx context.Context, st *StoreConfig, last *atomic.Po
 		sw = &slotWin{i: i, t: s.tallies.get(tallyID{kind: kind, store: st.ID, n: i}, time.Unix(0, (i+1)*l), now)}
 		last.Store(sw)
 	}
-	sw.t.add(ctx, s.tallies.st, n, now)
+	sw.t.add(ctx, n, now)
 	s.views.of(st.ID).n.Add(n)
 }
 
@@ -257,6 +257,7 @@ type tallies struct {
 // are atomic, so that requests counting with it take no lock: 32 of them
 // woken at once by a shared fsync would queue on one.
 type tally struct {
+	st              store.Store // where it is added up (tallies.st)
 	id              tallyID
 	exp             time.Time // the counter's expiry
 	stored, pending atomic.Int64
@@ -273,7 +274,7 @@ func (ts *tallies) get(id tallyID, exp time.Time, now int64) *tally {
 		// Nothing is read or written for a new tally before tallyEvery:
 		// a burst's first request waits for no write, and a process's
 		// first requests are counted against what it has seen so far.
-		t = &tally{id: id, exp: exp}
+		t = &tally{st: ts.st, id: id, exp: exp}
 		t.read.Store(now)
 		ts.m[id] = t
 	}
@@ -283,7 +284,7 @@ func (ts *tallies) get(id tallyID, exp time.Time, now int64) *tally {
 // add adds delta to the counter id (which expires at exp) and returns its
 // value (tally.add).
 func (ts *tallies) add(ctx context.Context, id tallyID, delta int64, exp time.Time, now int64) int64 {
-	return ts.get(id, exp, now).add(ctx, ts.st, delta, now)
+	return ts.get(id, exp, now).add(ctx, delta, now)
 }
 
 // add adds delta to t and returns its value. When the store's value is
@@ -292,7 +293,7 @@ func (ts *tallies) add(ctx context.Context, id tallyID, delta int64, exp time.Ti
 // writes nothing); one at a time, the others using the value they have.
 // A store that cannot count keeps the part pending: the budgets are
 // guards, not reasons to refuse.
-func (t *tally) add(ctx context.Context, st store.Store, delta int64, now int64) int64 {
+func (t *tally) add(ctx context.Context, delta int64, now int64) int64 {
 	if delta != 0 {
 		t.pending.Add(delta)
 	}
@@ -304,10 +305,10 @@ func (t *tally) add(ctx context.Context, st store.Store, delta int64, now int64)
 	var stored int64
 	var err error
 	if d != 0 {
-		stored, err = st.Add(ctx, t.id.key(), d, t.exp)
+		stored, err = t.st.Add(ctx, t.id.key(), d, t.exp)
 	} else {
 		var v []byte
-		if v, err = st.Get(ctx, t.id.key()); err == nil {
+		if v, err = t.st.Get(ctx, t.id.key()); err == nil {
 			stored, _ = strconv.ParseInt(string(v), 10, 64)
 		} else if errors.Is(err, store.ErrNotFound) {
 			err = nil
@@ -341,6 +342,6 @@ func (ts *tallies) sweep(ctx context.Context, now time.Time) {
 	}
 	ts.mu.Unlock()
 	for _, t := range due {
-		t.add(ctx, ts.st, 0, now.UnixNano())
+		t.add(ctx, 0, now.UnixNano())
 	}
 }

@@ -54,7 +54,7 @@ func shReplicaLog(t *testing.T, st store.Store, logSize int) (*webhook.Hooks, *b
 	var log bytes.Buffer
 	hk.Log = slog.New(slog.NewTextHandler(&log, nil))
 	hk.St = st
-	require.NoError(t, hk.ShareWith(t.Context(), st))
+	require.NoError(t, hk.ShareWith(t.Context(), st, ""))
 	require.NoError(t, hk.LoadStore(t.Context()))
 	return hk, &log
 }

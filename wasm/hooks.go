@@ -35,7 +35,7 @@ func startHooks(cfg *config.Config, st store.Store) (*webhook.Hooks, error) {
 	hk := webhook.NewHooks(cfg)
 	hk.Log = slog.Default()
 	hk.St = st
-	if err := hk.ShareWith(ctx, st); err != nil {
+	if err := hk.ShareWith(ctx, st, ""); err != nil {
 		return nil, err
 	}
 	if err := hk.LoadStore(ctx); err != nil {

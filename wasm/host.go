@@ -66,12 +66,8 @@ type instance struct {
 	fn  map[string]api.Function
 }
 
-// hostName names this host process in its instances' names: its
-// machine, pid and a random part, as a native replica is named.
-var hostName = func() string {
-	h, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d/%s", h, os.Getpid(), strings.ToLower(rand.Text()[:8]))
-}()
+// hostName names this host process in its instances' names.
+var hostName = webhook.ReplicaName()
 
 var exports = []string{"buffer", "start", "handle", "tick", "stop"}
 

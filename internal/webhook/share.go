@@ -120,23 +120,22 @@ type feedMark struct {
 	gen int64
 }
 
-// newSharing returns a replica's part in the state shared in st, under
-// name in the lock's tokens and the lease, or, when name is "", under
-// its host, pid and a random part.
-func newSharing(st store.Store, name string) *sharing {
-	if name == "" {
-		host, _ := os.Hostname()
-		name = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), strings.ToLower(rand.Text()[:8]))
-	}
-	return &sharing{st: st, turn: make(chan struct{}), name: name}
+// ReplicaName names a process among the replicas: its machine, pid and
+// a random part.
+func ReplicaName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), strings.ToLower(rand.Text()[:8]))
 }
 
 // ShareWith makes hk a replica of the state shared in st, a follower
-// until its tick takes the lead, named ShareName in the lock's tokens
-// ("" for one of its own). It is called before loadStore: what is
+// until its tick takes the lead, named name in the lock's tokens and
+// the lease ("" for ReplicaName). It is called before loadStore: what is
 // written after the counter is read is taken in by the first catchUp.
-func (hk *Hooks) ShareWith(ctx context.Context, st store.Store) error {
-	sh := newSharing(st, hk.ShareName)
+func (hk *Hooks) ShareWith(ctx context.Context, st store.Store, name string) error {
+	if name == "" {
+		name = ReplicaName()
+	}
+	sh := &sharing{st: st, turn: make(chan struct{}), name: name}
 	epoch, err := sh.readEpoch(ctx)
 	if err != nil {
 		return err

@@ -255,23 +255,11 @@ func (hk *Hooks) LoadStore(ctx context.Context) error {
 func (f *HooksFile) Add(kind, id string, b []byte) error {
 	switch kind {
 	case KindEndpoint:
-		var e Endpoint
-		if err := json.Unmarshal(b, &e); err != nil {
-			return err
-		}
-		f.Endpoints = append(f.Endpoints, &e)
+		return appendDecoded(&f.Endpoints, b)
 	case KindEvent:
-		var ev Event
-		if err := json.Unmarshal(b, &ev); err != nil {
-			return err
-		}
-		f.Events = append(f.Events, &ev)
+		return appendDecoded(&f.Events, b)
 	case kindDelivery:
-		var d Delivery
-		if err := json.Unmarshal(b, &d); err != nil {
-			return err
-		}
-		f.Deliveries = append(f.Deliveries, &d)
+		return appendDecoded(&f.Deliveries, b)
 	case kindIdem:
 		var m idem
 		if err := json.Unmarshal(b, &m); err != nil {
@@ -282,6 +270,16 @@ func (f *HooksFile) Add(kind, id string, b []byte) error {
 		}
 		f.Idempotency[id] = m
 	}
+	return nil
+}
+
+// appendDecoded decodes b and appends it to list.
+func appendDecoded[T any](list *[]*T, b []byte) error {
+	v := new(T)
+	if err := json.Unmarshal(b, v); err != nil {
+		return err
+	}
+	*list = append(*list, v)
 	return nil
 }
 

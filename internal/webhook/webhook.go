@@ -205,7 +205,6 @@ type Hooks struct {
 
 	St           store.Store     // where the state is kept (hookstore.go); nil keeps nothing
 	Share        *sharing        // with other replicas (hookshare.go); nil when there are none
-	ShareName    string          // this replica's name in the lock's tokens and the lease; "" for one made by ShareWith
 	persistMu    sync.Mutex      // one persist at a time, so an older form never overwrites a newer
 	indexed      map[string]bool // kind:id of the records the store's indexes list; persistMu guards
 	persistedGen uint64          // touchGen written by the last persist; persistMu guards
