@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -71,6 +72,17 @@ func field(label string) chromedp.Search {
 	return chromedp.Search(fmt.Sprintf(`//*[@id=string(//label[normalize-space(.)=%q]/@for)] | //label[normalize-space(.)=%q]/input`, label, label))
 }
 
+// follow clicks a control that leads to another page and waits for that
+// page's load event: a control found while the last page is still going
+// away, or while the next is still arriving, is lost with it ("Could not
+// find node with given id").
+func follow(sel chromedp.Search) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.WaitEvent(cdppage.LoadEventFired, nil, chromedp.Click(sel))(ctx, t)
+		return err
+	})
+}
+
 // startBinary runs the service's binary with cfg (nil: the embedded demo)
 // and returns its base URL once it is ready.
 func startBinary(t *testing.T, cfg map[string]any) string {
@@ -112,9 +124,9 @@ func TestBrowserDemoSignIn(t *testing.T) {
 			shop := strings.Replace(base, "127.0.0.1", host, 1)
 			require.NoError(t, chromedp.Do(ctx,
 				chromedp.Navigate(shop+"/cart"),
-				chromedp.Click(link("Link to game")),
+				follow(link("Link to game")),
 				chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Continue as Ada?"]`)),
-				chromedp.Click(button("Continue")),
+				follow(button("Continue")),
 				chromedp.WaitVisible(xpath(`//*[@id="me" and contains(., "Signed in as Ada Lovelace")]`)),
 			))
 			loc, err := chromedp.Run(ctx, chromedp.Location())
@@ -124,7 +136,7 @@ func TestBrowserDemoSignIn(t *testing.T) {
 			require.NoError(t, err)
 			assert.NotContains(t, shown, "{", "no raw JSON")
 			require.NoError(t, chromedp.Do(ctx,
-				chromedp.Click(button("Sign out")),
+				follow(button("Sign out")),
 				chromedp.WaitVisible(link("Link to game")),
 			))
 		})
@@ -132,7 +144,7 @@ func TestBrowserDemoSignIn(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(base+"/stores/"+benchStoreID+"/auth/callback?code=x&state=y"),
 		chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Sign-in failed"]`)),
-		chromedp.Click(link("Back to the shop")),
+		follow(link("Back to the shop")),
 		chromedp.WaitVisible(link("Link to game")),
 	))
 }
@@ -213,7 +225,7 @@ func TestBrowserDashboard(t *testing.T) {
 		chromedp.Navigate(base+"/dashboard"),
 		chromedp.SendKeys(field("Store ID"), store),
 		chromedp.SendKeys(field("API key"), "ak_wrong"),
-		chromedp.Click(button("Sign in")),
+		follow(button("Sign in")),
 		chromedp.WaitVisible(xpath(`//*[@role="alert"]`)),
 	)
 	assert.Contains(t, text(xpath(`//*[@role="alert"]`)), "do not match")
@@ -222,16 +234,16 @@ func TestBrowserDashboard(t *testing.T) {
 		chromedp.SendKeys(field("Store ID"), store),
 		chromedp.SendKeys(field("API key"), key),
 		shot("sign-in"),
-		chromedp.Click(button("Sign in")),
+		follow(button("Sign in")),
 		chromedp.WaitVisible(link("Add endpoint")),
 		chromedp.WaitVisible(link("Settings")),
 	)
 
 	do("add an endpoint",
-		chromedp.Click(link("Add endpoint")),
+		follow(link("Add endpoint")),
 		chromedp.SendKeys(field("URL"), recv.URL+"/hooks"),
 		chromedp.SendKeys(field("Description"), "Order updates for the shop backend"),
-		chromedp.Click(button("Save")),
+		follow(button("Save")),
 		chromedp.WaitVisible(button("Copy")),
 		shot("secret"),
 	)
@@ -239,8 +251,8 @@ func TestBrowserDashboard(t *testing.T) {
 	assert.True(t, strings.HasPrefix(secret, "whsec_"), "the secret after saving: %q", secret)
 
 	do("a test event, pending",
-		chromedp.Click(link("Back to webhooks")),
-		chromedp.Click(button("Send test event")),
+		follow(link("Back to webhooks")),
+		follow(button("Send test event")),
 		chromedp.WaitVisible(button("Apply")),
 		present(`tr[data-status="pending"]`),
 		chromedp.Evaluate[chromedp.Void](`window.stillHere = "yes"`),
@@ -256,10 +268,10 @@ func TestBrowserDashboard(t *testing.T) {
 
 	do("filter by status",
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("status").value = "failed"`),
-		chromedp.Click(button("Apply")),
+		follow(button("Apply")),
 		chromedp.WaitVisible(xpath(`//td[contains(., "No deliveries match")]`)),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("status").value = "succeeded"`),
-		chromedp.Click(button("Apply")),
+		follow(button("Apply")),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-status="succeeded"]`)),
 	)
 	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("tr[data-status]").length`))
@@ -267,7 +279,7 @@ func TestBrowserDashboard(t *testing.T) {
 	assert.Equal(t, 1, rows, "succeeded deliveries")
 
 	do("an attempt's details",
-		chromedp.Click(link("Open")),
+		follow(link("Open")),
 		chromedp.WaitVisible(button("Retry")),
 		shot("delivery"),
 	)
@@ -275,19 +287,19 @@ func TestBrowserDashboard(t *testing.T) {
 	assert.Contains(t, attempt, "X-Webhook-Signature")
 	assert.Contains(t, attempt, "Attempt 1")
 	do("retry",
-		chromedp.Click(button("Retry")),
+		follow(button("Retry")),
 		chromedp.WaitVisible(xpath(`//p[contains(., "Delivery queued again")]`)),
 	)
 
 	do("recover",
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("since").value = "2020-01-01T00:00"`),
-		chromedp.Click(button("Recover")),
+		follow(button("Recover")),
 		chromedp.WaitVisible(xpath(`//p[contains(., "No failed delivery since then")]`)),
 	)
 
 	do("rotate the secret",
-		chromedp.Click(link("Webhooks")),
-		chromedp.Click(button("Rotate secret")),
+		follow(link("Webhooks")),
+		follow(button("Rotate secret")),
 		chromedp.WaitVisible(button("Copy")),
 	)
 	rotated := value(field("Signing secret"))
@@ -295,10 +307,10 @@ func TestBrowserDashboard(t *testing.T) {
 	assert.True(t, strings.HasPrefix(rotated, "whsec_"))
 
 	do("disable and enable",
-		chromedp.Click(link("Back to webhooks")),
-		chromedp.Click(button("Disable")),
+		follow(link("Back to webhooks")),
+		follow(button("Disable")),
 		chromedp.WaitVisible(xpath(`//span[contains(@class, "badge") and starts-with(normalize-space(.), "Disabled")]`)),
-		chromedp.Click(button("Enable")),
+		follow(button("Enable")),
 		chromedp.WaitVisible(xpath(`//span[contains(@class, "badge") and normalize-space(.)="Enabled"]`)),
 		shot("webhooks"),
 	)
@@ -322,26 +334,24 @@ func TestBrowserDashboard(t *testing.T) {
 	assert.Equal(t, "Enabled", strings.TrimSpace(text(chromedp.Search(`//span[contains(@class, "badge")]`))), "after the cross-site post")
 
 	do("settings",
-		chromedp.Click(link("Settings")),
+		follow(link("Settings")),
 		chromedp.WaitVisible(xpath(`//dd[contains(., "https://game.example.com/oauth/authorize")]`)),
-		chromedp.Click(button("Check association files")),
+		follow(button("Check association files")),
 		chromedp.WaitVisible(xpath(`//p[contains(., "Not checked: no Apple app is configured")]`)),
 		shot("settings"),
 	)
 
 	do("delete, confirmed",
-		// Each click waits for the page it led to: a node found while
-		// the last page was still going away is lost with it.
-		chromedp.Click(link("Webhooks")),
+		follow(link("Webhooks")),
 		chromedp.WaitVisible(link("Add endpoint")),
-		chromedp.Click(link("Delete")),
+		follow(link("Delete")),
 		chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Delete endpoint"]`)),
-		chromedp.Click(button("Delete")),
+		follow(button("Delete")),
 		chromedp.WaitVisible(xpath(`//h2[normalize-space(.)="No endpoints yet"]`)),
 	)
 
 	do("sign out",
-		chromedp.Click(button("Sign out")),
+		follow(button("Sign out")),
 		chromedp.WaitVisible(button("Sign in")),
 		chromedp.Navigate(base+"/dashboard/webhooks"),
 		chromedp.WaitVisible(button("Sign in")),
@@ -365,11 +375,11 @@ func TestBrowserNarrowScreen(t *testing.T) {
 		chromedp.Navigate(base+"/dashboard/sign-in"),
 		chromedp.SendKeys(field("Store ID"), store),
 		chromedp.SendKeys(field("API key"), key),
-		chromedp.Click(button("Sign in")),
+		follow(button("Sign in")),
 		chromedp.WaitVisible(link("Add endpoint")),
-		chromedp.Click(link("Add endpoint")),
+		follow(link("Add endpoint")),
 		chromedp.SendKeys(field("URL"), "http://127.0.0.1:9/a-rather-long-path/for/the/narrow/screen/of/a/phone"),
-		chromedp.Click(button("Save")),
+		follow(button("Save")),
 		chromedp.WaitVisible(button("Copy")),
 	))
 	for _, path := range []string{"/dashboard/sign-in", "/dashboard/webhooks", "/dashboard/settings", "/dashboard/webhooks/new"} {
@@ -385,9 +395,9 @@ func TestBrowserNarrowScreen(t *testing.T) {
 		name  string
 		steps []chromedp.Action[chromedp.Void]
 	}{
-		{"Deliveries", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), chromedp.Click(button("Send test event")), chromedp.WaitVisible(button("Apply"))}},
-		{"a delivery", []chromedp.Action[chromedp.Void]{chromedp.Click(link("Open")), chromedp.WaitVisible(button("Retry"))}},
-		{"a secret", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), chromedp.Click(button("Reveal secret")), chromedp.WaitVisible(button("Copy"))}},
+		{"Deliveries", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), follow(button("Send test event")), chromedp.WaitVisible(button("Apply"))}},
+		{"a delivery", []chromedp.Action[chromedp.Void]{follow(link("Open")), chromedp.WaitVisible(button("Retry"))}},
+		{"a secret", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), follow(button("Reveal secret")), chromedp.WaitVisible(button("Copy"))}},
 		{"an error", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/no-such-page"), chromedp.WaitReady(chromedp.CSS("footer"))}},
 	} {
 		require.NoError(t, chromedp.Do(ctx, page.steps...), page.name)
