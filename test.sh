@@ -114,12 +114,14 @@ rest() {
 }
 
 # fuzz_briefly explores a little at every run: the crash target (a torn
-# journal), the store's records, the JSON bodies, the configuration and
-# the frames the edge module sends its host.
+# journal), the store's records, the JSON bodies (alone and through the
+# register handler), the configuration and the frames the edge module
+# sends its host.
 fuzz_briefly() {
   fuzz_for 20s FuzzCrash ./internal/store/embedded &&
   fuzz_for 10s FuzzRecord ./internal/store/embedded &&
-  fuzz_for 15s FuzzDecodeObject . &&
+  fuzz_for 10s FuzzDecodeObject . &&
+  fuzz_for 10s FuzzRegisterBody . &&
   fuzz_for 10s FuzzParse ./internal/config &&
   fuzz_for 5s FuzzServe ./internal/store/hoststore
 }
