@@ -71,8 +71,9 @@ type DB struct {
 
 	j *journal // nil for a DB without a directory
 
-	stop chan struct{}  // closed by Close: background work ends
-	bg   sync.WaitGroup // the sweeper and the journal's writer
+	stop    chan struct{}  // closed by Close: background work ends
+	bg      sync.WaitGroup // the sweeper and the journal's writer
+	closing sync.Mutex     // one Close at a time
 }
 
 type shard struct {
@@ -179,6 +180,17 @@ func (db *DB) logLocked(r record) ticket {
 	return db.j.append(r)
 }
 
+// unchanged is the ticket of a change that finds nothing to do. What it
+// found may be a change not yet on disk (the delete of a key that an
+// unanswered take removed), so it is answered once every change before it
+// is on disk too.
+func (db *DB) unchanged() ticket {
+	if db.j == nil {
+		return ticket{}
+	}
+	return db.j.barrier()
+}
+
 func (db *DB) Get(ctx context.Context, key string) ([]byte, error) {
 	if db.closed.Load() {
 		return nil, fmt.Errorf("%w: closed", store.ErrUnavailable)
@@ -229,6 +241,8 @@ func (db *DB) changeLocked(key string, f func(old entry, found bool) (next entry
 	}
 	var t ticket
 	switch {
+	case del && !had:
+		t = db.unchanged()
 	case del && had:
 		delete(sh.m, key)
 		db.live.Add(-1)
@@ -438,6 +452,8 @@ func (db *DB) Sweep() {
 // writing fails it returns the error, and a later Close tries again;
 // changes are refused from the first Close on.
 func (db *DB) Close() error {
+	db.closing.Lock()
+	defer db.closing.Unlock()
 	if !db.closed.Swap(true) {
 		close(db.stop)
 	}
@@ -458,18 +474,16 @@ func (db *DB) Sync() error {
 		return nil
 	}
 	j := db.j
-	j.mu.Lock()
-	b, shut := j.cur, j.shut
-	j.mu.Unlock()
-	if shut || len(b.buf) == 0 { // closed: Close writes what was made before
+	t := j.barrier()
+	if t.b == nil { // all written, or closed: Close writes what was made before
 		return j.failing()
 	}
 	select {
 	case j.kick <- struct{}{}:
 	default:
 	}
-	<-b.done
-	return b.err
+	<-t.b.done
+	return t.b.err
 }
 
 // Failing reports the journal's failure, if any: nil while changes are

@@ -21,7 +21,8 @@ import (
 // snapshot). Each file opens with a header: its magic, its generation,
 // and a CRC-32C of both.
 const (
-	journalMagic = "DLJRNL01"
+	journalMagic = "DLJRNL02" // its records in batches, each with its header
+	batchless    = "DLJRNL01" // a journal of the builds before batch headers
 	snapMagic    = "DLSNAP01"
 	headerSize   = 8 + 8 + 4
 	journalStem  = "journal-"
@@ -253,7 +254,7 @@ func openJournal(db *DB, dir string, o Options) (*journal, error) {
 		dir:      dir,
 		interval: o.Durability == Interval,
 		foldAt:   o.FoldAt,
-		cur:      newBatch(),
+		cur:      newBatch(make([]byte, 0, 4<<10)),
 		kick:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		f:        f,

@@ -21,10 +21,11 @@ type journal struct {
 	interval bool  // durability "interval": nobody waits for a batch
 	foldAt   int64 // see Options.FoldAt
 
-	mu    sync.Mutex // guards cur, spare and shut
-	cur   *batch     // the open batch
-	spare []byte     // the buffer of the batch written last, for the next
-	shut  bool       // closed: appends get a failed ticket
+	mu      sync.Mutex // guards cur, writing, spare and shut
+	cur     *batch     // the open batch
+	writing *batch     // the batch being written, until it is told
+	spare   []byte     // the buffer of the batch written last, for the next
+	shut    bool       // closed: appends get a failed ticket
 
 	kick chan struct{} // a batch has records (fsync mode); buffered, one
 	done chan struct{} // closed when the writer has ended
@@ -54,7 +55,7 @@ type file interface {
 
 // batch is records written together, and the outcome of their write.
 type batch struct {
-	buf  []byte
+	buf  []byte        // batchHeaderSize bytes for the header, then the records
 	done chan struct{} // closed once written (err nil) or failed
 	err  error         // set before done is closed
 }
@@ -62,7 +63,10 @@ type batch struct {
 // ticket is a change's place in the journal: the batch its record is in.
 type ticket struct{ b *batch }
 
-func newBatch() *batch { return &batch{done: make(chan struct{})} }
+// newBatch is an open batch, with buf (empty, or nil) for its buffer.
+func newBatch(buf []byte) *batch {
+	return &batch{buf: append(buf, make([]byte, batchHeaderSize)...), done: make(chan struct{})}
+}
 
 // retryEvery is how often a failing journal tries to recover.
 const retryEvery = time.Second
@@ -89,6 +93,29 @@ func (j *journal) append(r record) ticket {
 	b.buf = appendRecord(b.buf, r)
 	j.mu.Unlock()
 	if !j.interval {
+		select {
+		case j.kick <- struct{}{}:
+		default:
+		}
+	}
+	return ticket{b}
+}
+
+// barrier returns a ticket told once every record appended so far is on
+// disk or failed: the open batch's, or else the batch being written's.
+func (j *journal) barrier() ticket {
+	j.mu.Lock()
+	var b *batch
+	open := false
+	switch {
+	case j.shut:
+	case len(j.cur.buf) > batchHeaderSize:
+		b, open = j.cur, true
+	default:
+		b = j.writing
+	}
+	j.mu.Unlock()
+	if open && !j.interval {
 		select {
 		case j.kick <- struct{}{}:
 		default:
@@ -162,16 +189,18 @@ func (j *journal) writer() {
 func (j *journal) flush() {
 	j.mu.Lock()
 	b := j.cur
-	if len(b.buf) == 0 {
+	if len(b.buf) == batchHeaderSize {
 		j.mu.Unlock()
 		return
 	}
-	j.cur = &batch{buf: j.spare, done: make(chan struct{})}
+	j.cur = newBatch(j.spare)
 	j.spare = nil
+	j.writing = b
 	j.mu.Unlock()
 
 	b.err = j.failing()
 	if b.err == nil {
+		putBatchHeader(b.buf, j.size)
 		b.err = j.write(b.buf)
 		if b.err != nil {
 			j.fail(b.err)
@@ -180,6 +209,7 @@ func (j *journal) flush() {
 	}
 	close(b.done)
 	j.mu.Lock()
+	j.writing = nil
 	if cap(b.buf) <= maxSpare {
 		j.spare = b.buf[:0] // the waiters of b read only done and err
 	}

@@ -73,8 +73,12 @@ func (db *DB) check(path string, f stateFile, last bool, now int64, counts *[num
 	if _, err := io.ReadFull(fh, hdr); err != nil {
 		return c, err
 	}
+	batched := true
 	if !bytes.Equal(hdr, header(magic, f.gen)) {
-		return c, damage(path, 0, errors.New("header is not this file's"))
+		if f.snap || !bytes.Equal(hdr, header(batchless, f.gen)) {
+			return c, damage(path, 0, errors.New("header is not this file's"))
+		}
+		batched = false
 	}
 
 	// The records, in order: the first bad one decides, then the end
@@ -96,6 +100,8 @@ func (db *DB) check(path string, f stateFile, last bool, now int64, counts *[num
 			endErr = damage(path, off, errors.New("data after the snapshot's end"))
 		case r.op == opEnd && (!f.snap || r.n != n):
 			endErr = damage(path, off, errors.New("end record out of place"))
+		case r.op == opBatch && (!batched || r.at != off):
+			endErr = damage(path, off, errors.New("batch header out of place"))
 		case r.op == opEnd:
 			endAt = off
 		case r.op == opPut && live(r, now):
@@ -112,7 +118,7 @@ func (db *DB) check(path string, f stateFile, last bool, now int64, counts *[num
 	}
 	c.end = stop
 	if stop < c.size {
-		if c.size, err = db.tail(fh, path, f, last, stop, c.size); err != nil {
+		if c.size, err = db.tail(fh, path, f, last && batched, last && !batched, stop, c.size); err != nil {
 			return c, err
 		}
 	}
@@ -129,12 +135,18 @@ func (db *DB) check(path string, f stateFile, last bool, now int64, counts *[num
 }
 
 // tail decides what the bytes of f, at path, from stop (where its records
-// stop holding) to its end are: the zeros a journal is filled with ahead of
-// its records, kept; in the last journal, a write a crash cut short:
-// dropped with a warning, the file cut at stop; or else damage. It reads
-// the one record at stop and looks for zeros after it, never holding the
-// whole rest. It returns the file's size after.
-func (db *DB) tail(fh *os.File, path string, f stateFile, last bool, stop, size int64) (int64, error) {
+// stop holding) to its end are, and returns the file's size after:
+//   - zeros, what a journal is filled with ahead of its records: kept;
+//   - in the last journal (last), a write a crash cut short: dropped with a
+//     warning, the file cut at stop. A batch is written only once the one
+//     before it is on disk, so a crash can cut short only the last batch,
+//     in any of its pages (the kernel writes pages back in no set order):
+//     that is what follows stop when no batch header comes after it;
+//   - in the last journal of an earlier build (lastBatchless), which has no
+//     batch headers: when the record at stop runs past the end of the file,
+//     or all that follows where it says it ends is zeros;
+//   - anything else: damage.
+func (db *DB) tail(fh *os.File, path string, f stateFile, last, lastBatchless bool, stop, size int64) (int64, error) {
 	rest := size - stop
 	head := make([]byte, min(rest, frameSize))
 	if _, err := fh.ReadAt(head, stop); err != nil {
@@ -157,23 +169,57 @@ func (db *DB) tail(fh *os.File, path string, f stateFile, last bool, stop, size 
 		}
 	}
 	_, _, bad := nextRecord(head)
-	// The last record written, cut short: its bytes reach the end of the
-	// file, or all that follows where it says it ends are the zeros the
-	// journal is filled with ahead (a write of several records that only
-	// partly reached the disk).
-	torn := errors.Is(bad, errShort) || frameSize+n >= rest
-	if !torn && framed {
-		zero, err := zeroFrom(fh, stop+frameSize+n, size)
+	torn := false
+	switch {
+	case f.snap: // written whole, then renamed: never cut short
+	case last:
+		later, err := batchAfter(fh, stop+1, size)
 		if err != nil {
 			return size, err
 		}
-		torn = zero
+		torn = !later
+	case lastBatchless:
+		torn = errors.Is(bad, errShort) || frameSize+n >= rest
+		if !torn && framed {
+			zero, err := zeroFrom(fh, stop+frameSize+n, size)
+			if err != nil {
+				return size, err
+			}
+			torn = zero
+		}
 	}
-	if !last || f.snap || !torn {
+	if !torn {
 		return size, damage(path, stop, bad)
 	}
 	db.log.Warn("store: dropping the end of the journal, cut short by a crash", "file", path, "offset", stop, "bytes", rest)
 	return stop, truncate(path, stop)
+}
+
+// batchAfter reports whether f holds a batch header, whole and in its
+// place, at an offset in [from, end).
+func batchAfter(f *os.File, from, end int64) (bool, error) {
+	frame := binary.LittleEndian.AppendUint32(nil, batchHeaderSize-frameSize)
+	buf := make([]byte, readBuf)
+	for off := from; off < end; off += int64(len(buf) - (batchHeaderSize - 1)) {
+		b := buf[:min(int64(len(buf)), end-off)]
+		if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
+			return false, err
+		}
+		for i := 0; ; i++ {
+			k := bytes.Index(b[i:], frame)
+			if k < 0 || i+k+batchHeaderSize > len(b) {
+				break
+			}
+			i += k
+			if r, _, err := nextRecord(b[i : i+batchHeaderSize]); err == nil && r.op == opBatch && r.at == off+int64(i) {
+				return true, nil
+			}
+		}
+		if int64(len(b)) < int64(len(buf)) {
+			break
+		}
+	}
+	return false, nil
 }
 
 // zeroFrom reports whether the bytes of f in [off, end) are all zeros.

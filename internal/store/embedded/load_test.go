@@ -31,8 +31,26 @@ func TestOpenReadsFiles(t *testing.T) {
 		return b
 	}
 	snap := func(gen uint64, recs ...record) []byte { return file(snapMagic, gen, recs...) }
-	journal := func(gen uint64, recs ...record) []byte { return file(journalMagic, gen, recs...) }
-	// at is the offset of record i of recs in a file.
+	batchless := func(gen uint64, recs ...record) []byte { return file(batchless, gen, recs...) }
+	// batch appends recs to b as one batch, with its header.
+	batch := func(b []byte, recs ...record) []byte {
+		buf := newBatch(nil).buf
+		for _, r := range recs {
+			buf = appendRecord(buf, r)
+		}
+		putBatchHeader(buf, int64(len(b)))
+		return append(b, buf...)
+	}
+	// journal is a journal of recs, each in a batch of its own.
+	journal := func(gen uint64, recs ...record) []byte {
+		b := header(journalMagic, gen)
+		for _, r := range recs {
+			b = batch(b, r)
+		}
+		return b
+	}
+	// at is the offset of record i of recs in a snapshot or a batchless
+	// journal; jat in a journal, after its batch header.
 	at := func(i int, recs ...record) int64 {
 		n := int64(headerSize)
 		for _, r := range recs[:i] {
@@ -40,6 +58,8 @@ func TestOpenReadsFiles(t *testing.T) {
 		}
 		return n
 	}
+	jat := func(i int, recs ...record) int64 { return at(i, recs...) + int64(i+1)*batchHeaderSize }
+	size := func(b []byte) int64 { return int64(len(b)) }
 	big := strings.Repeat("b", readBuf+100) // longer than the buffer a file is read through
 	ab := []record{put("a", "1"), put("b", "2")}
 	var many []record // more than a buffer's worth
@@ -89,13 +109,56 @@ func TestOpenReadsFiles(t *testing.T) {
 		},
 		{
 			name:  "last journal torn: cut off",
-			files: map[string][]byte{journalName(1): journal(1, ab...)[:at(2, ab...)-3]},
-			want:  map[string]string{"a": "1"}, size: at(1, ab...),
+			files: map[string][]byte{journalName(1): journal(1, ab...)[:size(journal(1, ab...))-3]},
+			want:  map[string]string{"a": "1"}, size: jat(1, ab...),
 		},
 		{
 			name:  "last journal torn, zeros after: cut off",
-			files: map[string][]byte{journalName(1): append(journal(1, ab...)[:at(2, ab...)-3], zeros...)},
+			files: map[string][]byte{journalName(1): append(journal(1, ab...)[:size(journal(1, ab...))-3], zeros...)},
+			want:  map[string]string{"a": "1"}, size: jat(1, ab...),
+		},
+		{
+			// The kernel writes a batch's pages back in no set order: a
+			// crash can keep a later page of the last batch and lose an
+			// earlier one.
+			name:  "last batch torn in its middle, data after: cut off",
+			files: map[string][]byte{journalName(1): append(append(journal(1, ab...)[:size(journal(1, ab...))-3], zeros...), "later page"...)},
+			want:  map[string]string{"a": "1"}, size: jat(1, ab...),
+		},
+		{
+			name:    "a record's length changed, a batch after it",
+			files:   map[string][]byte{journalName(1): flip(journal(1, put("a", "1"), put("b", "2"), put("c", "3")), int(jat(1, ab...))+3)},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d: record fields do not add up", jat(1, ab...)),
+		},
+		{
+			name:    "zeros, then a batch in its place",
+			files:   map[string][]byte{journalName(1): batch(append(journal(1, ab...), zeros...), put("c", "3"))},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d: record fields do not add up", size(journal(1, ab...))),
+		},
+		{
+			name:    "a batch header out of its place",
+			files:   map[string][]byte{journalName(1): append(journal(1, put("a", "1")), journal(1, put("b", "2"))[headerSize:]...)},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d: batch header out of place", jat(1, ab...)-batchHeaderSize),
+		},
+		{
+			name:    "a batch header in a batchless journal",
+			files:   map[string][]byte{journalName(1): append(batchless(1, ab...), journal(1, put("c", "3"))[headerSize:]...)},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d: batch header out of place", at(2, ab...)),
+		},
+		{
+			name:  "batchless journal of an earlier build",
+			files: map[string][]byte{journalName(1): append(batchless(1, ab...), zeros...)},
+			want:  map[string]string{"a": "1", "b": "2"},
+		},
+		{
+			name:  "batchless journal torn: cut off",
+			files: map[string][]byte{journalName(1): batchless(1, ab...)[:at(2, ab...)-3]},
 			want:  map[string]string{"a": "1"}, size: at(1, ab...),
+		},
+		{
+			name:    "batchless journal, zeros then data",
+			files:   map[string][]byte{journalName(1): append(append(batchless(1, ab...), zeros...), batchless(1, ab...)...)},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d:", at(2, ab...)),
 		},
 		{
 			name:  "last journal cut off in its header: removed",
@@ -104,13 +167,13 @@ func TestOpenReadsFiles(t *testing.T) {
 		},
 		{
 			name:    "earlier journal torn",
-			files:   map[string][]byte{journalName(1): journal(1, ab...)[:at(2, ab...)-3], journalName(2): journal(2)},
-			damaged: journalName(1), why: fmt.Sprintf("offset %d: record cut short", at(1, ab...)),
+			files:   map[string][]byte{journalName(1): journal(1, ab...)[:size(journal(1, ab...))-3], journalName(2): journal(2)},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d: record cut short", jat(1, ab...)),
 		},
 		{
 			name:    "record changed",
-			files:   map[string][]byte{journalName(1): flip(journal(1, put("a", "1"), put("b", "2"), put("c", "3")), int(at(1, ab...))+frameSize+2)},
-			damaged: journalName(1), why: fmt.Sprintf("offset %d: record checksum does not match", at(1, ab...)),
+			files:   map[string][]byte{journalName(1): flip(journal(1, put("a", "1"), put("b", "2"), put("c", "3")), int(jat(1, ab...))+frameSize+2)},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d: record checksum does not match", jat(1, ab...)),
 		},
 		{
 			name:    "header of another file",
@@ -135,22 +198,17 @@ func TestOpenReadsFiles(t *testing.T) {
 		{
 			name:    "end record in a journal",
 			files:   map[string][]byte{journalName(1): journal(1, put("a", "1"), end(1))},
-			damaged: journalName(1), why: fmt.Sprintf("offset %d: end record out of place", at(1, ab...)),
+			damaged: journalName(1), why: fmt.Sprintf("offset %d: end record out of place", jat(1, ab...)),
 		},
 		{
 			name:    "end record in the last journal, then a torn write",
-			files:   map[string][]byte{journalName(1): journal(1, put("a", "1"), end(1), put("b", "2"))[:at(3, put("a", "1"), end(1), put("b", "2"))-3]},
-			damaged: journalName(1), why: fmt.Sprintf("offset %d: end record out of place", at(1, ab...)),
+			files:   map[string][]byte{journalName(1): journal(1, put("a", "1"), end(1), put("b", "2"))[:size(journal(1, put("a", "1"), end(1), put("b", "2")))-3]},
+			damaged: journalName(1), why: fmt.Sprintf("offset %d: end record out of place", jat(1, ab...)),
 		},
 		{
 			name:    "a length past any record's",
 			files:   map[string][]byte{snapName(1): append(snap(1, ab...), 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0)},
 			damaged: snapName(1), why: fmt.Sprintf("offset %d: record fields do not add up", at(2, ab...)),
-		},
-		{
-			name:    "zeros, then data",
-			files:   map[string][]byte{journalName(1): append(append(journal(1, ab...), zeros...), journal(1, ab...)...)},
-			damaged: journalName(1), why: fmt.Sprintf("offset %d:", at(2, ab...)),
 		},
 	}
 	for _, tt := range tests {

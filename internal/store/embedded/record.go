@@ -17,12 +17,32 @@ import (
 // its delta), so replaying one whose effect the snapshot already holds
 // changes nothing.
 const (
-	opPut  = 'p' // key, exp, val
-	opDel  = 'd' // key
-	opZAdd = 'z' // set, member, score
-	opZRem = 'r' // set, member
-	opEnd  = 'e' // key empty, n: the records before it; the last record of a snapshot
+	opPut   = 'p' // key, exp, val
+	opDel   = 'd' // key
+	opZAdd  = 'z' // set, member, score
+	opZRem  = 'r' // set, member
+	opEnd   = 'e' // key empty, n: the records before it; the last record of a snapshot
+	opBatch = 'b' // key empty, then fixed: uint32 n, uint64 at; see below
 )
+
+// A journal's batches each open with an opBatch record: n, the bytes of
+// the batch's records after it, and at, its own offset in the file. A
+// batch is written only once the one before it is on disk, so a batch
+// header after a bad record proves the bad record reached the disk whole
+// once: damage, not a write a crash cut short. at keeps a header that is
+// part of a value from passing for one.
+const batchHeaderSize = frameSize + 1 + 1 + 4 + 8
+
+// putBatchHeader writes the header of the batch b, to be written at
+// offset at, in the space b opens with.
+func putBatchHeader(b []byte, at int64) {
+	p := b[frameSize:batchHeaderSize]
+	p[0], p[1] = opBatch, 0
+	binary.LittleEndian.PutUint32(p[2:], uint32(len(b)-batchHeaderSize))
+	binary.LittleEndian.PutUint64(p[6:], uint64(at))
+	binary.LittleEndian.PutUint32(b, uint32(len(p)))
+	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(p, castagnoli))
+}
 
 const frameSize = 8
 
@@ -37,7 +57,8 @@ type record struct {
 	op          byte
 	key, member string // key: the entry's key or the set's name
 	val         []byte
-	n           int64 // exp for opPut, score for opZAdd
+	n           int64 // exp for opPut, score for opZAdd, the batch's length for opBatch
+	at          int64 // for opBatch: its offset in its file
 	shard       uint8 // at load: the shard of key, for opPut and opDel
 }
 
@@ -115,6 +136,11 @@ func decodePayload(p []byte) (r record, err error) {
 		r.member = d.str()
 	case opEnd:
 		r.n = d.varint()
+	case opBatch:
+		if f := d.fixed(12); f != nil {
+			r.n = int64(binary.LittleEndian.Uint32(f))
+			r.at = int64(binary.LittleEndian.Uint64(f[4:]))
+		}
 	default:
 		return r, errBadOp
 	}
@@ -146,6 +172,18 @@ func (d *decoder) bytes() []byte {
 func (d *decoder) str() string {
 	b := d.bytes()
 	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// fixed is the next n bytes, or nil.
+func (d *decoder) fixed(n int) []byte {
+	if len(d.b) < n {
+		d.bad = true
+		d.b = nil
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
 }
 
 func (d *decoder) varint() int64 {

@@ -95,7 +95,7 @@ func (db *DB) setChange(set, member string, add bool, score int64) (ticket, erro
 		if db.setLocked(set, true).add(member, score) {
 			return db.logLocked(record{op: opZAdd, key: set, member: member, n: score}), nil
 		}
-		return ticket{}, nil
+		return db.unchanged(), nil
 	}
 	if z := db.setLocked(set, false); z != nil && z.remove(member) {
 		if len(z.score) == 0 {
@@ -103,7 +103,7 @@ func (db *DB) setChange(set, member string, add bool, score int64) (ticket, erro
 		}
 		return db.logLocked(record{op: opZRem, key: set, member: member}), nil
 	}
-	return ticket{}, nil
+	return db.unchanged(), nil
 }
 
 func (db *DB) ZRange(ctx context.Context, set string, from, to int64, limit int, rev bool) ([]store.Scored, error) {
