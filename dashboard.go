@@ -14,6 +14,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
 	"slices"
@@ -264,7 +265,7 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 	s.countDashSession(r.Context(), st, exp)
 	http.SetCookie(w, &http.Cookie{
 		Name: dashCookie, Value: token, Path: "/dashboard", Expires: exp,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: !plainLoopback(r),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secureCookie(r),
 	})
 	http.Redirect(w, r, "/dashboard/webhooks", http.StatusSeeOther)
 }
@@ -287,7 +288,7 @@ func (s *server) dashSignOut(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: dashCookie, Path: "/dashboard", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: !plainLoopback(r)})
+	http.SetCookie(w, &http.Cookie{Name: dashCookie, Path: "/dashboard", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secureCookie(r)})
 	http.Redirect(w, r, "/dashboard/sign-in", http.StatusSeeOther)
 }
 
@@ -303,6 +304,19 @@ func (s *server) dashSettings(w http.ResponseWriter, r *http.Request, sess *dash
 		}
 	}
 	s.render(w, http.StatusOK, "settings.html", p)
+}
+
+// secureCookie reports whether the session's cookie is marked Secure:
+// always, but for a browser on this machine over plain HTTP
+// (plainLoopback), to which it would not come back. A request from one of
+// the trusted proxies is not one, whatever its Host: the proxy serves the
+// public URL (and says X-Forwarded-Proto: http when it does so without
+// TLS).
+func (s *server) secureCookie(r *http.Request) bool {
+	if peer, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && isTrusted(peer.Addr().Unmap(), s.cfg.Proxies()) {
+		return !strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "http")
+	}
+	return !plainLoopback(r)
 }
 
 // plainLoopback reports whether r came over plain HTTP to a loopback

@@ -118,20 +118,40 @@ func TestDashboardSignIn(t *testing.T) {
 		})
 	}
 
-	t.Run("cookie", func(t *testing.T) {
-		form := url.Values{"store_id": {whStoreA}, "api_key": {whKeyA}}
-		req, _ := http.NewRequest(http.MethodPost, w.srv.URL+"/dashboard/sign-in", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		resp, err := (&http.Transport{}).RoundTrip(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-		c := resp.Header.Get("Set-Cookie")
-		for _, want := range []string{dashCookie + "=", "Path=/dashboard", "HttpOnly", "SameSite=Strict"} {
-			assert.Contains(t, c, want)
-		}
-		assert.NotContains(t, c, "Secure", "plain http to a loopback address: a Secure cookie would not come back")
-	})
+	// The cookie is Secure but for a browser on this machine over plain
+	// HTTP, to which it would not come back; a trusted proxy's requests
+	// come to a loopback address too (a proxy_pass to 127.0.0.1 keeps
+	// that Host), but from a browser over the public URL.
+	proxied := whStart(t, whConf{Timeout: "300ms", Retry: []string{"20ms"}, Grace: "24h", Insecure: true, Proxies: []string{"127.0.0.1"}})
+	for _, tc := range []struct {
+		name   string
+		srv    *whApp
+		proto  string // X-Forwarded-Proto
+		secure bool
+	}{
+		{"a browser on this machine", w, "", false},
+		{"a proxy that says https", w, "https", true},
+		{"a trusted proxy", proxied, "", true},
+		{"a trusted proxy that says http", proxied, "http", false},
+	} {
+		t.Run("cookie/"+tc.name, func(t *testing.T) {
+			form := url.Values{"store_id": {whStoreA}, "api_key": {whKeyA}}
+			req, _ := http.NewRequest(http.MethodPost, tc.srv.srv.URL+"/dashboard/sign-in", strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if tc.proto != "" {
+				req.Header.Set("X-Forwarded-Proto", tc.proto)
+			}
+			resp, err := (&http.Transport{}).RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+			c := resp.Header.Get("Set-Cookie")
+			for _, want := range []string{dashCookie + "=", "Path=/dashboard", "HttpOnly", "SameSite=Strict"} {
+				assert.Contains(t, c, want)
+			}
+			assert.Equal(t, tc.secure, strings.Contains(c, "; Secure"), "Secure in %q", c)
+		})
+	}
 
 	t.Run("signed out", func(t *testing.T) {
 		d := newDashClient(t, w.srv.URL)

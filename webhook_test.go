@@ -60,6 +60,7 @@ type whConf struct {
 
 	DisableAfter string    // webhooks.disable_after; the default when empty
 	Log          io.Writer // the service's log; discarded when nil
+	Proxies      []string  // trusted_proxies
 }
 
 // whFast is the configuration most tests use: short timeout and retries.
@@ -95,6 +96,9 @@ func whParseConfig(t *testing.T, c whConf) *Config {
 	}
 	if c.NoStoreB {
 		doc["stores"] = doc["stores"].([]map[string]any)[:1]
+	}
+	if c.Proxies != nil {
+		doc["trusted_proxies"] = c.Proxies
 	}
 	b, err := json.Marshal(doc)
 	require.NoError(t, err)
