@@ -114,7 +114,7 @@ func Post(ctx context.Context, c *http.Client, url string, header http.Header, b
 	resp, err := c.Do(req)
 	if err != nil {
 		var te interface{ Timeout() bool }
-		return Result{Err: err, Duration: time.Since(start), Timeout: errors.As(err, &te) && te.Timeout()}
+		return Result{Err: shown(err, req), Duration: time.Since(start), Timeout: errors.As(err, &te) && te.Timeout()}
 	}
 	r := Result{Status: resp.StatusCode}
 	r.Body, r.Err = io.ReadAll(io.LimitReader(resp.Body, MaxResponseBody))
@@ -157,7 +157,7 @@ func getFile(ctx context.Context, c *http.Client, url string, limit int64) File 
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return File{Err: err.Error()}
+		return File{Err: shown(err, req).Error()}
 	}
 	defer resp.Body.Close()
 	f := File{Status: resp.StatusCode, ContentType: cut(resp.Header.Get("Content-Type")), Location: cut(resp.Header.Get("Location"))}
@@ -179,6 +179,10 @@ func cut(s string) string {
 	return s[:i]
 }
 
+// ErrNotPublic is why a request to an address that is not public is
+// refused while allow_insecure_urls is off.
+var ErrNotPublic = errors.New("refusing to connect: its address is not a public one (allow_insecure_urls is off)")
+
 // refuseNonPublic is a net.Dialer Control: it refuses to connect to an
 // address that is not public, whatever name resolved to it.
 func refuseNonPublic(network, address string, _ syscall.RawConn) error {
@@ -191,9 +195,20 @@ func refuseNonPublic(network, address string, _ syscall.RawConn) error {
 		return err
 	}
 	if !IsPublicAddr(ip) {
-		return fmt.Errorf("refusing to connect to %s: not a public address (allow_insecure_urls is off)", ip)
+		return ErrNotPublic
 	}
 	return nil
+}
+
+// shown is err, the error of req, as a merchant may read it (in the
+// delivery log, on the dashboard): a refused address is not named, as
+// what a name resolves to inside the service's network is not theirs to
+// learn.
+func shown(err error, req *http.Request) error {
+	if errors.Is(err, ErrNotPublic) {
+		return fmt.Errorf("%s %q: %w", req.Method, req.URL.Redacted(), ErrNotPublic)
+	}
+	return err
 }
 
 // nonPublic are ranges the netip predicates do not cover.
