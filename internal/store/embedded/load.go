@@ -75,6 +75,19 @@ func (db *DB) check(path string, f stateFile, last bool, now int64, counts *[num
 	}
 	batched := true
 	if !bytes.Equal(hdr, header(magic, f.gen)) {
+		if last && !f.snap && allZero(hdr) {
+			// Created, and its size on disk before its header (some file
+			// systems keep them so): nothing was appended to it, as its
+			// header is synced first.
+			if zero, err := zeroFrom(fh, headerSize, c.size); err != nil || zero {
+				if err == nil {
+					db.log.Warn("store: dropping a journal a crash cut off as it was created", "file", path)
+					c.size, c.removed = 0, true
+					err = os.Remove(path)
+				}
+				return c, err
+			}
+		}
 		if f.snap || !bytes.Equal(hdr, header(batchless, f.gen)) {
 			return c, damage(path, 0, errors.New("header is not this file's"))
 		}

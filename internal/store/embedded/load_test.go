@@ -161,6 +161,16 @@ func TestOpenReadsFiles(t *testing.T) {
 			damaged: journalName(1), why: fmt.Sprintf("offset %d:", at(2, ab...)),
 		},
 		{
+			name:  "last journal created, its header never written: removed",
+			files: map[string][]byte{journalName(1): journal(1, ab...), journalName(2): make([]byte, headerSize+4096)},
+			want:  map[string]string{"a": "1", "b": "2"}, size: headerSize,
+		},
+		{
+			name:    "a journal's header zeros, with data after it",
+			files:   map[string][]byte{journalName(1): journal(1, ab...), journalName(2): append(make([]byte, headerSize), journal(2, ab...)[headerSize:]...)},
+			damaged: journalName(2), why: "offset 0: header is not this file's",
+		},
+		{
 			name:  "last journal cut off in its header: removed",
 			files: map[string][]byte{journalName(1): journal(1, ab...), journalName(2): make([]byte, 5)},
 			want:  map[string]string{"a": "1", "b": "2"}, size: headerSize,
