@@ -253,6 +253,6 @@ func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *w
 		return
 	}
 	d := hk.EnqueueLocked(e, ev)
-	d.Explicit = true // goes even to a disabled endpoint, once
+	d.Explicit, d.WhileDisabled = true, !e.Enabled // goes even to a disabled endpoint, once
 	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": ev.ID, "delivery_id": d.ID}})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"container/heap"
 	"context"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -392,33 +393,41 @@ func TestUnsubscribedTypeDropped(t *testing.T) {
 // TestDisabledEndpointAfterRestart: an attempt under way when its endpoint
 // was disabled is left pending by the shutdown (or a crash) and comes back
 // with the state. After the restart it is failed, not sent, unless it was
-// asked for explicitly (the test call, a manual retry).
+// asked for explicitly (the test call, a manual retry) while the endpoint
+// was disabled: such one goes once.
 func TestDisabledEndpointAfterRestart(t *testing.T) {
 	hk, eps := whHooks(t, whFast(), 1)
 	e := eps[0]
 	hk.Mu.Lock()
 	published := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{}`)))
-	explicit := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventTest, []byte(`{}`)))
-	explicit.Explicit = true
+	asked := hk.RetryLocked(e, hk.NewEventLocked(webhook.EventTest, []byte(`{}`))) // while enabled
 	hk.AdvanceLocked(time.Now())
 	require.Len(t, hk.Ready, 2)
-	// Both are taken by workers; the endpoint is disabled meanwhile; the
-	// shutdown cancels both attempts, which leaves them pending.
+	// Both are taken by workers; the endpoint is disabled meanwhile; a
+	// test call is made while it is disabled and taken too; the shutdown
+	// cancels all three attempts, which leaves them pending.
 	j1, j2 := hk.TakeLocked(time.Now()), hk.TakeLocked(time.Now())
 	e.Enabled = false
 	hk.DropQueuedLocked(e, webhook.DropAll)
+	whileDisabled := hk.RetryLocked(e, hk.NewEventLocked(webhook.EventTest, []byte(`{}`)))
+	hk.AdvanceLocked(time.Now())
+	j3 := hk.TakeLocked(time.Now())
+	require.NotNil(t, j3, "a test call made while the endpoint is disabled goes")
 	hk.FinishLocked(j1, egress.Result{Err: context.Canceled})
 	hk.FinishLocked(j2, egress.Result{Err: context.Canceled})
-	require.Equal(t, webhook.StatusPending, published.Status)
-	require.Equal(t, webhook.StatusPending, explicit.Status)
+	hk.FinishLocked(j3, egress.Result{Err: context.Canceled})
+	for _, d := range []*webhook.Delivery{published, asked, whileDisabled} {
+		require.Equal(t, webhook.StatusPending, d.Status)
+	}
 	hk.Mu.Unlock()
 
 	hk2 := whReloaded(t, hk)
 	hk2.AdvanceLocked(time.Now())
 	assert.Equal(t, webhook.StatusFailed, hk2.Deliv[published.ID].Status, "a published delivery is not sent to a disabled endpoint")
+	assert.Equal(t, webhook.StatusFailed, hk2.Deliv[asked.ID].Status, "a test call made while the endpoint was enabled, cut short, is not sent once it is disabled")
 	j := hk2.TakeLocked(time.Now())
-	require.NotNil(t, j, "the explicit one goes")
-	assert.Equal(t, explicit.ID, j.D.ID)
+	require.NotNil(t, j, "the test call made while the endpoint was disabled goes")
+	assert.Equal(t, whileDisabled.ID, j.D.ID)
 	assert.Nil(t, hk2.TakeLocked(time.Now()))
 }
 
@@ -626,4 +635,34 @@ func TestStoreIDSpellingInSavedState(t *testing.T) {
 	assert.Contains(t, back.Idem, whStoreA+"\x00k1")
 	assert.Equal(t, 1, back.IdemCount[whStoreA])
 	whCheckRefs(t, back)
+}
+
+// TestExpiredKeyLeavesTheIndex: an Idempotency-Key that expires while the
+// service is down leaves the index of keys at the next persist after the
+// start, as it would have had the service been running; kept, every
+// later start would read it again.
+func TestExpiredKeyLeavesTheIndex(t *testing.T) {
+	st, clock := shStore(t)
+	started := func() *webhook.Hooks {
+		c := whFast()
+		c.DataDir = t.TempDir()
+		hk := webhook.NewHooks(whParseConfig(t, c))
+		hk.St = st
+		require.NoError(t, hk.LoadStore(t.Context()))
+		return hk
+	}
+	hk := started()
+	_, ok := hk.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k1")
+	require.True(t, ok)
+	require.NoError(t, hk.Persist(t.Context()))
+	keys := func() []store.Scored {
+		ids, err := st.ZRange(t.Context(), webhook.HookIndex("idem"), math.MinInt64, math.MaxInt64, 0, false)
+		require.NoError(t, err)
+		return ids
+	}
+	require.Len(t, keys(), 1, "the key, listed")
+
+	clock.off.Add(int64(25 * time.Hour)) // down past the key's 24 hours
+	require.NoError(t, started().Persist(t.Context()))
+	assert.Empty(t, keys(), "the key, expired while the service was down")
 }

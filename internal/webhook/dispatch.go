@@ -275,7 +275,7 @@ const (
 // held.
 func (e *Endpoint) refusalLocked(d *Delivery) string {
 	switch {
-	case d.Explicit && (e.Enabled || len(d.Attempts) == 0):
+	case d.Explicit && (e.Enabled || d.WhileDisabled && len(d.Attempts) == 0):
 		return ""
 	case !e.Enabled:
 		return ReasonDisabled

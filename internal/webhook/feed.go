@@ -310,7 +310,7 @@ func (hk *Hooks) takeInDeliveryLocked(en feedEntry, evs map[string]*Event) func(
 		return nil
 	}
 	hk.accountLocked(e, d, -1)
-	d.Status, d.NextAt, d.Attempts, d.Reason, d.Explicit = nd.Status, nd.NextAt, nd.Attempts, nd.Reason, nd.Explicit
+	d.Status, d.NextAt, d.Attempts, d.Reason, d.Explicit, d.WhileDisabled = nd.Status, nd.NextAt, nd.Attempts, nd.Reason, nd.Explicit, nd.WhileDisabled
 	hk.accountLocked(e, d, 1)
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 // enabled. The caller has checked the store's budget. hk.Mu must be held.
 func (hk *Hooks) RetryLocked(e *Endpoint, ev *Event) *Delivery {
 	d := hk.EnqueueLocked(e, ev)
-	d.Explicit = true
+	d.Explicit, d.WhileDisabled = true, !e.Enabled
 	return d
 }
 

@@ -237,7 +237,12 @@ func (hk *Hooks) LoadStore(ctx context.Context) error {
 			hk.index(kind, m.Member, true)
 			b, err := hk.St.Get(ctx, HookKey(kind, m.Member))
 			if errors.Is(err, store.ErrNotFound) {
-				continue // expired (an Idempotency-Key), or its write cut short
+				// Expired (an Idempotency-Key), or its write cut short:
+				// the next persist takes it out of the index too.
+				hk.Mu.Lock()
+				hk.TouchLocked(kind, m.Member)
+				hk.Mu.Unlock()
+				continue
 			}
 			if err != nil {
 				return err

@@ -160,7 +160,10 @@ type Delivery struct {
 	NextAt     int64     `json:"next_at,omitempty"` // unix nanoseconds of the next attempt, while pending
 	Attempts   []Attempt `json:"attempts"`
 	Explicit   bool      `json:"explicit,omitempty"` // made by the test call or a manual retry
-	Reason     string    `json:"reason,omitempty"`   // why it failed
+	// Made explicitly while the endpoint was disabled: it goes once all
+	// the same (refusalLocked).
+	WhileDisabled bool   `json:"while_disabled,omitempty"`
+	Reason        string `json:"reason,omitempty"` // why it failed
 
 	Ev    *Event `json:"-"`
 	Index int    `json:"-"` // in the hooks' timer heap; -1 when not in it
