@@ -313,8 +313,7 @@ func TestDisableFailsQueuedDeliveries(t *testing.T) {
 	assert.Zero(t, e.Inflight, "every place is given back")
 	assert.NotEmpty(t, hk.Touched, "what changed is to be written")
 
-	test := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventTest, []byte(`{}`)))
-	test.Explicit = true // as the test call makes it
+	test := hk.RetryLocked(e, hk.NewEventLocked(webhook.EventTest, []byte(`{}`))) // made explicitly, as the test call is
 	hk.AdvanceLocked(time.Now())
 	j := hk.TakeLocked(time.Now())
 	require.NotNil(t, j, "an explicit test call still goes")
@@ -354,8 +353,7 @@ func TestUnsubscribedTypeDropped(t *testing.T) {
 	hk.AdvanceLocked(time.Now())
 	underWay := hk.TakeLocked(time.Now()) // the first order's attempt is under way
 	require.NotNil(t, underWay)
-	test := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventTest, []byte(`{}`)))
-	test.Explicit = true // as the test call makes it
+	test := hk.RetryLocked(e, hk.NewEventLocked(webhook.EventTest, []byte(`{}`))) // made explicitly, as the test call is
 	waiting := hk.EnqueueLocked(e, hk.NewEventLocked(webhook.EventOrderStatus, []byte(`{}`)))
 	hk.AdvanceLocked(time.Now())
 	require.Len(t, hk.Ready, webhook.PerEndpointInFlight-1)
