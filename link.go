@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -208,9 +209,12 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		callbackFailed(w, "The game app returned no code.")
 		return
 	}
-	resp, terr := s.redeem(r.Context(), st, q.Get("code"), s.callbackURL(r, st), ls.Verifier)
+	resp, terr := s.guardedRedeem(r, st.ID, tokenParams{Code: q.Get("code"), RedirectURI: s.callbackURL(r, st), CodeVerifier: ls.Verifier})
 	if terr != nil {
-		callbackFailed(w, "The code from the game app could not be used: "+terr.Description+".")
+		if terr.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(terr.retryAfter))
+		}
+		callbackFailedWith(w, terr.status, "The code from the game app could not be used: "+terr.Description+".")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -239,9 +243,21 @@ var callbackPage = template.Must(template.New("").Parse(`<!doctype html>
 // callbackFailed answers the browser's callback with a 400 page saying
 // why.
 func callbackFailed(w http.ResponseWriter, why string) {
+	callbackFailedWith(w, http.StatusBadRequest, why)
+}
+
+// callbackFailedWith answers the browser's callback with a page saying
+// why: 503 when status is (the service could not store the session), and
+// otherwise 400, a bad callback's, even for a redemption the address's
+// budget held back (429 at the token endpoint), whose Retry-After the
+// caller sets.
+func callbackFailedWith(w http.ResponseWriter, status int, why string) {
+	if status != http.StatusServiceUnavailable {
+		status = http.StatusBadRequest
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusBadRequest)
+	w.WriteHeader(status)
 	callbackPage.Execute(w, why)
 }

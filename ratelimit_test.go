@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -251,4 +252,44 @@ func TestKeyGuardAcrossReplicas(t *testing.T) {
 	for _, u := range urls {
 		require.Equal(t, http.StatusOK, registerAt(t, u, storeB, keyB).status, "store B at %s", u)
 	}
+}
+
+// TestCallbackWithinTheRedemptionBudget: the browser's callback redeems
+// within the address's budget of failed redemptions, as the token
+// endpoint does, and shares it: its failures count, and past the budget
+// one that would fail is refused (400 page, Retry-After) without using up
+// the code it names. A link cookie sent again and again is no way round
+// the budget.
+func TestCallbackWithinTheRedemptionBudget(t *testing.T) {
+	f := startFlow(t)
+	limitGuard(f.app.srv.grants, 3) // no refill during the test
+	mine, myCallback := f.startLink(t, "/account")
+	theirs, theirCallback := f.startLink(t, "/account") // another player's sign-in, under way
+	with := func(code string) string {
+		u, err := url.Parse(myCallback)
+		require.NoError(t, err)
+		q := u.Query()
+		q.Set("code", code)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	for range 3 {
+		r := f.get(t, with(newAuthCode(t)), mine...)
+		require.Equal(t, http.StatusBadRequest, r.status, "a guessed code: %s", r.body)
+	}
+	u, err := url.Parse(theirCallback)
+	require.NoError(t, err)
+	r := f.get(t, with(u.Query().Get("code")), mine...)
+	assert.Equal(t, http.StatusBadRequest, r.status, "their code, with my cookie, past the budget")
+	assert.NotEmpty(t, r.header.Get("Retry-After"), "past the budget")
+	assert.Contains(t, string(r.body), "too many failed redemptions")
+
+	form := registered{code: newAuthCode(t), verifier: oauth2.GenerateVerifier(), redirectURI: shopCB}.form()
+	req, err := http.NewRequest(http.MethodPost, f.svc.URL+"/stores/"+storeA+"/auth/token", strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	assert.Equal(t, http.StatusTooManyRequests, send(t, f.svc.Client(), req).status, "the token endpoint, from the same address: one budget")
+
+	r = f.get(t, theirCallback, theirs...)
+	assert.Equal(t, http.StatusFound, r.status, "their sign-in, whose code the guess did not use up: %s", r.body)
 }

@@ -79,16 +79,23 @@ func (s *server) token(r *http.Request) (*tokenResponse, *tokenError) {
 	case p.CodeVerifier == "":
 		return nil, invalidRequest("code_verifier is required")
 	}
-	// The address's budget of failed redemptions (grantGuard): looked up
-	// only once some address has failed, as the key guard's is.
+	return s.guardedRedeem(r, r.PathValue("store_id"), p)
+}
+
+// guardedRedeem redeems p's code in the store named storeID for r's
+// client, within the address's budget of failed redemptions
+// (grantGuard): the token endpoint's and the callback's, so that neither
+// is a way round the other's.
+func (s *server) guardedRedeem(r *http.Request, storeID string, p tokenParams) (*tokenResponse, *tokenError) {
+	// Looked up only once some address has failed, as the key guard's is.
 	client := ""
 	if s.grants.anyFailing() {
 		client = clientAddr(r, s.cfg.Proxies())
-		if terr := s.overGrantBudget(r.Context(), client, r.PathValue("store_id"), p); terr != nil {
+		if terr := s.overGrantBudget(r.Context(), client, storeID, p); terr != nil {
 			return nil, terr
 		}
 	}
-	resp, terr := s.redeemIn(r.Context(), r.PathValue("store_id"), p)
+	resp, terr := s.redeemIn(r.Context(), storeID, p)
 	if terr != nil && terr.Err == "invalid_grant" {
 		if client == "" {
 			client = clientAddr(r, s.cfg.Proxies())
