@@ -878,6 +878,7 @@ func TestToken(t *testing.T) {
 		{name: "redirect_uri missing", edit: func(_ registered, f url.Values) { f.Del("redirect_uri") }, wantErr: "invalid_request"},
 		{name: "code_verifier missing in json", json: true, edit: func(_ registered, f url.Values) { f.Del("code_verifier") }, wantErr: "invalid_request"},
 		{name: "code repeated", edit: func(r registered, f url.Values) { f.Add("code", r.code) }, wantErr: "invalid_request"},
+		{name: "client_id repeated", edit: func(_ registered, f url.Values) { f.Add("client_id", "a"); f.Add("client_id", "b") }, wantErr: "invalid_request"},
 		{name: "text/plain body", ctype: "text/plain", wantErr: "invalid_request"},
 		{name: "no Content-Type", ctype: "-", wantErr: "invalid_request"},
 

@@ -211,13 +211,19 @@ func TestFailedRedemptionsRateLimited(t *testing.T) {
 	wrong.Set("code_verifier", oauth2.GenerateVerifier())
 	assert.Equal(t, http.StatusTooManyRequests, redeem(wrong, guesser).status, "a wrong verifier for a live code")
 	tok := requireToken(t, redeem(live.form(), guesser)) // the wrong verifier did not use it up
-	requireToken(t, redeem(next.form(), guesser))
+	nextTok := requireToken(t, redeem(next.form(), guesser))
 	requireTokenError(t, redeem(live.form(), guesser), "invalid_grant") // a replay: revokes
 	assert.Equal(t, http.StatusUnauthorized, me(t, ts, storeA, tok.AccessToken).status, "the token after the replay")
 	requireTokenError(t, redeem(unknown(), other), "invalid_grant")
 	for range 20 {
 		requireToken(t, redeem(mustRegister(t, ts, storeA, keyA).form(), other))
 	}
+
+	// A replay however late, past the code's own life, still revokes.
+	advance(a, a.srv.cfg.AuthCodeTTL.D()+redeemGrace+time.Second)
+	require.Equal(t, http.StatusOK, me(t, ts, storeA, nextTok.AccessToken).status, "the token, before the late replay")
+	requireTokenError(t, redeem(next.form(), guesser), "invalid_grant")
+	assert.Equal(t, http.StatusUnauthorized, me(t, ts, storeA, nextTok.AccessToken).status, "the token after the late replay")
 }
 
 // TestKeyGuardAcrossReplicas: two servers on one store (replicas, or the

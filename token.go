@@ -130,6 +130,14 @@ func (s *server) overGrantBudget(ctx context.Context, client, storeID string, p 
 		old, err := s.store.Get(ctx, codeKey(st.ID, p.Code).name())
 		switch {
 		case errors.Is(err, store.ErrNotFound):
+			// A replay later than the code's own key lives: the replay
+			// key still names the token it issued, to revoke.
+			switch _, err := s.store.Get(ctx, replayKey(st.ID, p.Code).name()); {
+			case err == nil:
+				return nil
+			case !errors.Is(err, store.ErrNotFound):
+				return errRedeemUnavailable
+			}
 		case err != nil:
 			return errRedeemUnavailable
 		default:
@@ -186,6 +194,9 @@ func readTokenParams(r *http.Request) (p tokenParams, terr *tokenError) {
 				return p, invalidRequest(f.name + " is repeated")
 			}
 			*f.dst = q.Get(f.name)
+		}
+		if len(q["client_id"]) > 1 { // ignored, but a parameter all the same (RFC 6749 §3.2)
+			return p, invalidRequest("client_id is repeated")
 		}
 
 	case "application/json":
