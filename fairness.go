@@ -316,10 +316,10 @@ func (t *tally) add(ctx context.Context, delta int64, now int64) int64 {
 	}
 	if err == nil {
 		t.stored.Store(stored)
-	} else {
-		t.stored.Add(-d)
-		t.pending.Add(d)
 	}
+	// After an error d is not sent again: the store may have added it all
+	// the same (an answer that timed out), and a guard that counts a
+	// request twice refuses another's. At worst the shared count misses it.
 	t.read.Store(now)
 	t.busy.Store(false)
 	return t.stored.Load() + t.pending.Load()

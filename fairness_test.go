@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"deeplink/internal/store"
 	"deeplink/internal/store/embedded"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,4 +140,36 @@ func TestStoreShareDashboardSessions(t *testing.T) {
 	requireAPIError(t, registerAt(t, ts.URL, storeA, keyA), http.StatusServiceUnavailable, "unavailable")
 	assert.Equal(t, http.StatusOK, newDashClient(t, ts.URL).signIn(storeB, keyB).status, "store B's dashboard sign-in")
 	assert.Equal(t, http.StatusOK, registerAt(t, ts.URL, storeB, keyB).status, "store B's registration")
+}
+
+// addTimesOut is a store whose first Add is made but answered
+// ErrUnavailable, as when the answer times out.
+type addTimesOut struct {
+	store.Store
+	once sync.Once
+}
+
+func (s *addTimesOut) Add(ctx context.Context, key string, delta int64, exp time.Time) (int64, error) {
+	n, err := s.Store.Add(ctx, key, delta, exp)
+	s.once.Do(func() { err = fmt.Errorf("%w: i/o timeout", store.ErrUnavailable) })
+	return n, err
+}
+
+// TestTallyNotAddedTwice: a count whose Add failed is not sent again, as
+// the store may have made it all the same (an answer that timed out): a
+// guard that counts a request twice refuses another's.
+func TestTallyNotAddedTwice(t *testing.T) {
+	st, err := embedded.Open("", embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	ts := &tallies{st: &addTimesOut{Store: st}, m: map[tallyID]*tally{}}
+	id, exp := tallyID{kind: "key:", store: "s", n: 1}, time.Now().Add(time.Hour)
+	now := time.Now().UnixNano()
+	ts.add(t.Context(), id, 1, exp, now)                            // counted here
+	ts.add(t.Context(), id, 0, exp, now+int64(tallyEvery))          // sent: made, answered "unavailable"
+	got := ts.add(t.Context(), id, 0, exp, now+2*int64(tallyEvery)) // read back
+	v, err := st.Get(t.Context(), id.key())
+	require.NoError(t, err)
+	assert.Equal(t, "1", string(v), "the store's count of one request")
+	assert.Equal(t, int64(1), got, "the tally's")
 }

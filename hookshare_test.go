@@ -254,6 +254,35 @@ func TestSharedStateReadAgain(t *testing.T) {
 		assert.Nil(t, b.Endpoints[id], "B's copy of an endpoint the store lost")
 		assert.Len(t, b.ByStore[whStoreB], 1, "B's endpoints of store B")
 	})
+
+	// The leader's marks of the counter, for trimming the feed, are of
+	// the counter before the store lost its data: a floor made of one
+	// would be above the new counter, and send every replica to read the
+	// whole state again at each change.
+	t.Run("store emptied, the feed trimmed after", func(t *testing.T) {
+		st, clock := shStore(t)
+		a, _ := shReplica(t, st)
+		ctx := t.Context()
+		start := clock.now()
+		for i := range 5 {
+			change(t, a, func() { whAddEndpoint(a, whStoreA) })
+			require.NoError(t, a.TrimFeed(ctx, start.Add(time.Duration(i)*webhook.FeedTrim)))
+		}
+		feed, err := st.ZRange(ctx, webhook.ShareFeed, math.MinInt64, math.MaxInt64, 0, false)
+		require.NoError(t, err)
+		ws := []store.Write{{Key: webhook.ShareGen}, {Key: webhook.ShareEpoch}, {Key: webhook.ShareFloor}}
+		for _, m := range feed {
+			ws = append(ws, store.Write{Key: webhook.ShareFeed, Member: m.Member})
+		}
+		require.NoError(t, st.Apply(ctx, ws))
+		change(t, a, func() { whAddEndpoint(a, whStoreB) })
+		require.NoError(t, a.TrimFeed(ctx, start.Add(1000*webhook.FeedTrim)))
+		floor, err := webhook.Counter(ctx, st, webhook.ShareFloor)
+		require.NoError(t, err)
+		gen, err := webhook.Counter(ctx, st, webhook.ShareGen)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, floor, gen, "the feed's floor, against the counter that started again")
+	})
 }
 
 func keysOf[V any](m map[string]V) map[string]bool {

@@ -387,6 +387,9 @@ func (hk *Hooks) TrimFeed(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	if n := len(sh.marks); n > 0 && gen < sh.marks[n-1].gen {
+		sh.marks = nil // the counter started again (the store lost its data): they name none of it
+	}
 	sh.marks = append(sh.marks, feedMark{now, gen})
 	i := 0
 	for i < len(sh.marks) && now.Sub(sh.marks[i].at) > feedKeep {

@@ -284,12 +284,13 @@ func (s *Store) fail(op string, err error) error {
 // unavailable reports whether a server's error answer says it cannot
 // serve now (rather than that the command was wrong).
 func unavailable(err error) bool {
-	for _, p := range []string{"LOADING", "MISCONF", "READONLY", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "ERR max number of clients"} {
+	for _, p := range []string{"LOADING", "MISCONF", "READONLY", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true
 		}
 	}
-	return false
+	// An "ERR …" answer: HasErrorPrefix looks past its ERR.
+	return redis.HasErrorPrefix(err, "max number of clients")
 }
 
 func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {

@@ -345,3 +345,26 @@ func TestOpenBadURL(t *testing.T) {
 		t.Errorf("Open(http URL) = nil; want an error")
 	}
 }
+
+// serverError is an error answer of a Redis server, as go-redis gives it.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+func (serverError) RedisError()     {}
+
+func TestUnavailableAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		answer string
+		want   bool
+	}{
+		{"LOADING Redis is loading the dataset in memory", true},
+		{"BUSY Redis is busy running a script", true},
+		{"ERR max number of clients reached", true},
+		{"ERR unknown command 'FOO'", false},
+		{"WRONGTYPE Operation against a key holding the wrong kind of value", false},
+	} {
+		if got := unavailable(serverError(tc.answer)); got != tc.want {
+			t.Errorf("unavailable(%q) = %v; want %v", tc.answer, got, tc.want)
+		}
+	}
+}
