@@ -54,7 +54,13 @@ func (s *server) checkAssociation(ctx context.Context, st *StoreConfig) ([]assoc
 	if err != nil || st.GameAuthorizeURL == "" {
 		return nil, fmt.Errorf("this store has no Game Authorize URL configured")
 	}
-	base := "https://" + game.Host + "/.well-known/"
+	// A phone asks over https; with allow_insecure_urls (a test setup),
+	// a game app served over plain http is asked as it is served.
+	scheme := "https"
+	if game.Scheme == "http" && s.cfg.Webhooks.AllowInsecureURLs {
+		scheme = "http"
+	}
+	base := scheme + "://" + game.Host + "/.well-known/"
 	apple := assocFile{Name: "apple-app-site-association", URL: base + "apple-app-site-association"}
 	android := assocFile{Name: "assetlinks.json", URL: base + "assetlinks.json"}
 	if len(s.cfg.Apps.Apple) == 0 {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -31,11 +30,12 @@ type assocFiles struct {
 	status         int    // for both; 200 when 0
 	ctype          string // for both; application/json when ""
 	redirect       bool   // both answer 301
+	plain          bool   // served over http, as the game authorize URL is
 }
 
 func startAssocCheck(t *testing.T, f assocFiles) (*app, []assocFile) {
 	t.Helper()
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if f.redirect {
 			http.Redirect(w, r, "https://www.example.com"+r.URL.Path, http.StatusMovedPermanently)
 			return
@@ -56,13 +56,19 @@ func startAssocCheck(t *testing.T, f assocFiles) (*app, []assocFile) {
 			http.NotFound(w, r)
 		}
 	}))
+	webhooks := map[string]any{"allow_insecure_urls": true}
+	if f.plain {
+		srv.Start()
+	} else {
+		srv.StartTLS()
+		webhooks["trusted_ca_file"] = whCAFile(t, srv)
+	}
 	t.Cleanup(srv.Close)
-	u, _ := url.Parse(srv.URL)
 	doc := map[string]any{
 		"data_dir": t.TempDir(),
-		"webhooks": map[string]any{"allow_insecure_urls": true, "trusted_ca_file": whCAFile(t, srv)},
+		"webhooks": webhooks,
 		"stores": []map[string]any{{"id": whStoreA, "name": "A", "api_keys": []string{whKeyA},
-			"game_authorize_url": "https://" + u.Host + "/oauth/authorize"}},
+			"game_authorize_url": srv.URL + "/oauth/authorize"}},
 		"apps": map[string]any{
 			"apple":   []map[string]any{{"app_id": assocAppleID, "paths": []string{"/oauth/*"}}},
 			"android": []map[string]any{{"package_name": assocPackage, "sha256_cert_fingerprints": []string{assocPrint}}},
@@ -111,6 +117,7 @@ func TestAssociationCheck(t *testing.T) {
 		wrong []string // the points that must fail, in order
 	}{
 		{"the service's own files", right, nil},
+		{"served over http, allow_insecure_urls on", with(func(f *assocFiles) { f.plain = true }), nil},
 		{"a redirect", with(func(f *assocFiles) { f.redirect = true }),
 			[]string{"apple-app-site-association: reachable without a redirect", "assetlinks.json: reachable without a redirect"}},
 		{"not found", with(func(f *assocFiles) { f.status = http.StatusNotFound }),

@@ -236,8 +236,9 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 	}
 	client := guardKey(clientAddr(r, s.cfg.Proxies()), storeID)
 	if blocked, wait := s.keys.blocked(client, s.now); blocked {
-		page["Error"] = "Too many wrong keys for this store from this address. Try again in " + roughly(wait) + "."
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.999))))
+		secs := max(1, int(wait.Seconds()+0.999))
+		page["Error"] = "Too many wrong keys for this store from this address. Try again in " + roughly(time.Duration(secs)*time.Second) + "."
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		s.render(w, http.StatusTooManyRequests, "signin.html", page)
 		return
 	}

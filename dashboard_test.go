@@ -512,3 +512,23 @@ func restartedFor(t *testing.T, d *dashClient, old string, cfg *Config) {
 	d.c.Jar.SetCookies(u2, d.c.Jar.Cookies(&url.URL{Scheme: "http", Host: u.Host, Path: "/dashboard/"}))
 	d.base = srv.URL
 }
+
+// TestDashboardEndpointCap: at the store's 5 endpoints "Add endpoint" is
+// still there, and the form it opens refuses a sixth with the reason at
+// the top of the page, as the API refuses it.
+func TestDashboardEndpointCap(t *testing.T) {
+	w := whStart(t, whFast())
+	d := newDashClient(t, w.srv.URL)
+	require.Equal(t, http.StatusOK, d.signIn(whStoreA, whKeyA).status)
+	add := url.Values{"url": {"https://example.com/hooks"}, "events": {webhook.EventOrderStatus}, "enabled": {"on"}}
+	for i := range webhook.MaxEndpointsPerStore {
+		require.Equal(t, http.StatusOK, d.post("/dashboard/webhooks/new", add).status, "endpoint %d", i+1)
+	}
+	p := d.get("/dashboard/webhooks")
+	assert.Contains(t, p.body, ">Add endpoint</a>")
+	assert.Contains(t, p.body, "the most a store can have")
+	p = d.post("/dashboard/webhooks/new", add)
+	assert.Equal(t, http.StatusUnprocessableEntity, p.status)
+	assert.Contains(t, p.body, `role="alert">This store already has 5 webhook endpoints`)
+	assert.NotContains(t, p.body, "URL this store", "the cap is no fault of the URL")
+}

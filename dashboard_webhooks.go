@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -185,6 +186,14 @@ func (s *server) dashSaveEndpoint(w http.ResponseWriter, r *http.Request, sess *
 		errs := map[string]string{}
 		for _, f := range a.Error.Fields {
 			errs[f.Field] = f.Message
+		}
+		s.hooks.Mu.Lock()
+		full := len(s.hooks.ByStore[sess.Store.ID]) >= webhook.MaxEndpointsPerStore
+		s.hooks.Mu.Unlock()
+		if id == "" && full {
+			// The API names the url field; here it is the page's matter.
+			p["Error"] = "This store already has " + strconv.Itoa(webhook.MaxEndpointsPerStore) + " webhook endpoints, the most allowed: delete one first."
+			delete(errs, "url")
 		}
 		p["Endpoint"] = endpointView{ID: id, URL: body["url"].(string), Description: body["description"].(string), Events: events, Enabled: body["enabled"].(bool)}
 		p["Errors"] = errs
