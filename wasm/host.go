@@ -328,10 +328,11 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Host", r.Host)
 	hdr.Set(serving.RequestIDHeader, id)
 	req := wire.AppendRequest(nil, &wire.Request{Method: r.Method, URI: r.RequestURI, RemoteAddr: r.RemoteAddr, Header: hdr, Body: body})
-	// The escaped path, as the module's mux sees it (wire.Primary).
+	// The escaped path, as sent (wire.Primary matches it as the module's
+	// mux does).
 	path := r.URL.EscapedPath()
 	var resp *wire.Response
-	if path == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if wire.RoutePath(path) == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		resp, err = h.metrics(req)
 	} else {
 		resp, err = h.handle(r.Context(), path, req)

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"net/url"
 	"strings"
 )
 
@@ -23,7 +24,23 @@ type StartArgs struct {
 	Name string `json:"name,omitempty"`
 }
 
-// Primary reports whether a request for path goes to the edge host's
+// RoutePath is the path net/http's ServeMux matches routes against of
+// escaped, a request's escaped path: each segment unescaped. (A segment
+// holding an escaped "/" is left as it is: no route has one in a literal
+// segment.) The edge host routes on it, so that "/stores/s/%77ebhooks",
+// which the module's mux serves as the webhooks route, goes where that
+// route goes.
+func RoutePath(escaped string) string {
+	segs := strings.Split(escaped, "/")
+	for i, s := range segs {
+		if u, err := url.PathUnescape(s); err == nil && !strings.Contains(u, "/") {
+			segs[i] = u
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// Primary reports whether a request for path (escaped, as sent) goes to the edge host's
 // primary instance, the one that holds the webhook state's working copy
 // and makes the deliveries (the host sends them): the webhook, event and dashboard routes (and
 // the edgefault build's test routes), but the dashboard's Settings, which
@@ -31,6 +48,7 @@ type StartArgs struct {
 // site for seconds that the primary's other requests would wait too. Any
 // instance serves the others.
 func Primary(path string) bool {
+	path = RoutePath(path)
 	if path == "/dashboard/settings" || strings.HasPrefix(path, "/dashboard/settings/") {
 		return false
 	}
@@ -48,7 +66,7 @@ func Primary(path string) bool {
 // Waits reports whether a request for path waits on another site (the
 // association check): the edge host gives it a worker when it has one,
 // so that the requests the primary takes do not wait behind it.
-func Waits(path string) bool { return path == "/dashboard/settings/check" }
+func Waits(path string) bool { return RoutePath(path) == "/dashboard/settings/check" }
 
 // Fetch asks the host to fetch files a merchant serves (the association
 // check of the dashboard), all at once: deeplink_host.fetch, whose answer

@@ -65,6 +65,14 @@ func TestPrimary(t *testing.T) {
 		{"/metrics", false},
 		{"/readyz", false},
 		{"/demo/game/authorize", false},
+		// Escaped as a client may send them: the module's mux unescapes
+		// each segment before it matches.
+		{"/stores/s1/%77ebhooks", true},
+		{"/stores/s1/%65vents", true},
+		{"/%64ashboard/webhooks", true},
+		{"/dashboard/%73ettings", false},
+		{"/stores/s1%2Fx/webhooks", true},
+		{"/stores/s1/auth%2Fwebhooks", false},
 	} {
 		if got := Primary(tt.path); got != tt.want {
 			t.Errorf("Primary(%q) = %v; want %v", tt.path, got, tt.want)
@@ -78,6 +86,7 @@ func TestWaits(t *testing.T) {
 		want bool
 	}{
 		{"/dashboard/settings/check", true},
+		{"/dashboard/settings/%63heck", true},
 		{"/dashboard/settings", false},
 		{"/dashboard/webhooks", false},
 		{"/stores/s1/events", false},
