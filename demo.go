@@ -158,6 +158,7 @@ func (s *server) demoBase(r *http.Request) string {
 // against the service at base.
 func printDemoBanner(cfg *Config, base string) {
 	st := cfg.Stores[0]
+	code := "demo-" + randomToken()[:22] // new at each start: a code is used once
 	fmt.Printf(`
 Demo configuration (for trying it out; never deploy it).
   store id: %s
@@ -168,15 +169,15 @@ Demo configuration (for trying it out; never deploy it).
 Register an auth code as a game app would:
   curl -i %s/stores/%s/auth/auth-code \
     -H 'X-API-Key: %s' -H 'Content-Type: application/json' \
-    -d '{"auth_code":"demo-code-0123456789abcdef","redirect_uri":"%s/stores/%s/auth/callback","client_reference_id":"player-42","code_challenge":"9kVljBY-KYin_nAeGRHZH5PvwxsK-itoVUhYZQ8SOzs","state":"xyz"}'
+    -d '{"auth_code":"%s","redirect_uri":"%s/stores/%s/auth/callback","client_reference_id":"player-42","code_challenge":"9kVljBY-KYin_nAeGRHZH5PvwxsK-itoVUhYZQ8SOzs","state":"xyz"}'
 
 Exchange it as the webshop would, with the verifier whose S256 hash is that challenge:
   curl -i %s/stores/%s/auth/token -d grant_type=authorization_code \
-    -d code=demo-code-0123456789abcdef -d code_verifier=dBjftJeZ4CVP-mJ92K9ufU9mQOzzE8UvfBVdGpTWnWY \
+    -d code=%s -d code_verifier=dBjftJeZ4CVP-mJ92K9ufU9mQOzzE8UvfBVdGpTWnWY \
     --data-urlencode redirect_uri=%s/stores/%s/auth/callback
 
 Open the link URL that starts the deep-link flow:
   curl -i '%s/stores/%s/auth/link?return_to=/'
 
-`, st.ID, st.APIKeys[0], base, base, base, st.ID, st.APIKeys[0], base, st.ID, base, st.ID, base, st.ID, base, st.ID)
+`, st.ID, st.APIKeys[0], base, base, base, st.ID, st.APIKeys[0], code, base, st.ID, base, st.ID, code, base, st.ID, base, st.ID)
 }
