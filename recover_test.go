@@ -155,17 +155,18 @@ func TestRecoverWholeLog(t *testing.T) {
 	assert.ElementsMatch(t, want, got)
 }
 
-// TestRecoverOnceAnEvent: an event is sent again once whatever number of
-// its deliveries failed, and not at all while a newer delivery of it is
-// pending or has succeeded: a second recover sends only what failed again.
-func TestRecoverOnceAnEvent(t *testing.T) {
+// TestRecoverEveryFailedDelivery: recover sends again every delivery of
+// the endpoint that has failed, as the contract words it: a second recover
+// sends the first's failed deliveries again, and those it made that
+// failed too.
+func TestRecoverEveryFailedDelivery(t *testing.T) {
 	for _, tt := range []struct {
 		name       string
 		downAfter  bool // the receiver still fails after the first recover
 		wantSecond int
 	}{
-		{"the receiver is back", false, 0},
-		{"the receiver still fails", true, 2},
+		{"the receiver is back", false, 2},
+		{"the receiver still fails", true, 4},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := whStart(t, whFast())

@@ -39,21 +39,15 @@ func (hk *Hooks) RecoverLocked(e *Endpoint, since time.Time) (n int, ok bool) {
 }
 
 // recoverableLocked returns the events recover sends again to e, oldest
-// first: each event created at or after since (its created_at, in whole
-// seconds as it is shown) whose newest delivery on e has failed. A failed
-// delivery whose event was queued again since (a retry, an earlier
-// recover) is answered by that newer delivery: its event is on its way,
-// delivered, or failed again and then sent once. hk.Mu must be held.
+// delivery first: the event of every delivery of e that has failed and
+// whose event was created at or after since (its created_at, in whole
+// seconds as it is shown), as the contract words it. An event with two
+// failed deliveries goes twice; one sent again by a retry since still
+// goes. hk.Mu must be held.
 func (hk *Hooks) recoverableLocked(e *Endpoint, since time.Time) []*Event {
-	newest := map[*Event]*Delivery{}
-	for _, d := range e.Log {
-		if n := newest[d.Ev]; n == nil || d.Seq > n.Seq {
-			newest[d.Ev] = d
-		}
-	}
 	var ds []*Delivery
-	for ev, d := range newest {
-		if d.Status == StatusFailed && !time.Unix(ev.CreatedAt, 0).Before(since) {
+	for _, d := range e.Log {
+		if d.Status == StatusFailed && !time.Unix(d.Ev.CreatedAt, 0).Before(since) {
 			ds = append(ds, d)
 		}
 	}
