@@ -4,6 +4,7 @@ import (
 	"deeplink/internal/webhook"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -69,9 +70,12 @@ func parseSince(raw json.RawMessage) (since time.Time, fields []fieldError) {
 		bad("since", msg)
 		return since, fields
 	}
-	since, err := time.Parse(time.RFC3339, str)
+	// RFC 3339 lets the T and the Z be lower case; Go's layout does not.
+	since, err := time.Parse(time.RFC3339, strings.ToUpper(str))
 	if err != nil {
 		bad("since", msg)
 	}
-	return since, fields
+	// An event's created_at is in whole seconds: one created within the
+	// second since falls in is "at or after" it.
+	return since.Truncate(time.Second), fields
 }

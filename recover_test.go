@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,12 @@ func TestRecover(t *testing.T) {
 			[]string{"new1", "new2"}},
 		{"with an offset and a fraction of a second", func(c sent) string {
 			return c["new1"].Add(-30*time.Minute + 500*time.Millisecond).In(plus2).Format(time.RFC3339Nano)
+		}, []string{"new1", "new2"}},
+		{"within the second of the first new event's created_at", func(c sent) string {
+			return c["new1"].Add(500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+		}, []string{"new1", "new2"}},
+		{"with a lower-case t and z, as RFC 3339 allows", func(c sent) string {
+			return strings.ToLower(c["new1"].UTC().Format(time.RFC3339))
 		}, []string{"new1", "new2"}},
 		{"before them all", func(c sent) string { return c["old1"].Add(-time.Minute).Format(time.RFC3339) },
 			[]string{"old1", "old2", "new1", "new2"}},
