@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -187,12 +186,9 @@ func (s *server) dashSaveEndpoint(w http.ResponseWriter, r *http.Request, sess *
 		for _, f := range a.Error.Fields {
 			errs[f.Field] = f.Message
 		}
-		s.hooks.Mu.Lock()
-		full := len(s.hooks.ByStore[sess.Store.ID]) >= webhook.MaxEndpointsPerStore
-		s.hooks.Mu.Unlock()
-		if id == "" && full {
+		if errs["url"] == endpointCapMessage {
 			// The API names the url field; here it is the page's matter.
-			p["Error"] = "This store already has " + strconv.Itoa(webhook.MaxEndpointsPerStore) + " webhook endpoints, the most allowed: delete one first."
+			p["Error"] = "T" + endpointCapMessage[1:] + "."
 			delete(errs, "url")
 		}
 		p["Endpoint"] = endpointView{ID: id, URL: body["url"].(string), Description: body["description"].(string), Events: events, Enabled: body["enabled"].(bool)}

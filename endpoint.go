@@ -168,7 +168,7 @@ func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st
 	hk.Mu.Lock()
 	if len(hk.ByStore[st.ID]) >= webhook.MaxEndpointsPerStore {
 		hk.Mu.Unlock()
-		writeError(w, validationError([]fieldError{{"url", "this store already has 5 webhook endpoints, the most allowed; delete one first"}}))
+		writeError(w, validationError([]fieldError{{"url", endpointCapMessage}}))
 		return
 	}
 	made := time.Now()
@@ -244,6 +244,10 @@ func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, e *w
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"data": v})
 }
+
+// endpointCapMessage is the url field's error of an endpoint past the
+// store's 5 (webhook.MaxEndpointsPerStore).
+const endpointCapMessage = "this store already has 5 webhook endpoints, the most allowed; delete one first"
 
 func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
 	hk := s.hooks

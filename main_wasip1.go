@@ -144,7 +144,7 @@ func wasmHandle(n uint32) uint64 {
 	switch {
 	case err != nil:
 		rec.status = http.StatusBadRequest
-	case edge.worker && wire.Primary(pathOf(req.URI)):
+	case edge.worker && wire.Primary(wire.RoutePath(pathOf(req.URI))):
 		// The host sends these to the primary: a worker's empty webhook
 		// state must never answer for the real one.
 		writeError(rec, &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error: request sent to a worker instance"})

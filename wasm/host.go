@@ -328,11 +328,10 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Host", r.Host)
 	hdr.Set(serving.RequestIDHeader, id)
 	req := wire.AppendRequest(nil, &wire.Request{Method: r.Method, URI: r.RequestURI, RemoteAddr: r.RemoteAddr, Header: hdr, Body: body})
-	// The escaped path, as sent (wire.Primary matches it as the module's
-	// mux does).
-	path := r.URL.EscapedPath()
+	// The path as the module's mux matches it (wire.Primary).
+	path := wire.RoutePath(r.URL.EscapedPath())
 	var resp *wire.Response
-	if wire.RoutePath(path) == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if path == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		resp, err = h.metrics(req)
 	} else {
 		resp, err = h.handle(r.Context(), path, req)

@@ -31,6 +31,9 @@ type StartArgs struct {
 // which the module's mux serves as the webhooks route, goes where that
 // route goes.
 func RoutePath(escaped string) string {
+	if !strings.Contains(escaped, "%") {
+		return escaped // nothing to unescape: no copy
+	}
 	segs := strings.Split(escaped, "/")
 	for i, s := range segs {
 		if u, err := url.PathUnescape(s); err == nil && !strings.Contains(u, "/") {
@@ -40,7 +43,7 @@ func RoutePath(escaped string) string {
 	return strings.Join(segs, "/")
 }
 
-// Primary reports whether a request for path (escaped, as sent) goes to the edge host's
+// Primary reports whether a request for path (its RoutePath) goes to the edge host's
 // primary instance, the one that holds the webhook state's working copy
 // and makes the deliveries (the host sends them): the webhook, event and dashboard routes (and
 // the edgefault build's test routes), but the dashboard's Settings, which
@@ -48,7 +51,6 @@ func RoutePath(escaped string) string {
 // site for seconds that the primary's other requests would wait too. Any
 // instance serves the others.
 func Primary(path string) bool {
-	path = RoutePath(path)
 	if path == "/dashboard/settings" || strings.HasPrefix(path, "/dashboard/settings/") {
 		return false
 	}
@@ -63,10 +65,10 @@ func Primary(path string) bool {
 	return rest == "webhooks" || strings.HasPrefix(rest, "webhooks/") || rest == "events" || strings.HasPrefix(rest, "events/")
 }
 
-// Waits reports whether a request for path waits on another site (the
+// Waits reports whether a request for path (its RoutePath) waits on another site (the
 // association check): the edge host gives it a worker when it has one,
 // so that the requests the primary takes do not wait behind it.
-func Waits(path string) bool { return RoutePath(path) == "/dashboard/settings/check" }
+func Waits(path string) bool { return path == "/dashboard/settings/check" }
 
 // Fetch asks the host to fetch files a merchant serves (the association
 // check of the dashboard), all at once: deeplink_host.fetch, whose answer

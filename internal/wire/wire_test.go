@@ -74,7 +74,7 @@ func TestPrimary(t *testing.T) {
 		{"/stores/s1%2Fx/webhooks", true},
 		{"/stores/s1/auth%2Fwebhooks", false},
 	} {
-		if got := Primary(tt.path); got != tt.want {
+		if got := Primary(RoutePath(tt.path)); got != tt.want {
 			t.Errorf("Primary(%q) = %v; want %v", tt.path, got, tt.want)
 		}
 	}
@@ -91,7 +91,7 @@ func TestWaits(t *testing.T) {
 		{"/dashboard/webhooks", false},
 		{"/stores/s1/events", false},
 	} {
-		if got := Waits(tt.path); got != tt.want {
+		if got := Waits(RoutePath(tt.path)); got != tt.want {
 			t.Errorf("Waits(%q) = %v; want %v", tt.path, got, tt.want)
 		}
 	}

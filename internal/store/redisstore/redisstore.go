@@ -284,13 +284,14 @@ func (s *Store) fail(op string, err error) error {
 // unavailable reports whether a server's error answer says it cannot
 // serve now (rather than that the command was wrong).
 func unavailable(err error) bool {
-	for _, p := range []string{"LOADING", "MISCONF", "READONLY", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS"} {
+	// HasErrorPrefix looks past an answer's "ERR ": "ERR max number of
+	// clients reached" is matched by its words.
+	for _, p := range []string{"LOADING", "MISCONF", "READONLY", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS", "max number of clients"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true
 		}
 	}
-	// An "ERR …" answer: HasErrorPrefix looks past its ERR.
-	return redis.HasErrorPrefix(err, "max number of clients")
+	return false
 }
 
 func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
