@@ -31,11 +31,11 @@ func BenchmarkDashboardPages(b *testing.B) {
 	}
 	b.Cleanup(func() { a.Close() })
 	hk := a.srv.hooks
-	benchAddEndpoints(hk, webhook.MaxEndpointsPerStore, "https://shop.example.com/hooks")
+	benchAddEndpoints(b, hk, webhook.MaxEndpointsPerStore, "https://shop.example.com/hooks")
 	st := cfg.Stores[0]
 	for range 200 {
-		if _, ok := hk.Publish(st.ID, webhook.EventOrderStatus, json.RawMessage(benchOrder), ""); !ok {
-			b.Fatal("publish refused")
+		if _, err := hk.Publish(b.Context(), st.ID, webhook.EventOrderStatus, json.RawMessage(benchOrder), ""); err != nil {
+			b.Fatal(err)
 		}
 	}
 	hk.Mu.Lock()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"deeplink/internal/webhook"
 	"fmt"
 	"time"
@@ -10,11 +11,9 @@ import (
 // 24 hours came to, for the dashboard: the totals by outcome, and per
 // hour (of the event) for its chart.
 type endpointStats struct {
-	Succeeded, Failed, Pending int
-	Hours                      [24]hourCount // oldest first; the last is the hour now under way
+	webhook.Counts
+	Hours [24]webhook.Counts // oldest first; the last is the hour now under way
 }
-
-type hourCount struct{ Succeeded, Failed, Pending int }
 
 // Total is the deliveries that have ended, succeeded or failed.
 func (st endpointStats) Total() int { return st.Succeeded + st.Failed }
@@ -28,34 +27,19 @@ func (st endpointStats) Rate() float64 {
 }
 
 // statsOf counts the deliveries of the endpoint id made in the 24 hours up
-// to now, from its delivery log, by their status.
-func statsOf(hk *webhook.Hooks, id string, now time.Time) endpointStats {
+// to now, from its delivery log, by their status; none when the log
+// cannot be read.
+func (s *server) statsOf(ctx context.Context, storeID, id string, now time.Time) endpointStats {
 	var st endpointStats
-	hk.Mu.Lock()
-	defer hk.Mu.Unlock()
-	e := hk.Endpoints[id]
-	if e == nil {
+	hours, err := s.hooks.LastDay(ctx, storeID, id, now.Truncate(time.Hour).Add(time.Hour))
+	if err != nil {
 		return st
 	}
-	end := now.Truncate(time.Hour).Add(time.Hour)
-	start := end.Add(-24 * time.Hour)
-	for _, d := range e.Log {
-		at := time.Unix(d.CreatedAt, 0)
-		if at.Before(start) || !at.Before(end) {
-			continue
-		}
-		h := &st.Hours[int(at.Sub(start)/time.Hour)]
-		switch d.Status {
-		case webhook.StatusSucceeded:
-			h.Succeeded++
-			st.Succeeded++
-		case webhook.StatusFailed:
-			h.Failed++
-			st.Failed++
-		default:
-			h.Pending++
-			st.Pending++
-		}
+	st.Hours = hours
+	for _, h := range hours {
+		st.Succeeded += h.Succeeded
+		st.Failed += h.Failed
+		st.Pending += h.Pending
 	}
 	return st
 }

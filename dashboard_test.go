@@ -428,7 +428,7 @@ func TestEndpointStats(t *testing.T) {
 	c := whFast()
 	c.DataDir = t.TempDir()
 	hk := webhook.NewHooks(whParseConfig(t, c))
-	e := &webhook.Endpoint{ID: "we_stats"}
+	e := &webhook.Endpoint{ID: "we_stats", StoreID: whStoreA}
 	hk.Endpoints[e.ID] = e
 	for _, d := range []struct {
 		ago    time.Duration
@@ -443,14 +443,14 @@ func TestEndpointStats(t *testing.T) {
 	} {
 		e.Log = append(e.Log, &webhook.Delivery{Status: d.status, CreatedAt: now.Add(-d.ago).Unix()})
 	}
-	st := statsOf(hk, e.ID, now)
+	st := (&server{hooks: hk}).statsOf(t.Context(), whStoreA, e.ID, now)
 	if st.Succeeded != 3 || st.Failed != 1 || st.Pending != 1 {
 		t.Errorf("stats = %d succeeded, %d failed, %d pending; want 3, 1, 1", st.Succeeded, st.Failed, st.Pending)
 	}
 	if got, want := st.Rate(), 0.75; got != want {
 		t.Errorf("Rate() = %v; want %v", got, want)
 	}
-	for i, want := range map[int]hourCount{23: {Succeeded: 1, Pending: 1}, 22: {Failed: 1}, 18: {Succeeded: 1}, 0: {Succeeded: 1}} {
+	for i, want := range map[int]webhook.Counts{23: {Succeeded: 1, Pending: 1}, 22: {Failed: 1}, 18: {Succeeded: 1}, 0: {Succeeded: 1}} {
 		if st.Hours[i] != want {
 			t.Errorf("Hours[%d] = %+v; want %+v", i, st.Hours[i], want)
 		}

@@ -113,7 +113,7 @@ func (s *server) dashEndpoints(w http.ResponseWriter, r *http.Request, sess *das
 	}
 	now := time.Now()
 	for i := range list {
-		list[i].Stats = statsOf(s.hooks, list[i].ID, now)
+		list[i].Stats = s.statsOf(r.Context(), sess.Store.ID, list[i].ID, now)
 	}
 	p := s.page(sess, "Webhooks", "webhooks")
 	p["Endpoints"], p["Max"], p["Done"] = list, webhook.MaxEndpointsPerStore, doneMessage(r.URL.Query().Get("done"))
@@ -136,7 +136,7 @@ func doneMessage(done string) string {
 }
 
 func (s *server) endpointOf(r *http.Request, sess *dashSession) (endpointView, apiAnswer, bool) {
-	a := s.call(r.Context(), sess.Store, apiCall{method: "GET", path: map[string]string{"endpoint_id": r.PathValue("endpoint_id")}}, s.inEndpoint(s.handleGetEndpoint))
+	a := s.call(r.Context(), sess.Store, apiCall{method: "GET", path: map[string]string{"endpoint_id": r.PathValue("endpoint_id")}}, s.handleGetEndpoint)
 	var e endpointView
 	ok := a.status == http.StatusOK && json.Unmarshal(a.Data, &e) == nil
 	return e, a, ok
@@ -173,9 +173,9 @@ func (s *server) dashSaveEndpoint(w http.ResponseWriter, r *http.Request, sess *
 	id := r.PathValue("endpoint_id")
 	var a apiAnswer
 	if id == "" {
-		a = s.call(r.Context(), sess.Store, apiCall{method: "POST", body: body, change: true}, s.handleCreateEndpoint)
+		a = s.call(r.Context(), sess.Store, apiCall{method: "POST", body: body}, s.handleCreateEndpoint)
 	} else {
-		a = s.call(r.Context(), sess.Store, apiCall{method: "PATCH", body: body, change: true, path: map[string]string{"endpoint_id": id}}, s.inEndpoint(s.handlePatchEndpoint))
+		a = s.call(r.Context(), sess.Store, apiCall{method: "PATCH", body: body, path: map[string]string{"endpoint_id": id}}, s.handlePatchEndpoint)
 	}
 	if a.status == http.StatusUnprocessableEntity && a.Error != nil {
 		p := s.page(sess, "Add endpoint", "webhooks")
@@ -235,7 +235,7 @@ func (s *server) dashNewSecret(w http.ResponseWriter, r *http.Request, sess *das
 		s.failed(w, sess, a)
 		return
 	}
-	a = s.call(r.Context(), sess.Store, apiCall{method: "GET", path: map[string]string{"endpoint_id": e.ID}}, s.inEndpoint(s.handleGetSecret))
+	a = s.call(r.Context(), sess.Store, apiCall{method: "GET", path: map[string]string{"endpoint_id": e.ID}}, s.handleGetSecret)
 	var sec struct {
 		Secret string `json:"secret"`
 	}
@@ -252,7 +252,7 @@ func (s *server) dashNewSecret(w http.ResponseWriter, r *http.Request, sess *das
 // dashRotate makes a new secret for the endpoint, then shows it once.
 func (s *server) dashRotate(w http.ResponseWriter, r *http.Request, sess *dashSession) {
 	id := r.PathValue("endpoint_id")
-	a := s.call(r.Context(), sess.Store, apiCall{method: "POST", change: true, path: map[string]string{"endpoint_id": id}}, s.inEndpoint(s.handleRotateSecret))
+	a := s.call(r.Context(), sess.Store, apiCall{method: "POST", path: map[string]string{"endpoint_id": id}}, s.handleRotateSecret)
 	if a.status != http.StatusOK {
 		s.failed(w, sess, a)
 		return
@@ -263,8 +263,8 @@ func (s *server) dashRotate(w http.ResponseWriter, r *http.Request, sess *dashSe
 func (s *server) dashSetEnabled(on bool) func(http.ResponseWriter, *http.Request, *dashSession) {
 	done := map[bool]string{true: "enabled", false: "disabled"}[on]
 	return func(w http.ResponseWriter, r *http.Request, sess *dashSession) {
-		a := s.call(r.Context(), sess.Store, apiCall{method: "PATCH", body: map[string]any{"enabled": on}, change: true,
-			path: map[string]string{"endpoint_id": r.PathValue("endpoint_id")}}, s.inEndpoint(s.handlePatchEndpoint))
+		a := s.call(r.Context(), sess.Store, apiCall{method: "PATCH", body: map[string]any{"enabled": on},
+			path: map[string]string{"endpoint_id": r.PathValue("endpoint_id")}}, s.handlePatchEndpoint)
 		if a.status != http.StatusOK {
 			s.failed(w, sess, a)
 			return
@@ -285,7 +285,7 @@ func (s *server) dashConfirmDelete(w http.ResponseWriter, r *http.Request, sess 
 }
 
 func (s *server) dashDelete(w http.ResponseWriter, r *http.Request, sess *dashSession) {
-	a := s.call(r.Context(), sess.Store, apiCall{method: "DELETE", change: true, path: map[string]string{"endpoint_id": r.PathValue("endpoint_id")}}, s.inEndpoint(s.handleDeleteEndpoint))
+	a := s.call(r.Context(), sess.Store, apiCall{method: "DELETE", path: map[string]string{"endpoint_id": r.PathValue("endpoint_id")}}, s.handleDeleteEndpoint)
 	if a.status != http.StatusNoContent {
 		s.failed(w, sess, a)
 		return
@@ -301,7 +301,7 @@ func (s *server) dashReveal(w http.ResponseWriter, r *http.Request, sess *dashSe
 		s.failed(w, sess, a)
 		return
 	}
-	a = s.call(r.Context(), sess.Store, apiCall{method: "GET", path: map[string]string{"endpoint_id": e.ID}}, s.inEndpoint(s.handleGetSecret))
+	a = s.call(r.Context(), sess.Store, apiCall{method: "GET", path: map[string]string{"endpoint_id": e.ID}}, s.handleGetSecret)
 	var v struct {
 		Secret string `json:"secret"`
 	}
@@ -316,7 +316,7 @@ func (s *server) dashReveal(w http.ResponseWriter, r *http.Request, sess *dashSe
 
 func (s *server) dashSendTest(w http.ResponseWriter, r *http.Request, sess *dashSession) {
 	id := r.PathValue("endpoint_id")
-	a := s.call(r.Context(), sess.Store, apiCall{method: "POST", change: true, path: map[string]string{"endpoint_id": id}}, s.inEndpoint(s.handleTestEndpoint))
+	a := s.call(r.Context(), sess.Store, apiCall{method: "POST", path: map[string]string{"endpoint_id": id}}, s.handleTestEndpoint)
 	if a.status != http.StatusAccepted {
 		s.failed(w, sess, a)
 		return
@@ -341,7 +341,7 @@ func (s *server) dashDeliveries(w http.ResponseWriter, r *http.Request, sess *da
 		}
 	}
 	api.Set("limit", "50")
-	a = s.call(r.Context(), sess.Store, apiCall{method: "GET", query: api, path: map[string]string{"endpoint_id": e.ID}}, s.inEndpoint(s.handleListDeliveries))
+	a = s.call(r.Context(), sess.Store, apiCall{method: "GET", query: api, path: map[string]string{"endpoint_id": e.ID}}, s.handleListDeliveries)
 	var list []deliveryView
 	if a.status != http.StatusOK || json.Unmarshal(a.Data, &list) != nil {
 		s.failed(w, sess, a)
@@ -377,7 +377,7 @@ func (s *server) dashDelivery(w http.ResponseWriter, r *http.Request, sess *dash
 		s.failed(w, sess, a)
 		return
 	}
-	a = s.call(r.Context(), sess.Store, apiCall{method: "GET", path: map[string]string{"endpoint_id": e.ID, "delivery_id": r.PathValue("delivery_id")}}, s.inEndpoint(s.handleGetDelivery))
+	a = s.call(r.Context(), sess.Store, apiCall{method: "GET", path: map[string]string{"endpoint_id": e.ID, "delivery_id": r.PathValue("delivery_id")}}, s.handleGetDelivery)
 	var d deliveryView
 	if a.status != http.StatusOK || json.Unmarshal(a.Data, &d) != nil {
 		s.failed(w, sess, a)
@@ -390,7 +390,7 @@ func (s *server) dashDelivery(w http.ResponseWriter, r *http.Request, sess *dash
 
 func (s *server) dashRetry(w http.ResponseWriter, r *http.Request, sess *dashSession) {
 	id := r.PathValue("endpoint_id")
-	a := s.call(r.Context(), sess.Store, apiCall{method: "POST", change: true, path: map[string]string{"endpoint_id": id, "delivery_id": r.PathValue("delivery_id")}}, s.inEndpoint(s.handleRetryDelivery))
+	a := s.call(r.Context(), sess.Store, apiCall{method: "POST", path: map[string]string{"endpoint_id": id, "delivery_id": r.PathValue("delivery_id")}}, s.handleRetryDelivery)
 	if a.status != http.StatusAccepted {
 		s.failed(w, sess, a)
 		return
@@ -412,7 +412,7 @@ func (s *server) dashRecover(w http.ResponseWriter, r *http.Request, sess *dashS
 			}
 		}
 	}
-	a := s.call(r.Context(), sess.Store, apiCall{method: "POST", body: map[string]string{"since": since}, change: true, path: map[string]string{"endpoint_id": id}}, s.inEndpoint(s.handleRecover))
+	a := s.call(r.Context(), sess.Store, apiCall{method: "POST", body: map[string]string{"since": since}, path: map[string]string{"endpoint_id": id}}, s.handleRecover)
 	var v struct {
 		Queued int `json:"queued"`
 	}

@@ -27,7 +27,7 @@ func BenchmarkDeliveryRedisRatio(b *testing.B) {
 	}
 	b.Cleanup(func() { a.Close() })
 	onRedis := &deliveryBench{a: a, rc: newBenchReceiver(b)}
-	benchAddEndpoints(a.srv.hooks, benchEndpoints, onRedis.rc.URL+"/hooks")
+	benchAddEndpoints(b, a.srv.hooks, benchEndpoints, onRedis.rc.URL+"/hooks")
 	embedded.run(b, benchWarm)
 	onRedis.run(b, benchWarm)
 	alternate(b, &benchSide{name: "redis", run: onRedis.run}, &benchSide{name: "embedded", run: embedded.run})

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 )
 
@@ -21,43 +20,9 @@ type endpointRequest struct {
 	Enabled     json.RawMessage `json:"enabled"`
 }
 
-// endpointChange is a validated endpointRequest; nil means "not given".
-type endpointChange struct {
-	url, description *string
-	events           []string
-	enabled          *bool
-}
-
-// apply sets the fields c gives on e, updated at now (unix seconds). A
-// request that disables e, creation with enabled false included, makes
-// its reason manual; one that enables it clears the reason and e's
-// failure window.
-func (c *endpointChange) apply(e *webhook.Endpoint, now int64) {
-	if c.url != nil {
-		e.URL = *c.url
-	}
-	if c.description != nil {
-		e.Description = *c.description
-	}
-	if c.events != nil {
-		e.Events = c.events
-	}
-	if c.enabled != nil && *c.enabled != e.Enabled {
-		e.Enabled = *c.enabled
-		if e.Enabled {
-			// Judged from its next attempts on, not by failures from
-			// before the merchant turned it back on.
-			e.DisabledReason, e.FailingSince = "", 0
-		} else {
-			e.DisabledReason = webhook.DisabledManual
-		}
-	}
-	e.UpdatedAt = now
-}
-
 // validate checks the fields given; create requires url and events. A
 // field that is null is as one left out, on create and PATCH alike.
-func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpointChange, fields []fieldError) {
+func (s *server) validateEndpoint(req *endpointRequest, create bool) (c webhook.EndpointChange, fields []fieldError) {
 	bad := func(f, m string) { fields = append(fields, fieldError{f, m}) }
 	given := func(name string, raw json.RawMessage) bool { return usable(name, raw, bad) }
 	if given("url", req.URL) {
@@ -67,7 +32,7 @@ func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpoint
 		} else if msg := s.checkWebhookURL(u); msg != "" {
 			bad("url", msg)
 		} else {
-			c.url = &u
+			c.URL = &u
 		}
 	} else if create && absent(req.URL) {
 		bad("url", "is required")
@@ -80,7 +45,7 @@ func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpoint
 		case utf8.RuneCountInString(d) > 1024 || hasControl(d):
 			bad("description", "must be at most 1024 characters without control characters")
 		default:
-			c.description = &d
+			c.Description = &d
 		}
 	}
 	if given("events", req.Events) {
@@ -97,7 +62,7 @@ func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpoint
 				}
 			}
 			slices.Sort(evs)
-			c.events = slices.Compact(evs)
+			c.Events = slices.Compact(evs)
 		}
 	} else if create && absent(req.Events) {
 		bad("events", "is required")
@@ -107,7 +72,7 @@ func (s *server) validateEndpoint(req *endpointRequest, create bool) (c endpoint
 		if json.Unmarshal(req.Enabled, &b) != nil {
 			bad("enabled", "must be true or false")
 		} else {
-			c.enabled = &b
+			c.Enabled = &b
 		}
 	}
 	return c, fields
@@ -155,6 +120,9 @@ func (s *server) checkWebhookURL(u string) string {
 }
 
 func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	if !s.writable(w, r) {
+		return
+	}
 	var req endpointRequest
 	if !readJSONObject(w, r, &req) {
 		return
@@ -164,47 +132,58 @@ func (s *server) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, st
 		writeError(w, validationError(fields))
 		return
 	}
-	hk := s.hooks
-	hk.Mu.Lock()
-	if len(hk.ByStore[st.ID]) >= webhook.MaxEndpointsPerStore {
-		hk.Mu.Unlock()
-		writeError(w, validationError([]fieldError{{"url", endpointCapMessage}}))
+	v, err := s.hooks.CreateEndpoint(r.Context(), st.ID, c)
+	if err != nil {
+		s.writeHookError(w, err, true)
 		return
 	}
-	made := time.Now()
-	now := made.Unix()
-	e := &webhook.Endpoint{ID: webhook.NewID("we_"), StoreID: st.ID, Enabled: true, CreatedAt: now, CreatedNS: made.UnixNano(), Secret: webhook.NewSecret()}
-	c.apply(e, now)
-	hk.AddEndpointLocked(e)
-	hk.TouchLocked(webhook.KindEndpoint, e.ID)
-	v := e.View()
-	v["secret"] = e.Secret
-	hk.Mu.Unlock()
 	w.Header().Set("Cache-Control", "no-store") // it shows the secret
 	writeJSON(w, http.StatusCreated, map[string]any{"data": v})
 }
 
 func (s *server) handleListEndpoints(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
-	hk := s.hooks
-	hk.Mu.Lock()
-	list := []map[string]any{}
-	for _, e := range hk.ByStore[st.ID] {
-		list = append(list, e.View())
+	list, err := s.hooks.StoreEndpoints(r.Context(), st.ID)
+	if err != nil {
+		s.writeHookError(w, err, false)
+		return
 	}
-	hk.Mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{"data": list})
 }
 
-func (s *server) handleGetEndpoint(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
-	writeJSON(w, http.StatusOK, map[string]any{"data": e.View()})
+func (s *server) handleGetEndpoint(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	v, err := s.hooks.Endpoint(r.Context(), st.ID, r.PathValue("endpoint_id"))
+	if err != nil {
+		s.writeHookError(w, err, false)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": v})
 }
 
-func (s *server) handleGetSecret(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
+func (s *server) handleGetSecret(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	secret, err := s.hooks.Secret(r.Context(), st.ID, r.PathValue("endpoint_id"))
+	if err != nil {
+		s.writeHookError(w, err, false)
+		return
+	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]string{"secret": e.Secret}})
+	writeJSON(w, http.StatusOK, map[string]any{"data": map[string]string{"secret": secret}})
 }
 
-func (s *server) handlePatchEndpoint(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
+// knownEndpoint answers 404, or 503 when the state cannot be read, unless
+// the store has the endpoint of the path: for the changes whose body is
+// checked, so that an unknown endpoint is 404 whatever the body.
+func (s *server) knownEndpoint(w http.ResponseWriter, r *http.Request, st *StoreConfig) bool {
+	if _, err := s.hooks.Endpoint(r.Context(), st.ID, r.PathValue("endpoint_id")); err != nil {
+		s.writeHookError(w, err, false)
+		return false
+	}
+	return true
+}
+
+func (s *server) handlePatchEndpoint(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	if !s.knownEndpoint(w, r, st) || !s.writable(w, r) {
+		return
+	}
 	var req endpointRequest
 	if !readJSONObject(w, r, &req) {
 		return
@@ -214,33 +193,29 @@ func (s *server) handlePatchEndpoint(w http.ResponseWriter, r *http.Request, e *
 		writeError(w, validationError(fields))
 		return
 	}
-	wasEnabled := e.Enabled
-	c.apply(e, time.Now().Unix())
-	switch {
-	case wasEnabled && !e.Enabled:
-		s.hooks.DropQueuedLocked(e, webhook.DropAll)
-	case c.events != nil:
-		s.hooks.DropQueuedLocked(e, e.RefusesLocked)
+	v, err := s.hooks.ChangeEndpoint(r.Context(), st.ID, r.PathValue("endpoint_id"), c)
+	if err != nil {
+		s.writeHookError(w, err, true)
+		return
 	}
-	s.hooks.TouchLocked(webhook.KindEndpoint, e.ID)
-	writeJSON(w, http.StatusOK, map[string]any{"data": e.View()})
+	writeJSON(w, http.StatusOK, map[string]any{"data": v})
 }
 
-func (s *server) handleDeleteEndpoint(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
-	s.hooks.RemoveEndpointLocked(e)
+func (s *server) handleDeleteEndpoint(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	if err := s.hooks.DeleteEndpoint(r.Context(), st.ID, r.PathValue("endpoint_id")); err != nil {
+		s.writeHookError(w, err, true)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
-	now := time.Now()
-	e.OldSecret, e.OldSecretEnd = e.Secret, now.Add(s.cfg.Webhooks.SecretRotationGrace.D()).Unix()
-	e.Secret = webhook.NewSecret()
-	e.UpdatedAt = now.Unix()
-	s.hooks.TouchLocked(webhook.KindEndpoint, e.ID)
-	// The answer shows the new secret, as creation shows the first
-	// (rotating makes a new secret and returns it).
-	v := e.View()
-	v["secret"] = e.Secret
+func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	v, err := s.hooks.RotateSecret(r.Context(), st.ID, r.PathValue("endpoint_id"))
+	if err != nil {
+		s.writeHookError(w, err, true)
+		return
+	}
+	// The answer shows the new secret, as creation shows the first.
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"data": v})
 }
@@ -249,14 +224,11 @@ func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, e *w
 // store's 5 (webhook.MaxEndpointsPerStore).
 const endpointCapMessage = "this store already has 5 webhook endpoints, the most allowed; delete one first"
 
-func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
-	hk := s.hooks
-	ev := hk.NewEventLocked(webhook.EventTest, json.RawMessage(`{"id":"test","message":"This is a test event from the webhook settings."}`))
-	if !hk.RoomLocked(e.StoreID, 1, len(ev.Body)) {
-		writeError(w, errOverBudget)
+func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	evt, dlv, err := s.hooks.SendTest(r.Context(), st.ID, r.PathValue("endpoint_id"))
+	if err != nil {
+		s.writeHookError(w, err, true)
 		return
 	}
-	d := hk.EnqueueLocked(e, ev)
-	d.Explicit, d.WhileDisabled = true, !e.Enabled // goes even to a disabled endpoint, once
-	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": ev.ID, "delivery_id": d.ID}})
+	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": evt, "delivery_id": dlv}})
 }

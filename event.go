@@ -15,6 +15,9 @@ type publishRequest struct {
 }
 
 func (s *server) handlePublish(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	if !s.writable(w, r) {
+		return
+	}
 	var req publishRequest
 	if !readJSONObject(w, r, &req) {
 		return
@@ -28,9 +31,9 @@ func (s *server) handlePublish(w http.ResponseWriter, r *http.Request, st *Store
 		writeError(w, validationError(fields))
 		return
 	}
-	id, ok := s.hooks.Publish(st.ID, typ, object, key)
-	if !ok {
-		writeError(w, errOverBudget)
+	id, err := s.hooks.Publish(r.Context(), st.ID, typ, object, key)
+	if err != nil {
+		s.writeHookError(w, err, true)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": id}})

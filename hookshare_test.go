@@ -125,11 +125,8 @@ func TestSharedDeliveriesSentByTheLeader(t *testing.T) {
 
 	var evt string
 	change(t, b, func() { whAddEndpoint(b, whStoreA) })
-	require.NoError(t, b.Locked(ctx, func() {
-		var ok bool
-		evt, ok = b.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "key-1")
-		require.True(t, ok)
-	}))
+	evt, ok := hkPublish(t, b, whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "key-1")
+	require.True(t, ok)
 	b.Mu.Lock()
 	assert.Zero(t, b.AdvanceLocked(clock.now().Add(time.Hour)), "the follower's next due delivery")
 	assert.Nil(t, b.TakeLocked(clock.now()), "a job of the follower")
@@ -149,11 +146,9 @@ func TestSharedDeliveriesSentByTheLeader(t *testing.T) {
 		assert.Equal(t, -1, d.Index, "B's copy of %s is scheduled", id)
 	}
 	// The key published on B is known to A.
-	require.NoError(t, a.Locked(ctx, func() {
-		again, ok := a.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "key-1")
-		require.True(t, ok)
-		assert.Equal(t, evt, again, "publishing key-1 again on A")
-	}))
+	again, ok := hkPublish(t, a, whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "key-1")
+	require.True(t, ok)
+	assert.Equal(t, evt, again, "publishing key-1 again on A")
 
 	// A pending delivery, its attempt under way on A, when A gives the
 	// lease up: cancelled, it stays pending, and B, leading, sends it.
@@ -453,11 +448,8 @@ func TestSharedFailureWindowKept(t *testing.T) {
 
 	// Disabled and enabled again on B: the window closes.
 	for _, on := range []bool{false, true} {
-		change(t, b, func() {
-			c := endpointChange{enabled: &on}
-			c.apply(b.Endpoints[id], clock.now().Unix())
-			b.TouchLocked(webhook.KindEndpoint, id)
-		})
+		_, err := b.ChangeEndpoint(t.Context(), whStoreA, id, webhook.EndpointChange{Enabled: &on})
+		require.NoError(t, err)
 		require.NoError(t, a.Fresh(t.Context()))
 	}
 	assert.Zero(t, a.Endpoints[id].FailingSince, "the leader's failure window after B enabled the endpoint again")
@@ -472,13 +464,8 @@ func TestSharedAttemptOfAnEndedLead(t *testing.T) {
 	ctx := t.Context()
 	a.Lead(ctx, clock.now())
 	require.True(t, a.Leading)
-	require.NoError(t, a.Locked(ctx, func() {
-		a.Mu.Lock()
-		whAddEndpoint(a, whStoreA)
-		a.Mu.Unlock()
-		_, ok := a.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "")
-		require.True(t, ok)
-	}))
+	change(t, a, func() { whAddEndpoint(a, whStoreA) })
+	shPublish(t, a)
 	a.Mu.Lock()
 	a.AdvanceLocked(clock.now())
 	j := a.TakeLocked(clock.now())
@@ -512,12 +499,8 @@ func (g *applyGate) Apply(ctx context.Context, ws []store.Write) error {
 // shPublish publishes an order event on hk as a request does.
 func shPublish(t *testing.T, hk *webhook.Hooks) string {
 	t.Helper()
-	var evt string
-	require.NoError(t, hk.Locked(t.Context(), func() {
-		var ok bool
-		evt, ok = hk.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "")
-		require.True(t, ok)
-	}))
+	evt, ok := hkPublish(t, hk, whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "")
+	require.True(t, ok)
 	return evt
 }
 
@@ -618,22 +601,31 @@ func TestSharedStepDownKeepsRequestChanges(t *testing.T) {
 	go func() { a.Release(ctx); close(done) }()
 	<-g.entered // the step-down's write, under its hold of the lock
 
-	// A publish joins the hold (as one arriving within lockJoin does).
+	// A publish joins the hold (as one arriving within lockJoin does),
+	// and makes its delivery while the step-down's write is under way;
+	// its own persist then writes it, and it is answered.
 	a.Share.Mu.Lock()
 	a.Share.Cur.Since = time.Now()
 	a.Share.Mu.Unlock()
-	work, unlock, err := a.Lock(ctx)
-	require.NoError(t, err)
-	evt, ok := a.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o2","status":"pending"}`), "k2")
-	require.True(t, ok)
+	published := make(chan error, 1)
+	var evt string
+	go func() {
+		var err error
+		evt, err = a.Publish(ctx, whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o2","status":"pending"}`), "k2")
+		published <- err
+	}()
+	require.Eventually(t, func() bool {
+		a.Mu.Lock()
+		defer a.Mu.Unlock()
+		return len(a.Deliv) == 2
+	}, whWait, time.Millisecond, "the publish's delivery, made while the step-down writes")
 	close(g.open)
 	<-done
-	require.NoError(t, a.Persist(work)) // the request's own: then 202
-	unlock()
+	require.NoError(t, <-published)
 
 	c, _ := shReplica(t, st)
 	assert.NotNil(t, shDeliveryOf(c, evt), "the stored delivery of the event answered 202")
-	_, err = st.Get(ctx, webhook.HookKey(webhook.KindEvent, evt))
+	_, err := st.Get(ctx, webhook.HookKey(webhook.KindEvent, evt))
 	assert.NoError(t, err, "the stored event answered 202")
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"deeplink/internal/webhook"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -9,23 +8,17 @@ import (
 )
 
 // Sending deliveries again: one failed delivery (retry), or every failed
-// delivery of an endpoint since a time (recover, API.md §5). Both queue
-// the event again as a new delivery through retryLocked, so that the
-// receiver sees the same webhook-id and body as before.
+// delivery of an endpoint since a time (recover). Both queue the event
+// again as a new delivery, so that the receiver sees the same webhook-id
+// and body as before.
 
-func (s *server) handleRetryDelivery(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
-	hk := s.hooks
-	old := deliveryOfLocked(hk, e, r)
-	if old == nil {
-		writeError(w, errNoDelivery)
+func (s *server) handleRetryDelivery(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	v, err := s.hooks.Retry(r.Context(), st.ID, r.PathValue("endpoint_id"), r.PathValue("delivery_id"))
+	if err != nil {
+		s.writeHookError(w, err, true)
 		return
 	}
-	if !hk.RoomLocked(e.StoreID, 1, len(old.Ev.Body)) {
-		writeError(w, errOverBudget)
-		return
-	}
-	d := hk.RetryLocked(e, old.Ev)
-	writeJSON(w, http.StatusAccepted, map[string]any{"data": d.Summary()})
+	writeJSON(w, http.StatusAccepted, map[string]any{"data": v})
 }
 
 // recoverRequest is the body of recover.
@@ -33,9 +26,12 @@ type recoverRequest struct {
 	Since json.RawMessage `json:"since"`
 }
 
-// handleRecover is recover (recoverLocked) for the API: since from the
-// body, 202 with how many deliveries it queued.
-func (s *server) handleRecover(w http.ResponseWriter, r *http.Request, e *webhook.Endpoint) {
+// handleRecover is recover for the API: since from the body, 202 with
+// how many deliveries it queued.
+func (s *server) handleRecover(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	if !s.knownEndpoint(w, r, st) || !s.writable(w, r) {
+		return
+	}
 	var req recoverRequest
 	if !readJSONObject(w, r, &req) {
 		return
@@ -45,9 +41,9 @@ func (s *server) handleRecover(w http.ResponseWriter, r *http.Request, e *webhoo
 		writeError(w, validationError(fields))
 		return
 	}
-	n, ok := s.hooks.RecoverLocked(e, since)
-	if !ok {
-		writeError(w, errOverBudget)
+	n, err := s.hooks.Recover(r.Context(), st.ID, r.PathValue("endpoint_id"), since)
+	if err != nil {
+		s.writeHookError(w, err, true)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]int{"queued": n}})

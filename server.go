@@ -60,6 +60,15 @@ func newServer(cfg *Config, st store.Store, cookieKey []byte, log *slog.Logger) 
 		now:          time.Now,
 	}
 	s.hooks.Log = log
+	// Through s, so that a caller (or a test) that sets storeFailing
+	// later has the engine refuse as the other routes do.
+	s.hooks.Failing = func() error { return s.storeFailing() }
+	s.hooks.ReadFailing = func() error {
+		if s.remoteFailing() {
+			return errStoreDown
+		}
+		return nil
+	}
 	s.keys.share(st, guardPrefix+"key:")
 	s.grants.share(st, guardPrefix+"grant:")
 	s.appleBody, s.androidBody = associationFiles(cfg.Apps)

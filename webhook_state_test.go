@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"container/heap"
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -98,7 +99,7 @@ func whSavedWithEvent(t *testing.T, c whConf, store, key string) (*webhook.Hooks
 	t.Helper()
 	hk, _ := whHooks(t, c, 0)
 	e := whAddEndpoint(hk, store)
-	evt, ok := hk.Publish(store, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), key)
+	evt, ok := hkPublish(t, hk, store, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), key)
 	require.True(t, ok)
 	require.NoError(t, hk.Persist(t.Context()))
 	return hk, e, evt
@@ -527,10 +528,10 @@ func TestIdempotencyKeysLeaveTheBudget(t *testing.T) {
 	hk, _ := whHooks(t, whFast(), 1)
 	hk.Budget.Idem = 2
 	for _, k := range []string{"k1", "k2"} {
-		_, ok := hk.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), k)
+		_, ok := hkPublish(t, hk, whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), k)
 		require.True(t, ok, "publish with %s", k)
 	}
-	_, ok := hk.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k3")
+	_, ok := hkPublish(t, hk, whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k3")
 	require.False(t, ok, "a third key past a budget of two")
 
 	restored := whReloaded(t, hk)
@@ -543,7 +544,7 @@ func TestIdempotencyKeysLeaveTheBudget(t *testing.T) {
 	assert.Zero(t, hk.IdemCount[whStoreA], "after the keys expired")
 	whCheckRefs(t, hk)
 	hk.Mu.Unlock()
-	_, ok = hk.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k3")
+	_, ok = hkPublish(t, hk, whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k3")
 	hk.Mu.Lock()
 	assert.True(t, ok, "a new key once the old ones expired")
 }
@@ -554,7 +555,7 @@ func TestIdempotencyKeysLeaveTheBudget(t *testing.T) {
 func TestIdempotencyKeyAgainAfterItExpired(t *testing.T) {
 	hk, _ := whHooks(t, whFast(), 1)
 	obj := []byte(`{"id":"o1","status":"pending"}`)
-	first, ok := hk.Publish(whStoreA, webhook.EventOrderStatus, obj, "k1")
+	first, ok := hkPublish(t, hk, whStoreA, webhook.EventOrderStatus, obj, "k1")
 	require.True(t, ok)
 	hk.Mu.Lock()
 	e := hk.Idem[whStoreA+"\x00k1"]
@@ -563,11 +564,11 @@ func TestIdempotencyKeyAgainAfterItExpired(t *testing.T) {
 	hk.IdemQueue[0].Expires = e.Expires
 	hk.Mu.Unlock()
 
-	second, ok := hk.Publish(whStoreA, webhook.EventOrderStatus, obj, "k1")
+	second, ok := hkPublish(t, hk, whStoreA, webhook.EventOrderStatus, obj, "k1")
 	require.True(t, ok)
 	require.NotEqual(t, first, second, "an expired key publishes anew")
 	require.NoError(t, hk.Tick(time.Now())) // sweeps the first expiry
-	again, _ := hk.Publish(whStoreA, webhook.EventOrderStatus, obj, "k1")
+	again, _ := hkPublish(t, hk, whStoreA, webhook.EventOrderStatus, obj, "k1")
 	assert.Equal(t, second, again, "the key's new entry survived the sweep of its old one")
 	hk.Mu.Lock()
 	defer hk.Mu.Unlock()
@@ -650,7 +651,7 @@ func TestExpiredKeyLeavesTheIndex(t *testing.T) {
 		return hk
 	}
 	hk := started()
-	_, ok := hk.Publish(whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k1")
+	_, ok := hkPublish(t, hk, whStoreA, webhook.EventOrderStatus, []byte(`{"id":"o1","status":"pending"}`), "k1")
 	require.True(t, ok)
 	require.NoError(t, hk.Persist(t.Context()))
 	keys := func() []store.Scored {
@@ -663,4 +664,16 @@ func TestExpiredKeyLeavesTheIndex(t *testing.T) {
 	clock.off.Add(int64(25 * time.Hour)) // down past the key's 24 hours
 	require.NoError(t, started().Persist(t.Context()))
 	assert.Empty(t, keys(), "the key, expired while the service was down")
+}
+
+// hkPublish publishes an order event's object on hk as a request does
+// (written before it returns); false when the store is over its budget.
+func hkPublish(t *testing.T, hk *webhook.Hooks, store, typ string, object []byte, key string) (string, bool) {
+	t.Helper()
+	evt, err := hk.Publish(t.Context(), store, typ, object, key)
+	if errors.Is(err, webhook.ErrOverBudget) {
+		return "", false
+	}
+	require.NoError(t, err)
+	return evt, true
 }

@@ -1089,7 +1089,6 @@ func TestDeliveryLogBadQuery(t *testing.T) {
 		{"cursor=%21%21%21", "cursor"},
 		{"cursor=" + base64.RawURLEncoding.EncodeToString([]byte{1, 2, 3}), "cursor"},
 		{"cursor=" + base64.RawURLEncoding.EncodeToString([]byte{0, 0, 0, 0, 0, 0, 0, 9}), "cursor"}, // a sequence number alone
-		{"cursor=" + cursorFor(&webhook.Endpoint{ID: "we_another"}, 9), "cursor"},                    // another endpoint's
 		{"status=done", "status"},
 		{"event_type=order.created", "event_type"},
 	}
@@ -1102,13 +1101,30 @@ func TestDeliveryLogBadQuery(t *testing.T) {
 	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?limit=0&status=done", key: whKeyA})
 	assert.ElementsMatch(t, []string{"limit", "status"}, whRequireError(t, r, http.StatusUnprocessableEntity, "validation_failed"),
 		"every invalid parameter is listed")
-	for _, q := range []string{"limit=1", "limit=100", "status=pending", "event_type=webhook.test", "cursor=" + cursorFor(&webhook.Endpoint{ID: ep}, 9)} {
+	for _, q := range []string{"limit=1", "limit=100", "status=pending", "event_type=webhook.test"} {
 		r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?" + q, key: whKeyA})
 		assert.Equal(t, http.StatusOK, r.status, "%s: %s", q, r.raw)
 		assert.Equal(t, "", r.body["next_cursor"])
 	}
 	whRequireError(t, w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries/dlv_unknown", key: whKeyA}), 404, "not_found")
 	whRequireError(t, w.do(t, whReq{method: "POST", path: whEndpointPath(whStoreA, ep) + "/deliveries/dlv_unknown/retry", key: whKeyA}), 404, "not_found")
+
+	// A cursor is its endpoint's: another endpoint's is refused.
+	other, _ := w.whEndpoint(t, "https://hooks.example.com/other")
+	for i := range 2 {
+		w.whPublish(t, whStoreA, whKeyA, whOrder(fmt.Sprint("o", i), "pending"), "")
+	}
+	cursorOf := func(ep string) string {
+		r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?limit=1", key: whKeyA})
+		require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+		require.NotEmpty(t, r.body["next_cursor"], "a log of two, one to a page")
+		return r.body["next_cursor"].(string)
+	}
+	own, others := cursorOf(ep), cursorOf(other)
+	r = w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?cursor=" + own, key: whKeyA})
+	assert.Equal(t, http.StatusOK, r.status, "its own cursor: %s", r.raw)
+	r = w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries?cursor=" + others, key: whKeyA})
+	assert.Equal(t, []string{"cursor"}, whRequireError(t, r, http.StatusUnprocessableEntity, "validation_failed"), "another endpoint's cursor")
 }
 
 // TestSlowClientDoesNotHoldWebhooks sends a PATCH whose body never

@@ -70,7 +70,15 @@ type WebhookConfig struct {
 	// DeliveryLogSize is how many deliveries the log keeps per endpoint,
 	// newest first.
 	DeliveryLogSize int `json:"delivery_log_size"`
+	// Workers is how many delivery attempts one process makes at once,
+	// up to MaxWebhookWorkers; 0 sizes the pool by the stores configured
+	// (webhook.DispatchWorkers).
+	Workers int `json:"workers"`
 }
+
+// MaxWebhookWorkers is the most webhooks.workers may say: the most
+// webhook requests either build makes at once (egress.MaxInFlight).
+const MaxWebhookWorkers = 1024
 
 // StorageConfig is the "storage" object of the configuration file: where
 // the state is kept, and when a change is acknowledged.
@@ -449,6 +457,9 @@ func (c *Config) validate() error {
 	}
 	if c.Webhooks.SecretRotationGrace < 0 {
 		return errors.New("webhooks.secret_rotation_grace: must not be negative")
+	}
+	if w := c.Webhooks.Workers; w < 0 || w > MaxWebhookWorkers {
+		return fmt.Errorf("webhooks.workers: must be 0 (sized by the stores configured) or 1 to %d", MaxWebhookWorkers)
 	}
 	if c.Webhooks.DisableAfter < 0 {
 		return errors.New(`webhooks.disable_after: must not be negative ("0s" turns it off)`)

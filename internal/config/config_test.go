@@ -36,6 +36,7 @@ func TestParseDefaults(t *testing.T) {
 		{"webhooks.allow_insecure_urls", cfg.Webhooks.AllowInsecureURLs, false},
 		{"webhooks.trusted_ca_file", cfg.Webhooks.TrustedCAFile, ""},
 		{"webhooks.disable_after", cfg.Webhooks.DisableAfter.D(), 120 * time.Hour},
+		{"webhooks.workers", cfg.Webhooks.Workers, 0},
 		{"stores", len(cfg.Stores), 1},
 		{"trusted_proxies", fmt.Sprint(cfg.proxies), "[]"},
 	}
@@ -79,7 +80,8 @@ func TestParseValues(t *testing.T) {
     "secret_rotation_grace": "0s",
     "allow_insecure_urls": true,
     "trusted_ca_file": "",
-    "disable_after": "0s"
+    "disable_after": "0s",
+    "workers": 8
   },
   "stores": [
     {
@@ -113,6 +115,7 @@ func TestParseValues(t *testing.T) {
 		{"webhooks.secret_rotation_grace", cfg.Webhooks.SecretRotationGrace.D(), time.Duration(0)},
 		{"webhooks.allow_insecure_urls", cfg.Webhooks.AllowInsecureURLs, true},
 		{"webhooks.disable_after", cfg.Webhooks.DisableAfter.D(), time.Duration(0)},
+		{"webhooks.workers", cfg.Webhooks.Workers, 8},
 		{"stores[0].name", cfg.Stores[0].Name, "Acme"},
 		{"apps.apple", len(cfg.Apps.Apple), 1},
 		{"apps.android", len(cfg.Apps.Android), 1},
@@ -182,6 +185,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad disable_after", `{"webhooks": {"disable_after": "5 days"}, ` + store("") + `}`, "webhooks.disable_after"},
 		{"disable_after negative", `{"webhooks": {"disable_after": "-1h"}, ` + store("") + `}`, "webhooks.disable_after"},
 		{"disable_after a number", `{"webhooks": {"disable_after": 3600}, ` + store("") + `}`, "webhooks.disable_after"},
+		{"workers negative", `{"webhooks": {"workers": -1}, ` + store("") + `}`, "webhooks.workers"},
+		{"workers over the cap", `{"webhooks": {"workers": 1025}, ` + store("") + `}`, "webhooks.workers"},
+		{"workers a string", `{"webhooks": {"workers": "8"}, ` + store("") + `}`, "webhooks.workers"},
 		{"missing trusted_ca_file", `{"webhooks": {"trusted_ca_file": "/nonexistent/ca.pem"}, ` + store("") + `}`, "trusted_ca_file"},
 		{"allow_insecure_urls a string", `{"webhooks": {"allow_insecure_urls": "yes"}, ` + store("") + `}`, "allow_insecure_urls"},
 		{"trusted_proxies not an address", `{"trusted_proxies": ["10.0.0.0/8", "proxy.local"], ` + store("") + `}`, "trusted_proxies[1]"},

@@ -37,6 +37,16 @@ func DispatchWorkers(stores int) int {
 	return min(MaxDispatchWorkers, max(MinDispatchWorkers, stores*MaxEndpointsPerStore*PerEndpointInFlight+1))
 }
 
+// Workers is the size of this process's pool of delivery workers:
+// webhooks.workers, or when that is 0, DispatchWorkers of the stores
+// configured.
+func (hk *Hooks) Workers() int {
+	if n := hk.Cfg.Webhooks.Workers; n > 0 {
+		return n
+	}
+	return DispatchWorkers(len(hk.Cfg.Stores))
+}
+
 // timerHeap orders pending deliveries by their next attempt.
 type timerHeap []*Delivery
 
@@ -89,7 +99,7 @@ func (hk *Hooks) Poke() {
 // start launches the scheduler and the workers.
 func (hk *Hooks) Start() error {
 	w := hk.Cfg.Webhooks
-	workers := DispatchWorkers(len(hk.Cfg.Stores))
+	workers := hk.Workers()
 	client, err := egress.NewClient(egress.Options{
 		Timeout: w.Timeout.D(), AllowPrivate: w.AllowInsecureURLs,
 		// Endpoints of many stores may share a host; the pool bounds the

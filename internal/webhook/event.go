@@ -6,13 +6,12 @@ import (
 	"time"
 )
 
-// publish makes an event of typ for the store and enqueues it for every
-// enabled endpoint subscribed to typ. A key seen in the last 24 hours
-// returns that event's id and sends nothing. It makes nothing, and
-// reports false, when that would take the store past its budget.
-func (hk *Hooks) Publish(storeID, typ string, object json.RawMessage, key string) (eventID string, ok bool) {
-	hk.Mu.Lock()
-	defer hk.Mu.Unlock()
+// publishLocked makes an event of typ for the store and enqueues it for
+// every enabled endpoint subscribed to typ. A key seen in the last 24
+// hours returns that event's id and sends nothing. It makes nothing, and
+// reports false, when that would take the store past its budget. hk.Mu
+// must be held.
+func (hk *Hooks) publishLocked(storeID, typ string, object json.RawMessage, key string) (eventID string, ok bool) {
 	now := time.Now()
 	k := storeID + "\x00" + key
 	prev, seen := hk.Idem[k]

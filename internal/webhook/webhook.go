@@ -199,12 +199,17 @@ type IdemEntry struct {
 
 // hooks is the webhook state of all stores and the dispatcher's queues.
 type Hooks struct {
-	Cfg      *config.Config
-	Now      func() time.Time // the clock of events' dates and endpoints' failure windows (tests move it)
-	Log      *slog.Logger     // the service's: where an endpoint disabled as failing is told (failing.go)
-	d        *dispatcher
-	Outcomes struct{ Succeeded, Failed, Retried atomic.Int64 } // attempts by outcome, for /metrics
-	Ended    struct{ Succeeded, Failed atomic.Int64 }          // deliveries by how they ended, attempted or not, for /metrics
+	Cfg *config.Config
+	Now func() time.Time // the clock of events' dates and endpoints' failure windows (tests move it)
+	Log *slog.Logger     // the service's: where an endpoint disabled as failing is told (failing.go)
+	// Failing reports why the store refuses changes now, or nil; and
+	// ReadFailing why reads cannot be answered (a store of its own,
+	// Redis, that does not answer). The service sets them; both answer
+	// from what the store already knows, without a round trip.
+	Failing, ReadFailing func() error
+	d                    *dispatcher
+	Outcomes             struct{ Succeeded, Failed, Retried atomic.Int64 } // attempts by outcome, for /metrics
+	Ended                struct{ Succeeded, Failed atomic.Int64 }          // deliveries by how they ended, attempted or not, for /metrics
 
 	St           store.Store     // where the state is kept (hookstore.go); nil keeps nothing
 	Share        *sharing        // with other replicas (hookshare.go); nil when there are none
@@ -251,18 +256,20 @@ type Hooks struct {
 
 func NewHooks(cfg *config.Config) *Hooks {
 	hk := &Hooks{
-		Cfg:       cfg,
-		Now:       time.Now,
-		Log:       slog.Default(),
-		Endpoints: map[string]*Endpoint{},
-		ByStore:   map[string][]*Endpoint{},
-		Events:    map[string]*Event{},
-		Deliv:     map[string]*Delivery{},
-		Idem:      map[string]idem{},
-		wake:      make(chan struct{}, 1),
-		Pending:   map[string]int64{},
-		IdemCount: map[string]int{},
-		Leading:   true,
+		Cfg:         cfg,
+		Now:         time.Now,
+		Log:         slog.Default(),
+		Failing:     func() error { return nil },
+		ReadFailing: func() error { return nil },
+		Endpoints:   map[string]*Endpoint{},
+		ByStore:     map[string][]*Endpoint{},
+		Events:      map[string]*Event{},
+		Deliv:       map[string]*Delivery{},
+		Idem:        map[string]idem{},
+		wake:        make(chan struct{}, 1),
+		Pending:     map[string]int64{},
+		IdemCount:   map[string]int{},
+		Leading:     true,
 	}
 	hk.Budget.Pending, hk.Budget.Idem, hk.Budget.Log = PendingBudget, idemBudget, logBudget
 	return hk
