@@ -23,7 +23,7 @@ import (
 
 // Tests of the merchant dashboard through the real mux, as a browser
 // without script would use it: forms posted, redirects followed, cookies
-// kept. The browser test (dashboard_browser_test.go) clicks the same
+// kept. The browser test (browser_test.go) clicks the same
 // pages in Chromium.
 
 // dashClient is a signed-out browser of the dashboard of w.

@@ -21,7 +21,7 @@ import (
 	"deeplink/internal/webhook"
 )
 
-// White-box tests of replicas sharing the webhook state (hookshare.go):
+// White-box tests of replicas sharing the webhook state (share.go):
 // hooks of two replicas, A and B, without dispatchers, on one store (the
 // embedded one in memory: the contract is the same as Redis's), on a
 // clock the test moves.

@@ -152,7 +152,7 @@ func wasmHandle(n uint32) uint64 {
 		serveEdge(rec, req)
 	}
 	// Each webhook change was written, under the store's lock, before
-	// its answer (persisting): what may be left is a change made outside
+	// its answer (webhook.Hooks.change): what may be left is a change made outside
 	// a request's, written now.
 	if err := persistEdge(); err != nil {
 		edge.app.srv.log.Error("edge: writing the webhook state failed", "err", err)

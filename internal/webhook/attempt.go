@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"deeplink/internal/config"
 	"deeplink/internal/egress"
 )
 
@@ -60,28 +61,44 @@ func (hk *Hooks) recordLocked(e *Endpoint, d *Delivery, a Attempt) {
 	d.Attempts = append(d.Attempts, a)
 	hk.Pending[e.StoreID] += attemptCost(&a) // d is pending still: endLocked takes its whole logCost back
 	hk.TouchLocked(kindDelivery, d.ID)
-	sched := hk.Cfg.Webhooks.RetrySchedule
-	n := len(d.Attempts)
-	ok := a.Status == http.StatusOK && a.Error == "" // not a 200 whose body then timed out
-	hk.NoteAttemptLocked(e, ok)                      // which may disable e: d is then refused too
-	switch why := e.refusalLocked(d); {
-	case ok:
-		hk.EndLocked(e, d, StatusSucceeded, "")
-		hk.Outcomes.Succeeded.Add(1)
-	case n > len(sched):
-		hk.EndLocked(e, d, StatusFailed, ReasonRetriesUsedUp)
-		hk.Outcomes.Failed.Add(1)
-	case why != "":
-		hk.EndLocked(e, d, StatusFailed, why)
-		hk.Outcomes.Failed.Add(1)
-	default:
+	hk.NoteAttemptLocked(e, a.ok()) // which may disable e: d is then refused too
+	switch status, reason, wait := nextStep(hk.Cfg.Webhooks.RetrySchedule, len(d.Attempts), a.ok(), e.refusalLocked(d)); status {
+	case StatusPending:
 		hk.Outcomes.Retried.Add(1)
-		wait := sched[n-1].D()
-		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))
 		d.NextAt = time.Now().Add(wait).UnixNano()
 		hk.scheduleLocked(d)
+	default:
+		hk.EndLocked(e, d, status, reason)
+		if status == StatusSucceeded {
+			hk.Outcomes.Succeeded.Add(1)
+		} else {
+			hk.Outcomes.Failed.Add(1)
+		}
 	}
 	hk.trimLogLocked(e) // if d ended, the log holds one more finished delivery
+}
+
+// ok reports whether a succeeded: a 200 whose body was read (not one
+// whose body then timed out).
+func (a *Attempt) ok() bool { return a.Status == http.StatusOK && a.Error == "" }
+
+// nextStep decides what follows the n-th attempt of a delivery, ok when
+// it succeeded, refused the reason its endpoint now refuses it ("" when
+// it does not): succeeded; failed, with why, after the last scheduled
+// retry or when refused; or pending, the next attempt after wait, the
+// schedule's step with up to 10 % jitter (a receiver's Retry-After moves
+// nothing: the schedule is the one docs/api.md promises).
+func nextStep(sched []config.Duration, n int, ok bool, refused string) (status, reason string, wait time.Duration) {
+	switch {
+	case ok:
+		return StatusSucceeded, "", 0
+	case n > len(sched):
+		return StatusFailed, ReasonRetriesUsedUp, 0
+	case refused != "":
+		return StatusFailed, refused, 0
+	}
+	wait = sched[n-1].D()
+	return StatusPending, "", wait + time.Duration(rand.Int64N(int64(wait)/10+1))
 }
 
 // UserAgent is the User-Agent of every webhook request: the service

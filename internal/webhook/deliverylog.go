@@ -24,7 +24,7 @@ func (hk *Hooks) EnqueueLocked(e *Endpoint, ev *Event) *Delivery {
 	hk.TouchLocked(KindEndpoint, e.ID) // its NextSeq
 	hk.TouchLocked(kindDelivery, d.ID)
 	// Written with each delivery made (a set: once a change), so that a
-	// replica taking the delivery in finds its event (hookfeed.go).
+	// replica taking the delivery in finds its event (feed.go).
 	hk.TouchLocked(KindEvent, ev.ID)
 	return d
 }
@@ -37,7 +37,7 @@ func (hk *Hooks) EnqueueLocked(e *Endpoint, ev *Event) *Delivery {
 // O(the entries up to the last one dropped): usually the oldest entry is
 // finished and goes by reslicing, not by copying the whole log. A
 // follower of a shared state leaves trimming to the leader, whose
-// deletions it takes in (hookshare.go). hk.Mu must be held.
+// deletions it takes in (share.go). hk.Mu must be held.
 func (hk *Hooks) trimLogLocked(e *Endpoint) {
 	if !hk.Leading {
 		return

@@ -283,13 +283,16 @@ const (
 
 // refusalLocked is why e refuses d (refusesLocked), or "". hk.Mu must be
 // held.
-func (e *Endpoint) refusalLocked(d *Delivery) string {
+func (e *Endpoint) refusalLocked(d *Delivery) string { return e.refusal(d, d.Ev.Type) }
+
+// refusal is why e refuses d, of an event of type typ, or "".
+func (e *Endpoint) refusal(d *Delivery, typ string) string {
 	switch {
 	case d.Explicit && (e.Enabled || d.WhileDisabled && len(d.Attempts) == 0):
 		return ""
 	case !e.Enabled:
 		return ReasonDisabled
-	case !d.Explicit && !e.subscribed(d.Ev.Type):
+	case !d.Explicit && !e.subscribed(typ):
 		return ReasonUnsubscribed
 	}
 	return ""
@@ -343,7 +346,7 @@ func (hk *Hooks) FinishLocked(j *job, r egress.Result) {
 		d.job = nil
 	}
 	e := hk.Endpoints[d.EndpointID]
-	if e == nil || e != j.e { // deleted, or the copy read again (hookfeed.go): its places went with it
+	if e == nil || e != j.e { // deleted, or the copy read again (feed.go): its places went with it
 		return
 	}
 	hk.releaseLocked(e)
@@ -352,7 +355,7 @@ func (hk *Hooks) FinishLocked(j *job, r egress.Result) {
 	}
 	if j.term != hk.term || !hk.sendingLocked(time.Now()) {
 		// Taken by a leadership since ended, or past its lease
-		// (hooklease.go): the next leader owns d; here it waits in the
+		// (lease.go): the next leader owns d; here it waits in the
 		// schedule, as pending deliveries do in a follower.
 		if d.Status == StatusPending && !hk.queuedLocked(e, d) {
 			d.NextAt = time.Now().UnixNano()
@@ -385,7 +388,7 @@ func (hk *Hooks) queuedLocked(e *Endpoint, d *Delivery) bool {
 // and one that changes e's events drops what e now refuses, both in the
 // same step as the change, so that no request e no longer takes starts
 // after that answer. A follower of a shared state leaves this to the
-// leader, which does it when it takes the change in (hookshare.go).
+// leader, which does it when it takes the change in (share.go).
 // hk.Mu must be held.
 func (hk *Hooks) DropQueuedLocked(e *Endpoint, drop func(*Delivery) bool) {
 	if !hk.Leading {
@@ -448,7 +451,7 @@ func (hk *Hooks) releaseLocked(e *Endpoint) {
 // secrets go (the store forgets the keys by their own expiry), endpoints
 // failing for webhooks.disable_after are disabled (on hooks.now, as their
 // failure windows are kept), and what changed is written. With replicas
-// sharing the state (hookshare.go), the leader does it, under their lock,
+// sharing the state (share.go), the leader does it, under their lock,
 // and renews its lease; a follower takes in the others' changes, and
 // takes the lead if it is free. One caller at a time.
 func (hk *Hooks) Tick(now time.Time) error {

@@ -40,15 +40,9 @@ func TestWorkersBoundAttempts(t *testing.T) {
 	if got := hk.Workers(); got != 2 {
 		t.Fatalf("Workers() = %d; want 2", got)
 	}
-	arrived, release := make(chan struct{}, 3), make(chan struct{})
-	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		<-release
-	}))
-	t.Cleanup(rc.Close)
-	t.Cleanup(func() { close(release) })
+	rc, arrived := blockingReceiver(t, 3)
 	for range 3 {
-		u := rc.URL
+		u := rc
 		if _, err := hk.CreateEndpoint(t.Context(), testStore, EndpointChange{URL: &u, Events: []string{EventOrderStatus}}); err != nil {
 			t.Fatal(err)
 		}
@@ -71,4 +65,21 @@ func TestWorkersBoundAttempts(t *testing.T) {
 	if ready != 1 {
 		t.Errorf("with both workers held, %d deliveries ready; want 1", ready)
 	}
+}
+
+// blockingReceiver is a receiver that holds every request until the test
+// ends; arrived has a value for each of the first n requests.
+func blockingReceiver(t *testing.T, n int) (url string, arrived <-chan struct{}) {
+	t.Helper()
+	ch, release := make(chan struct{}, n), make(chan struct{})
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+		<-release
+	}))
+	t.Cleanup(rc.Close)
+	t.Cleanup(func() { close(release) })
+	return rc.URL, ch
 }

@@ -14,7 +14,7 @@ import (
 	"deeplink/internal/store"
 )
 
-// The change feed of a shared webhook state (hookshare.go): what a
+// The change feed of a shared webhook state (share.go): what a
 // replica reads to take in the others' writes, and the records'
 // merging into its copy.
 

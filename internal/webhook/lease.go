@@ -9,7 +9,7 @@ import (
 	"deeplink/internal/store"
 )
 
-// The delivery lease of a shared webhook state (hookshare.go): the one
+// The delivery lease of a shared webhook state (share.go): the one
 // replica at a time that sends the deliveries.
 
 // lead renews the lease this replica holds, or takes it when free; a

@@ -26,7 +26,7 @@ import (
 //   - Each write (persist) is also listed in the change feed, a sorted
 //     set of the records it wrote scored by a counter; a replica catches
 //     up by reading the entries past the last it took in, and the
-//     records they name (hookfeed.go). Reads catch up first too, so that
+//     records they name (feed.go). Reads catch up first too, so that
 //     a change answered by one replica is seen by the next request to
 //     any.
 //   - One replica at a time, the leader, holding a lease, sends the
@@ -37,7 +37,7 @@ import (
 //     make deliveries (publish, test, retry) and change endpoints. A
 //     leader that dies leaves its lease to expire; another takes it over
 //     and sends what is pending, from the last written state
-//     (hooklease.go).
+//     (lease.go).
 //
 // A single process (the embedded store) shares nothing: hooks.share is
 // nil and the copy is the state, written through.

@@ -189,7 +189,7 @@ func (hk *Hooks) write(ctx context.Context, ops []hookOp) error {
 	var gen int64
 	if hk.Share != nil && len(ops) > 0 {
 		// Listed in the change feed after the records, so that a replica
-		// that reads the entry finds them written (hookshare.go).
+		// that reads the entry finds them written (share.go).
 		var err error
 		if gen, err = hk.St.Add(ctx, ShareGen, 1, time.Time{}); err != nil {
 			return err

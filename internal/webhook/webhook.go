@@ -164,6 +164,10 @@ type Delivery struct {
 	// the same (refusalLocked).
 	WhileDisabled bool   `json:"while_disabled,omitempty"`
 	Reason        string `json:"reason,omitempty"` // why it failed
+	// The event the delivery sends, kept in the delivery's own record by
+	// a sender on the queue (sender.go); nil in the records of the
+	// working copy, whose events have records of their own.
+	Event *Event `json:"event,omitempty"`
 
 	Ev    *Event `json:"-"`
 	Index int    `json:"-"` // in the hooks' timer heap; -1 when not in it
@@ -211,8 +215,8 @@ type Hooks struct {
 	Outcomes             struct{ Succeeded, Failed, Retried atomic.Int64 } // attempts by outcome, for /metrics
 	Ended                struct{ Succeeded, Failed atomic.Int64 }          // deliveries by how they ended, attempted or not, for /metrics
 
-	St           store.Store     // where the state is kept (hookstore.go); nil keeps nothing
-	Share        *sharing        // with other replicas (hookshare.go); nil when there are none
+	St           store.Store     // where the state is kept (store.go); nil keeps nothing
+	Share        *sharing        // with other replicas (share.go); nil when there are none
 	persistMu    sync.Mutex      // one persist at a time, so an older form never overwrites a newer
 	indexed      map[string]bool // kind:id of the records the store's indexes list; persistMu guards
 	persistedGen uint64          // touchGen written by the last persist; persistMu guards
@@ -230,7 +234,7 @@ type Hooks struct {
 	Touched   map[string]bool // kind:id of what changed since the last persist
 	touchGen  uint64          // touches made so far
 	closed    bool
-	Leading   bool // this replica sends the deliveries: always, but for a follower of a shared state (hookshare.go)
+	Leading   bool // this replica sends the deliveries: always, but for a follower of a shared state (share.go)
 	// NoLead keeps a follower of a shared state from ever taking the
 	// lease: it makes deliveries and changes endpoints, and another
 	// sends (the edge module, whose host's dispatcher sends). Set before

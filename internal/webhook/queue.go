@@ -1,0 +1,224 @@
+package webhook
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"time"
+
+	"deeplink/internal/store"
+)
+
+// The delivery queue kept in a store.Store, so that dispatchers on any
+// number of replicas share the sending, each claiming what it sends
+// under a lease (as asynq and river do), with no lock shared by all:
+//
+//   - Each endpoint's pending deliveries sit in a sorted set of their due
+//     times (queueDue + endpoint id, scored in unix milliseconds). A
+//     claim moves a delivery's score to the end of its lease, so that no
+//     other claims it meanwhile; one whose claimer died comes due again
+//     when the lease ends, and another sends it.
+//   - Each endpoint has PerEndpointInFlight places (queueSlots +
+//     endpoint id, scored by when the lease of the attempt holding it
+//     ends, 0 when free): a delivery is claimed only with a place, so
+//     the in-flight limit holds across replicas. A place whose holder
+//     died frees itself when the lease ends; the endpoint has fewer
+//     places until then.
+//   - The endpoints with something due are listed in queueReady, scored
+//     by the earliest due time known, so that a dispatcher looks only at
+//     those: a slow endpoint's backlog never stands before another's
+//     delivery. Claiming an endpoint there holds it for readyHold, so
+//     that dispatchers do not all look at one at once; and whoever
+//     changes an endpoint's due set sets its entry again (refresh).
+//   - A worker that ends an attempt keeps its place for the endpoint's
+//     next due delivery (handOff), as long as there is one.
+const (
+	queueReady = "hooks:ready"
+	queueDue   = "hooks:due:"
+	queueSlots = "hooks:slots:"
+
+	readyHold = time.Second
+)
+
+// queue is the delivery queue in st. Its methods take the time as now,
+// so that its tests set it; a claim lasts lease.
+type queue struct {
+	st    store.Store
+	lease time.Duration
+}
+
+// claim is a delivery claimed for an attempt, with the place it holds on
+// its endpoint, both until the lease ends.
+type claim struct {
+	Endpoint, Delivery string
+	slot               string
+	until              time.Time
+}
+
+var member = []byte{1} // Val of a set member's Write: present
+
+// placesWrites are the writes that give an endpoint its places, all free:
+// made with the endpoint.
+func placesWrites(ep string) []store.Write {
+	ws := make([]store.Write, PerEndpointInFlight)
+	for i := range ws {
+		ws[i] = store.Write{Key: queueSlots + ep, Member: strconv.Itoa(i), Val: member}
+	}
+	return ws
+}
+
+// enqueueWrites are the writes that make the delivery dlv of ep due at
+// at, which is now or earlier: the Apply of the change that makes the
+// delivery carries them.
+func enqueueWrites(ep, dlv string, at time.Time) []store.Write {
+	ms := at.UnixMilli()
+	return []store.Write{
+		{Key: queueDue + ep, Member: dlv, Val: member, Score: ms},
+		{Key: queueReady, Member: ep, Val: member, Score: ms},
+	}
+}
+
+// claim claims up to n due deliveries at now, each with a place on its
+// endpoint.
+func (q *queue) claim(ctx context.Context, now time.Time, n int) ([]claim, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	ms, until := now.UnixMilli(), now.Add(q.lease)
+	eps, err := q.st.ZClaim(ctx, queueReady, ms, now.Add(readyHold).UnixMilli(), n)
+	if err != nil {
+		return nil, err
+	}
+	var out []claim
+	for _, ep := range eps {
+		if len(out) == n {
+			// Claimed beyond what is left: looked at again at once.
+			if err := q.refresh(ctx, ep.Member); err != nil {
+				return out, err
+			}
+			continue
+		}
+		cs, err := q.claimOf(ctx, ep.Member, now, until, min(n-len(out), PerEndpointInFlight))
+		out = append(out, cs...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// claimOf claims up to n due deliveries of ep, as it has free places. An
+// endpoint with none free stays held in queueReady for readyHold: the
+// holders of its places take its next deliveries as they end theirs.
+func (q *queue) claimOf(ctx context.Context, ep string, now, until time.Time, n int) ([]claim, error) {
+	ms := now.UnixMilli()
+	slots, err := q.st.ZClaim(ctx, queueSlots+ep, ms, until.UnixMilli(), n)
+	if err != nil {
+		return nil, err
+	}
+	if len(slots) == 0 {
+		return nil, q.placesOf(ctx, ep)
+	}
+	due, err := q.st.ZClaim(ctx, queueDue+ep, ms, until.UnixMilli(), len(slots))
+	if err != nil {
+		return nil, err // the places come free when the lease ends
+	}
+	out := make([]claim, len(due))
+	for i, d := range due {
+		out[i] = claim{Endpoint: ep, Delivery: d.Member, slot: slots[i].Member, until: until}
+	}
+	for _, s := range slots[len(due):] {
+		if err := q.st.ZAdd(ctx, queueSlots+ep, s.Member, 0); err != nil {
+			return out, err
+		}
+	}
+	return out, q.refresh(ctx, ep)
+}
+
+// placesOf gives ep its places if it has none at all (they are made with
+// the endpoint, by placesWrites, and a crash may have cut that Apply
+// short).
+func (q *queue) placesOf(ctx context.Context, ep string) error {
+	has, err := q.st.ZRange(ctx, queueSlots+ep, math.MinInt64, math.MaxInt64, 1, false)
+	if err != nil || len(has) > 0 {
+		return err
+	}
+	return q.st.Apply(ctx, placesWrites(ep))
+}
+
+// refresh sets ep's entry in queueReady to the earliest score in its due
+// set, or removes it when the set is empty. A change made meanwhile by
+// another (a delivery made due now, with its entry) is seen by the second
+// read, which sets the entry again: the entry is never left later than
+// what is due.
+func (q *queue) refresh(ctx context.Context, ep string) error {
+	head := func() (int64, bool, error) {
+		h, err := q.st.ZRange(ctx, queueDue+ep, math.MinInt64, math.MaxInt64, 1, false)
+		if err != nil || len(h) == 0 {
+			return 0, false, err
+		}
+		return h[0].Score, true, nil
+	}
+	first, ok, err := head()
+	if err != nil {
+		return err
+	}
+	if ok {
+		err = q.st.ZAdd(ctx, queueReady, ep, first)
+	} else {
+		err = q.st.ZRem(ctx, queueReady, ep)
+	}
+	if err != nil {
+		return err
+	}
+	again, ok2, err := head()
+	if err != nil || !ok2 || ok && again >= first {
+		return err
+	}
+	return q.st.ZAdd(ctx, queueReady, ep, again)
+}
+
+// held reports whether c's lease still holds at now, with margin to
+// spare for the writes that end it.
+func (c claim) held(now time.Time, margin time.Duration) bool {
+	return now.Add(margin).Before(c.until)
+}
+
+// retryAt puts c's delivery back in its endpoint's due set, due at at.
+func (q *queue) retryAt(ctx context.Context, c claim, at time.Time) error {
+	return q.st.ZAdd(ctx, queueDue+c.Endpoint, c.Delivery, at.UnixMilli())
+}
+
+// remove takes c's delivery out of its endpoint's due set: it has ended.
+func (q *queue) remove(ctx context.Context, c claim) error {
+	return q.st.ZRem(ctx, queueDue+c.Endpoint, c.Delivery)
+}
+
+// handOff is what the holder of c does once c's attempt is written: it
+// claims the next due delivery of the endpoint with c's place, and
+// returns it; with none due, it frees the place and returns false.
+func (q *queue) handOff(ctx context.Context, c claim, now time.Time) (claim, bool, error) {
+	until := now.Add(q.lease)
+	due, err := q.st.ZClaim(ctx, queueDue+c.Endpoint, now.UnixMilli(), until.UnixMilli(), 1)
+	if err != nil {
+		return claim{}, false, err
+	}
+	if len(due) == 1 {
+		next := claim{Endpoint: c.Endpoint, Delivery: due[0].Member, slot: c.slot, until: until}
+		return next, true, q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, until.UnixMilli())
+	}
+	if err := q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, 0); err != nil {
+		return claim{}, false, err
+	}
+	return claim{}, false, q.refresh(ctx, c.Endpoint)
+}
+
+// next returns when the earliest endpoint in queueReady comes due, or
+// false when none is listed.
+func (q *queue) next(ctx context.Context) (time.Time, bool, error) {
+	h, err := q.st.ZRange(ctx, queueReady, math.MinInt64, math.MaxInt64, 1, false)
+	if err != nil || len(h) == 0 {
+		return time.Time{}, false, err
+	}
+	return time.UnixMilli(h[0].Score), true, nil
+}

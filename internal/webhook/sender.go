@@ -1,0 +1,274 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"deeplink/internal/config"
+	"deeplink/internal/egress"
+	"deeplink/internal/store"
+)
+
+// sender makes the attempts of the deliveries in a queue, for one
+// process: it claims as many due deliveries as it has free workers
+// (webhooks.workers), sends each, signed with its endpoint's secrets as
+// they are then, and writes the outcome into the delivery's record
+// before it changes the queue (the next attempt's due time, or the
+// delivery's end). The records are the state of record; a sender holds
+// only the attempts under way.
+//
+// Fencing: a delivery's record is written with CompareAndSwap on the
+// bytes its attempt began from. An attempt whose lease ran out, and
+// whose delivery another sender claimed and attempted meanwhile, finds
+// more attempts in the record than it began with: its outcome is
+// dropped, and it leaves the queue to the other. A record changed in
+// another way meanwhile (its endpoint disabled: failed) takes the attempt
+// in, keeping its end.
+type sender struct {
+	q      *queue
+	cfg    config.WebhookConfig
+	client *http.Client
+	now    func() time.Time
+	log    *slog.Logger
+
+	free chan struct{} // a token per idle worker
+	wake chan struct{} // Poke's
+	wg   sync.WaitGroup
+
+	Outcomes struct{ Succeeded, Failed, Retried atomic.Int64 } // attempts by outcome
+}
+
+// senderMargin is what an attempt leaves of its lease for the writes
+// that end it: it is cut short that much before the lease ends.
+const senderMargin = 2 * time.Second
+
+// senderLease is how long a claim holds: an attempt's timeout and the
+// margin for its writes, and more, so that a live sender never loses a
+// lease to another.
+func senderLease(cfg config.WebhookConfig) time.Duration {
+	return cfg.Timeout.D() + 2*senderMargin + time.Second
+}
+
+// pollEvery bounds how long an idle sender waits before it looks at the
+// queue again: what another replica queued and does not send itself
+// (all its workers busy), or what a dead replica's leases left, is taken
+// within it.
+const pollEvery = time.Second
+
+func newSender(st store.Store, cfg config.WebhookConfig, client *http.Client, workers int, now func() time.Time, log *slog.Logger) *sender {
+	s := &sender{q: &queue{st: st, lease: senderLease(cfg)}, cfg: cfg, client: client, now: now, log: log,
+		free: make(chan struct{}, workers), wake: make(chan struct{}, 1)}
+	for range workers {
+		s.free <- struct{}{}
+	}
+	return s
+}
+
+// Poke has the sender look at the queue now: something was queued.
+func (s *sender) Poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run claims and sends until ctx ends, then waits for the attempts
+// under way, which ctx cancels: their deliveries are given back, due at
+// once.
+func (s *sender) run(ctx context.Context) {
+	defer s.wg.Wait()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		wait := pollEvery
+		if n := len(s.free); n > 0 {
+			cs, err := s.q.claim(ctx, s.now(), n)
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("webhooks: cannot claim deliveries; trying again", "err", err)
+			}
+			for _, c := range cs {
+				<-s.free
+				s.wg.Add(1)
+				go s.work(ctx, c)
+			}
+			if len(cs) == n {
+				wait = 0 // perhaps more due: as soon as a worker is free
+			} else if at, ok, err := s.q.next(ctx); err == nil && ok {
+				wait = min(wait, max(0, at.Sub(s.now())))
+			}
+		}
+		if wait > 0 || len(s.free) == 0 {
+			t.Reset(max(wait, time.Millisecond))
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.wake:
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// work makes c's attempt, and then those of the deliveries of c's
+// endpoint that the place it holds is handed on to.
+func (s *sender) work(ctx context.Context, c claim) {
+	defer func() {
+		s.free <- struct{}{}
+		s.wg.Done()
+		s.Poke()
+	}()
+	for {
+		if err := s.attempt(ctx, c); err != nil {
+			if ctx.Err() != nil {
+				s.giveBack(c)
+				return
+			}
+			s.log.Warn("webhooks: an attempt's outcome could not be written; the delivery comes due again when its lease ends",
+				"endpoint", c.Endpoint, "delivery", c.Delivery, "err", err)
+			return
+		}
+		next, ok, err := s.q.handOff(ctx, c, s.now())
+		if err != nil || !ok {
+			return // with an error, the place frees itself when the lease ends
+		}
+		c = next
+	}
+}
+
+// giveBack makes c's delivery due at once and frees its place: for an
+// attempt cut short by a stop. Best effort: otherwise both come back
+// when the lease ends.
+func (s *sender) giveBack(c claim) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s.q.retryAt(ctx, c, s.now())
+	s.q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, 0)
+	s.q.refresh(ctx, c.Endpoint)
+}
+
+// errGone: the delivery or its endpoint no longer exists.
+var errGone = errors.New("webhooks: gone")
+
+// attempt makes c's attempt and writes its outcome, then the queue.
+func (s *sender) attempt(ctx context.Context, c claim) error {
+	raw, d, err := readRecord[Delivery](ctx, s.q.st, HookKey(kindDelivery, c.Delivery))
+	if errors.Is(err, store.ErrNotFound) || err == nil && d.Status != StatusPending {
+		return s.q.remove(ctx, c) // deleted with its endpoint, or ended by another
+	}
+	if err != nil {
+		return err
+	}
+	_, e, err := readRecord[Endpoint](ctx, s.q.st, HookKey(KindEndpoint, c.Endpoint))
+	if errors.Is(err, store.ErrNotFound) {
+		return s.q.remove(ctx, c)
+	}
+	if err != nil {
+		return err
+	}
+	if d.Event == nil {
+		return fmt.Errorf("webhooks: delivery %s has no event", d.ID)
+	}
+	if why := e.refusal(d, d.Event.Type); why != "" {
+		return s.write(ctx, c, raw, d, nil, why)
+	}
+	now := s.now()
+	cur, old := e.secrets(now)
+	sig := SignDelivery(cur, old, d.Event.ID, now.Unix(), d.Event.Body)
+	a := Attempt{At: now.UnixNano(), URL: e.URL, Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}
+	actx, cancel := context.WithDeadline(ctx, c.until.Add(-senderMargin))
+	r := egress.Post(actx, s.client, e.URL, DeliveryHeader(sig), d.Event.Body)
+	cancel()
+	if errors.Is(r.Err, context.Canceled) && ctx.Err() != nil {
+		return ctx.Err() // the sender stops: not an attempt
+	}
+	a = a.Complete(r)
+	return s.write(ctx, c, raw, d, &a, "")
+}
+
+// write adds a (nil: none) to d, whose record was raw when the attempt
+// began, decides what follows, and writes the record (fenced: see sender)
+// and then the queue. refused is why d's endpoint refuses it, "" when it
+// does not.
+func (s *sender) write(ctx context.Context, c claim, raw []byte, d *Delivery, a *Attempt, refused string) error {
+	began := len(d.Attempts)
+	for {
+		status, reason, wait := StatusFailed, refused, time.Duration(0)
+		if a != nil {
+			d.Attempts = append(d.Attempts, *a)
+			status, reason, wait = nextStep(s.cfg.RetrySchedule, len(d.Attempts), a.ok(), refused)
+		}
+		if d.Status != StatusPending { // ended meanwhile: the attempt is told, the end kept
+			status, reason = d.Status, d.Reason
+		}
+		d.Status, d.Reason, d.NextAt = status, reason, 0
+		if status == StatusPending {
+			d.NextAt = s.now().Add(wait).UnixNano()
+		}
+		b, err := marshalRecord(d)
+		if err != nil {
+			return err
+		}
+		err = s.q.st.CompareAndSwap(ctx, HookKey(kindDelivery, d.ID), raw, b, time.Time{})
+		if errors.Is(err, store.ErrConflict) {
+			var cur *Delivery
+			raw, cur, err = readRecord[Delivery](ctx, s.q.st, HookKey(kindDelivery, d.ID))
+			if errors.Is(err, store.ErrNotFound) {
+				return s.q.remove(ctx, c)
+			}
+			if err != nil {
+				return err
+			}
+			if len(cur.Attempts) != began {
+				return nil // another sender attempted it since: its outcome stands, and the queue is its
+			}
+			d = cur
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if a != nil {
+			s.count(status)
+		}
+		if status == StatusPending {
+			return s.q.retryAt(ctx, c, time.Unix(0, d.NextAt))
+		}
+		return s.q.remove(ctx, c)
+	}
+}
+
+// count counts an attempt by what it led to.
+func (s *sender) count(status string) {
+	switch status {
+	case StatusSucceeded:
+		s.Outcomes.Succeeded.Add(1)
+	case StatusFailed:
+		s.Outcomes.Failed.Add(1)
+	default:
+		s.Outcomes.Retried.Add(1)
+	}
+}
+
+// readRecord reads the JSON record key as a T, with its bytes.
+func readRecord[T any](ctx context.Context, st store.Store, key string) ([]byte, *T, error) {
+	b, err := st.Get(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	v := new(T)
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(v); err != nil {
+		return nil, nil, fmt.Errorf("webhooks: record %s: %w", key, err)
+	}
+	return b, v, nil
+}
