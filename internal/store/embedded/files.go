@@ -104,8 +104,8 @@ func writeSnapshot(db *DB, dir string, gen uint64) (int64, error) {
 	}
 	db.setsMu.Lock()
 	for name, z := range db.sets {
-		for _, x := range z.order() {
-			put(record{op: opZAdd, key: name, member: x.Member, n: x.Score})
+		for m, sc := range z.score { // any order: a load adds them one by one
+			put(record{op: opZAdd, key: name, member: m, n: sc})
 		}
 	}
 	db.setsMu.Unlock()

@@ -8,13 +8,25 @@ import (
 	"deeplink/internal/store"
 )
 
-// zset is a sorted set: its members by name, and the same in score order,
-// made when a read needs it after changes. A change costs a map write; a
-// read after changes sorts the set. Sets the service changes often
-// (indexes) are read rarely, at a start.
+// zset is a sorted set: its members by name and, once a read has needed
+// them in score order, the same in a skip list kept in step with the
+// changes after. So a set read as it changes (a queue claimed at every
+// attempt) costs O(log n) a change and a read, never a sort; and one
+// mostly written (the indexes a start reads) drops its list once it has
+// had more changes since its last read than it has members, and costs a
+// map write a change again.
 type zset struct {
 	score  map[string]int64
-	sorted []store.Scored // by score, then member; nil once changed
+	list   *skiplist // nil until a read needs the order
+	writes int       // changes made to list since the last read
+}
+
+// changed counts a change to z's list, and drops the list when keeping it
+// costs more than sorting again at the next read would.
+func (z *zset) changed() {
+	if z.writes++; z.writes > max(64, len(z.score)) {
+		z.list, z.writes = nil, 0
+	}
 }
 
 func compareScored(a, b store.Scored) int {
@@ -27,33 +39,59 @@ func compareScored(a, b store.Scored) int {
 // add puts m at score s and reports whether that changed the set; the
 // caller holds db.setsMu.
 func (z *zset) add(m string, s int64) bool {
-	if old, ok := z.score[m]; ok && old == s {
+	old, ok := z.score[m]
+	if ok && old == s {
 		return false
 	}
 	z.score[m] = s
-	z.sorted = nil
+	if z.list != nil {
+		if ok {
+			z.list.remove(store.Scored{Member: m, Score: old})
+		}
+		z.list.insert(store.Scored{Member: m, Score: s})
+		z.changed()
+	}
 	return true
 }
 
 func (z *zset) remove(m string) bool {
-	if _, ok := z.score[m]; !ok {
+	old, ok := z.score[m]
+	if !ok {
 		return false
 	}
 	delete(z.score, m)
-	z.sorted = nil
+	if z.list != nil {
+		z.list.remove(store.Scored{Member: m, Score: old})
+		z.changed()
+	}
 	return true
+}
+
+// ordered returns the skip list of z, for a read, made if z has none;
+// the caller holds db.setsMu.
+func (z *zset) ordered() *skiplist {
+	z.writes = 0
+	if z.list == nil {
+		all := make([]store.Scored, 0, len(z.score))
+		for m, sc := range z.score {
+			all = append(all, store.Scored{Member: m, Score: sc})
+		}
+		slices.SortFunc(all, compareScored)
+		z.list = newSkiplist()
+		for _, x := range all {
+			z.list.insert(x)
+		}
+	}
+	return z.list
 }
 
 // order returns the members in score order; the caller holds db.setsMu.
 func (z *zset) order() []store.Scored {
-	if z.sorted == nil {
-		z.sorted = make([]store.Scored, 0, len(z.score))
-		for m, sc := range z.score {
-			z.sorted = append(z.sorted, store.Scored{Member: m, Score: sc})
-		}
-		slices.SortFunc(z.sorted, compareScored)
+	out := make([]store.Scored, 0, len(z.score))
+	for n := z.ordered().first(); n != nil; n = n.next[0] {
+		out = append(out, n.x)
 	}
-	return z.sorted
+	return out
 }
 
 // setLocked returns the set named name, made when make is set; db.setsMu
@@ -116,26 +154,16 @@ func (db *DB) ZRange(ctx context.Context, set string, from, to int64, limit int,
 	if z == nil || from > to {
 		return nil, nil
 	}
-	sorted := z.order()
-	lo, _ := slices.BinarySearchFunc(sorted, from, func(x store.Scored, s int64) int { return cmp.Compare(x.Score, s) })
-	hi, _ := slices.BinarySearchFunc(sorted, to, func(x store.Scored, s int64) int {
-		if x.Score <= s {
-			return -1
-		}
-		return 1
-	})
-	in := sorted[lo:hi]
-	n := len(in)
-	if limit > 0 {
-		n = min(n, limit)
-	}
-	out := make([]store.Scored, n)
+	list := z.ordered()
+	var out []store.Scored
 	if rev {
-		for i := range out {
-			out[i] = in[len(in)-1-i]
+		for n := list.last(to); n != nil && n.x.Score >= from && (limit <= 0 || len(out) < limit); n = n.prev {
+			out = append(out, n.x)
 		}
 	} else {
-		copy(out, in)
+		for n := list.seek(from); n != nil && n.x.Score <= to && (limit <= 0 || len(out) < limit); n = n.next[0] {
+			out = append(out, n.x)
+		}
 	}
 	return out, nil
 }
@@ -149,11 +177,8 @@ func (db *DB) ZClaim(ctx context.Context, set string, due, until int64, limit in
 	var got []store.Scored
 	var t ticket
 	if z != nil {
-		for _, x := range z.order() {
-			if x.Score > due || limit > 0 && len(got) == limit {
-				break
-			}
-			got = append(got, x)
+		for n := z.ordered().first(); n != nil && n.x.Score <= due && (limit <= 0 || len(got) < limit); n = n.next[0] {
+			got = append(got, n.x)
 		}
 		for _, x := range got {
 			z.add(x.Member, until)
