@@ -51,11 +51,17 @@ func (hk *Hooks) publishLocked(storeID, typ string, object json.RawMessage, key 
 	return ev.ID, true
 }
 
-// newEventLocked makes an event with its envelope. The object goes in as
-// it was published, compacted but not HTML-escaped: "<", ">" and "&"
-// arrive as sent, not as \u003c and the like. hk.Mu must be held.
+// NewEventLocked makes an event with its envelope, dated by hk.Now.
+// hk.Mu must be held.
 func (hk *Hooks) NewEventLocked(typ string, object json.RawMessage) *Event {
-	ev := &Event{ID: NewID("evt_"), Type: typ, CreatedAt: hk.Now().Unix()}
+	return newEvent(typ, object, hk.Now())
+}
+
+// newEvent makes an event of typ created at now, with its envelope. The
+// object goes in as it was published, compacted but not HTML-escaped:
+// "<", ">" and "&" arrive as sent, not as \u003c and the like.
+func newEvent(typ string, object json.RawMessage, now time.Time) *Event {
+	ev := &Event{ID: NewID("evt_"), Type: typ, CreatedAt: now.Unix()}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -1,0 +1,349 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"deeplink/internal/store"
+)
+
+// records is the webhook state of record in a store.Store, read and
+// written per request, with no lock shared by replicas:
+//
+//   - an endpoint is its record (hooks:ep:<id>), changed by
+//     CompareAndSwap on its bytes (changeEndpoint);
+//   - a store's endpoints are listed, in the order they were made, in one
+//     record (hooks:eps:<store id>), changed by CompareAndSwap: of
+//     creations racing for a store's last place, one gets it;
+//   - a delivery is its record (hooks:dlv:<id>), with its event; an
+//     endpoint's log is a sorted set of its deliveries (hooks:log:<id>)
+//     by when they were made; its pending ones are in the queue
+//     (queue.go);
+//   - an Idempotency-Key is one Insert (hooks:idem:<store id>\x00<key>),
+//     holding what its publish made, so that a replay finds it.
+//
+// Publishing writes the deliveries, their places in the logs and in the
+// queue in one Apply.
+type records struct {
+	st  store.Store
+	now func() time.Time
+}
+
+const (
+	listKey = "hooks:eps:"
+	logKey  = "hooks:log:"
+)
+
+// endpointIDs returns the ids listed for the store, and the list's bytes
+// (nil when there is none).
+func (r *records) endpointIDs(ctx context.Context, storeID string) ([]byte, []string, error) {
+	raw, err := r.st.Get(ctx, listKey+storeID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var ids []string
+	if err := json.Unmarshal(raw, &ids); err != nil {
+		return nil, nil, fmt.Errorf("webhooks: the endpoints of store %s: %w", storeID, err)
+	}
+	return raw, ids, nil
+}
+
+// storeEndpoints returns the store's endpoints in the order they were
+// made. An id listed without a record (a delete cut short between the
+// two) is left out.
+func (r *records) storeEndpoints(ctx context.Context, storeID string) ([]*Endpoint, error) {
+	_, ids, err := r.endpointIDs(ctx, storeID)
+	if err != nil {
+		return nil, err
+	}
+	list := make([]*Endpoint, 0, len(ids))
+	for _, id := range ids {
+		_, e, err := readRecord[Endpoint](ctx, r.st, HookKey(KindEndpoint, id))
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, e)
+	}
+	return list, nil
+}
+
+// endpoint returns the endpoint id of the store, with its record's bytes.
+func (r *records) endpoint(ctx context.Context, storeID, id string) ([]byte, *Endpoint, error) {
+	raw, e, err := readRecord[Endpoint](ctx, r.st, HookKey(KindEndpoint, id))
+	if errors.Is(err, store.ErrNotFound) || err == nil && e.StoreID != storeID {
+		return nil, nil, ErrNoEndpoint
+	}
+	return raw, e, err
+}
+
+// createEndpoint makes e, an endpoint of its store with its places in the
+// queue, and lists it, unless the store has MaxEndpointsPerStore:
+// ErrEndpointCap, and nothing made.
+func (r *records) createEndpoint(ctx context.Context, e *Endpoint) error {
+	b, err := marshalRecord(e)
+	if err != nil {
+		return err
+	}
+	// The record first: listed, it is whole. One never listed (a crash,
+	// or the cap) is no one's.
+	if err := r.st.Apply(ctx, append(placesWrites(e.ID), store.Write{Key: HookKey(KindEndpoint, e.ID), Val: b})); err != nil {
+		return err
+	}
+	for {
+		raw, ids, err := r.endpointIDs(ctx, e.StoreID)
+		if err != nil {
+			return err
+		}
+		live := ids[:0:0]
+		for _, id := range ids { // without those a delete left listed
+			if _, err := r.st.Get(ctx, HookKey(KindEndpoint, id)); err == nil {
+				live = append(live, id)
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		if len(live) >= MaxEndpointsPerStore {
+			r.st.Apply(ctx, r.endpointGone(e.ID))
+			return ErrEndpointCap
+		}
+		next, _ := json.Marshal(append(live, e.ID))
+		switch err := r.st.CompareAndSwap(ctx, listKey+e.StoreID, raw, next, time.Time{}); {
+		case errors.Is(err, store.ErrConflict):
+			continue // another change to the list came first: counted again
+		default:
+			return err
+		}
+	}
+}
+
+// changeEndpoint applies f to the endpoint id of the store and writes it,
+// by CompareAndSwap on the bytes f saw: a change made meanwhile by
+// another is read again and f applied to it. An error from f is
+// returned, nothing written.
+func (r *records) changeEndpoint(ctx context.Context, storeID, id string, f func(e *Endpoint) error) (*Endpoint, error) {
+	for {
+		raw, e, err := r.endpoint(ctx, storeID, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := f(e); err != nil {
+			return nil, err
+		}
+		b, err := marshalRecord(e)
+		if err != nil {
+			return nil, err
+		}
+		switch err := r.st.CompareAndSwap(ctx, HookKey(KindEndpoint, id), raw, b, time.Time{}); {
+		case errors.Is(err, store.ErrConflict):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		return e, nil
+	}
+}
+
+// deleteEndpoint deletes the endpoint id of the store: its record first
+// (a sender then drops what it claims of it), then its place in the
+// store's list, its log and deliveries, and its queue.
+func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) error {
+	if _, _, err := r.endpoint(ctx, storeID, id); err != nil {
+		return err
+	}
+	if err := r.st.Delete(ctx, HookKey(KindEndpoint, id)); err != nil {
+		return err
+	}
+	for {
+		raw, ids, err := r.endpointIDs(ctx, storeID)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(ids, id) {
+			break
+		}
+		next, _ := json.Marshal(slices.DeleteFunc(ids, func(x string) bool { return x == id }))
+		err = r.st.CompareAndSwap(ctx, listKey+storeID, raw, next, time.Time{})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+	ws := r.endpointGone(id)
+	for _, set := range []string{logKey + id, queueDue + id} {
+		ms, err := r.st.ZRange(ctx, set, math.MinInt64, math.MaxInt64, 0, false)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			ws = append(ws, store.Write{Key: set, Member: m.Member})
+			if set == logKey+id {
+				ws = append(ws, store.Write{Key: HookKey(kindDelivery, m.Member)})
+			}
+		}
+	}
+	return r.st.Apply(ctx, ws)
+}
+
+// endpointGone are the writes that remove an endpoint's record, its
+// places and its entry among the endpoints with something due.
+func (r *records) endpointGone(id string) []store.Write {
+	ws := []store.Write{{Key: HookKey(KindEndpoint, id)}, {Key: queueReady, Member: id}}
+	for _, w := range placesWrites(id) {
+		ws = append(ws, store.Write{Key: w.Key, Member: w.Member})
+	}
+	return ws
+}
+
+// idemRecord is what an Idempotency-Key holds: the event its publish
+// made and the deliveries it makes of it, and whether they are written
+// (Done, written last in the publish's Apply). A replay of a publish
+// whose Apply a crash cut short makes what is missing; one of a publish
+// still under way waits for it.
+type idemRecord struct {
+	EventID    string            `json:"event_id"`
+	Expires    int64             `json:"expires"`         // unix seconds
+	Event      *Event            `json:"event,omitempty"` // absent in the keys of the working copy
+	Deliveries map[string]string `json:"deliveries,omitempty"`
+	Made       int64             `json:"made,omitempty"` // unix nanoseconds of the Insert
+	Done       bool              `json:"done,omitempty"`
+}
+
+// ErrPublishUnderWay: a publish with the same Idempotency-Key began
+// within publishDeadline and has not written its deliveries yet; the
+// caller answers 503, and the client's retry finds them.
+var ErrPublishUnderWay = fmt.Errorf("webhooks: a publish with this Idempotency-Key is under way: %w", store.ErrUnavailable)
+
+// publishDeadline is how long a publish may take before a replay of its
+// Idempotency-Key takes it for cut short and makes what it did not.
+const publishDeadline = 10 * time.Second
+
+// enqueueRecord returns the writes that make d, logged on its endpoint and
+// queued, due now.
+func enqueueRecord(d *Delivery, now time.Time) ([]store.Write, error) {
+	b, err := marshalRecord(d)
+	if err != nil {
+		return nil, err
+	}
+	ws := []store.Write{
+		{Key: HookKey(kindDelivery, d.ID), Val: b},
+		{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: d.NextAt},
+	}
+	return append(ws, enqueueWrites(d.EndpointID, d.ID, now)...), nil
+}
+
+// newDelivery is a pending delivery of ev to the endpoint ep, made at
+// now.
+func newDelivery(ep string, ev *Event, now time.Time) *Delivery {
+	return &Delivery{ID: NewID("dlv_"), EndpointID: ep, EventID: ev.ID, Status: StatusPending,
+		CreatedAt: now.Unix(), NextAt: now.UnixNano(), Event: ev}
+}
+
+// publish makes an event of typ for the store and a delivery of it to
+// every enabled endpoint subscribed to typ, in one Apply after the
+// Idempotency-Key's Insert. A key seen in the last 24 hours returns that
+// event's id and makes nothing (but what a publish cut short did not
+// write: replay).
+func (r *records) publish(ctx context.Context, storeID, typ string, object json.RawMessage, key string) (string, error) {
+	now := r.now()
+	eps, err := r.storeEndpoints(ctx, storeID)
+	if err != nil {
+		return "", err
+	}
+	ev := newEvent(typ, object, now)
+	m := idemRecord{EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{}, Made: now.UnixNano()}
+	for _, e := range eps {
+		if e.Enabled && e.subscribed(typ) {
+			m.Deliveries[NewID("dlv_")] = e.ID
+		}
+	}
+	k := HookKey(kindIdem, storeID+"\x00"+key)
+	if key != "" {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return "", err
+		}
+		switch err := r.st.Insert(ctx, k, b, time.Unix(m.Expires, 0)); {
+		case errors.Is(err, store.ErrExists):
+			return r.replay(ctx, k)
+		case err != nil:
+			return "", err
+		}
+	}
+	return ev.ID, r.make(ctx, k, key != "", m, nil)
+}
+
+// make writes the deliveries m lists but those in have (already
+// written), logged and queued, and, when keyed, m marked done, last, in
+// one Apply.
+func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, have map[string]bool) error {
+	now := r.now()
+	var ws []store.Write
+	for id, ep := range m.Deliveries {
+		if have[id] {
+			continue
+		}
+		d := newDelivery(ep, m.Event, now)
+		d.ID = id
+		w, err := enqueueRecord(d, now)
+		if err != nil {
+			return err
+		}
+		ws = append(ws, w...)
+	}
+	if keyed {
+		m.Done = true
+		b, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		ws = append(ws, store.Write{Key: k, Val: b, Exp: time.Unix(m.Expires, 0)})
+	}
+	if len(ws) == 0 {
+		return nil
+	}
+	return r.st.Apply(ctx, ws)
+}
+
+// replay answers a publish whose Idempotency-Key k is taken: the first
+// publish's event id once what it makes is written. One older than
+// publishDeadline and not done was cut short: what it did not write is
+// made now.
+func (r *records) replay(ctx context.Context, k string) (string, error) {
+	b, err := r.st.Get(ctx, k)
+	if err != nil {
+		return "", err // expired meanwhile: ErrNotFound, as a 503 the client retries
+	}
+	var m idemRecord
+	if err := json.Unmarshal(b, &m); err != nil {
+		return "", fmt.Errorf("webhooks: an Idempotency-Key's record: %w", err)
+	}
+	if m.Done || m.Event == nil { // a key of the working copy's: made whole
+		return m.EventID, nil
+	}
+	if r.now().Sub(time.Unix(0, m.Made)) < publishDeadline {
+		return "", ErrPublishUnderWay
+	}
+	have := map[string]bool{}
+	for id := range m.Deliveries {
+		switch _, err := r.st.Get(ctx, HookKey(kindDelivery, id)); {
+		case err == nil:
+			have[id] = true
+		case !errors.Is(err, store.ErrNotFound):
+			return "", err
+		}
+	}
+	return m.EventID, r.make(ctx, k, true, m, have)
+}

@@ -1,0 +1,220 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"deeplink/internal/store"
+)
+
+// openRecords is the records of an embedded store of the test's own,
+// with a clock the test sets.
+func openRecords(t *testing.T) (*records, *time.Time) {
+	t.Helper()
+	now := time.Now()
+	return &records{st: openQueue(t).st, now: func() time.Time { return now }}, &now
+}
+
+// newTestEndpoint is an enabled endpoint of testStore, subscribed to
+// orders.
+func newTestEndpoint() *Endpoint {
+	return &Endpoint{ID: NewID("we_"), StoreID: testStore, URL: "https://hooks.example.com/", Events: []string{EventOrderStatus}, Enabled: true, Secret: NewSecret()}
+}
+
+// TestEndpointCapRace: six creations racing, on two replicas' records,
+// for the store's last place give one endpoint; the five are listed.
+func TestEndpointCapRace(t *testing.T) {
+	r, _ := openRecords(t)
+	capRace(t, r.st)
+}
+
+// capRace is TestEndpointCapRace on st, a store of the test's own.
+func capRace(t *testing.T, st store.Store) {
+	a := &records{st: st, now: time.Now}
+	b := &records{st: st, now: time.Now}
+	ctx := context.Background()
+	for range MaxEndpointsPerStore - 1 {
+		if err := a.createEndpoint(ctx, newTestEndpoint()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		r := []*records{a, b}[i%2]
+		wg.Go(func() { errs[i] = r.createEndpoint(ctx, newTestEndpoint()) })
+	}
+	wg.Wait()
+	made := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			made++
+		case !errors.Is(err, ErrEndpointCap):
+			t.Errorf("createEndpoint: %v; want nil or ErrEndpointCap", err)
+		}
+	}
+	if made != 1 {
+		t.Errorf("creations for the last place that succeeded = %d; want 1", made)
+	}
+	if eps, err := a.storeEndpoints(ctx, testStore); err != nil || len(eps) != MaxEndpointsPerStore {
+		t.Errorf("storeEndpoints = %d endpoints, %v; want %d", len(eps), err, MaxEndpointsPerStore)
+	}
+}
+
+// TestChangeEndpointRace: changes racing on one endpoint are all made,
+// each on what the one before it wrote.
+func TestChangeEndpointRace(t *testing.T) {
+	r, _ := openRecords(t)
+	ctx := context.Background()
+	e := newTestEndpoint()
+	if err := r.createEndpoint(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if _, err := r.changeEndpoint(ctx, testStore, e.ID, func(e *Endpoint) error {
+				e.Description += fmt.Sprint(i)
+				return nil
+			}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	_, got, err := r.endpoint(ctx, testStore, e.ID)
+	if err != nil || len(got.Description) != 8 {
+		t.Errorf("description after 8 changes = %q, %v; want 8 digits", got.Description, err)
+	}
+	if _, _, err := r.endpoint(ctx, "6ba7b810-9dad-11d1-80b4-00c04fd430c8", e.ID); !errors.Is(err, ErrNoEndpoint) {
+		t.Errorf("the endpoint read as another store's: %v; want ErrNoEndpoint", err)
+	}
+}
+
+// members is the members of set.
+func members(t *testing.T, st store.Store, set string) []string {
+	t.Helper()
+	ms, err := st.ZRange(context.Background(), set, math.MinInt64, math.MaxInt64, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Member)
+	}
+	return out
+}
+
+// TestPublish: a publish makes a delivery, logged and queued, for each
+// enabled endpoint subscribed to its type; the same Idempotency-Key
+// within a day answers the first event and makes nothing.
+func TestPublish(t *testing.T) {
+	r, _ := openRecords(t)
+	ctx := context.Background()
+	on, off, other := newTestEndpoint(), newTestEndpoint(), newTestEndpoint()
+	off.Enabled = false
+	other.Events = []string{EventTest}
+	for _, e := range []*Endpoint{on, off, other} {
+		if err := r.createEndpoint(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obj := json.RawMessage(`{"id":"o1","status":"pending"}`)
+	first, err := r.publish(ctx, testStore, EventOrderStatus, obj, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := r.publish(ctx, testStore, EventOrderStatus, obj, "k1")
+	if err != nil || again != first {
+		t.Errorf("publish again with k1 = %q, %v; want %q", again, err, first)
+	}
+	for _, tt := range []struct {
+		e    *Endpoint
+		want int
+	}{{on, 1}, {off, 0}, {other, 0}} {
+		if got := len(members(t, r.st, logKey+tt.e.ID)); got != tt.want {
+			t.Errorf("deliveries logged on %s = %d; want %d", tt.e.ID, got, tt.want)
+		}
+		if got := len(members(t, r.st, queueDue+tt.e.ID)); got != tt.want {
+			t.Errorf("deliveries queued for %s = %d; want %d", tt.e.ID, got, tt.want)
+		}
+	}
+	d := delivery(t, r.st, members(t, r.st, logKey+on.ID)[0])
+	if d.EventID != first || d.Event == nil || d.Status != StatusPending {
+		t.Errorf("the delivery = %+v; want pending, of %s, with its event", d, first)
+	}
+}
+
+// TestPublishCutShort: a replay of a publish whose deliveries were never
+// written waits while it may still be under way, and after
+// publishDeadline makes them, once.
+func TestPublishCutShort(t *testing.T) {
+	r, now := openRecords(t)
+	ctx := context.Background()
+	e := newTestEndpoint()
+	if err := r.createEndpoint(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	// What a publish that died after its Insert left.
+	ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), *now)
+	m := idemRecord{EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{NewID("dlv_"): e.ID}, Made: now.UnixNano()}
+	b, _ := json.Marshal(m)
+	if err := r.st.Insert(ctx, HookKey(kindIdem, testStore+"\x00k1"), b, time.Unix(m.Expires, 0)); err != nil {
+		t.Fatal(err)
+	}
+	obj := json.RawMessage(`{"id":"o1","status":"pending"}`)
+	if _, err := r.publish(ctx, testStore, EventOrderStatus, obj, "k1"); !errors.Is(err, ErrPublishUnderWay) {
+		t.Errorf("replay at once = %v; want ErrPublishUnderWay", err)
+	}
+	*now = now.Add(publishDeadline)
+	for range 2 {
+		got, err := r.publish(ctx, testStore, EventOrderStatus, obj, "k1")
+		if err != nil || got != ev.ID {
+			t.Fatalf("replay after the deadline = %q, %v; want %q", got, err, ev.ID)
+		}
+	}
+	if got := len(members(t, r.st, logKey+e.ID)); got != 1 {
+		t.Errorf("deliveries logged after two replays = %d; want 1", got)
+	}
+}
+
+// TestDeleteEndpoint: deleting an endpoint takes its record, its place
+// in the store's list, its log, deliveries and queue with it.
+func TestDeleteEndpoint(t *testing.T) {
+	r, _ := openRecords(t)
+	ctx := context.Background()
+	e, kept := newTestEndpoint(), newTestEndpoint()
+	for _, e := range []*Endpoint{e, kept} {
+		if err := r.createEndpoint(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.publish(ctx, testStore, EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), ""); err != nil {
+		t.Fatal(err)
+	}
+	dlv := members(t, r.st, logKey+e.ID)[0]
+	if err := r.deleteEndpoint(ctx, testStore, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if eps, _ := r.storeEndpoints(ctx, testStore); len(eps) != 1 || eps[0].ID != kept.ID {
+		t.Errorf("endpoints after the delete = %v; want only %s", eps, kept.ID)
+	}
+	for _, set := range []string{logKey + e.ID, queueDue + e.ID, queueSlots + e.ID} {
+		if ms := members(t, r.st, set); len(ms) != 0 {
+			t.Errorf("%s after the delete = %q; want empty", set, ms)
+		}
+	}
+	if _, err := r.st.Get(ctx, HookKey(kindDelivery, dlv)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the deleted endpoint's delivery: %v; want ErrNotFound", err)
+	}
+	if err := r.deleteEndpoint(ctx, testStore, e.ID); !errors.Is(err, ErrNoEndpoint) {
+		t.Errorf("deleting it again: %v; want ErrNoEndpoint", err)
+	}
+}
