@@ -152,10 +152,19 @@ func (hk *Hooks) RemoveEndpointLocked(e *Endpoint) {
 	hk.TouchLocked(KindEndpoint, e.ID)
 }
 
+// event is the event d sends: in its record (Event), or in the working
+// copy (Ev).
+func (d *Delivery) event() *Event {
+	if d.Event != nil {
+		return d.Event
+	}
+	return d.Ev
+}
+
 // summary is a delivery as the log lists it.
 func (d *Delivery) Summary() map[string]any {
 	m := map[string]any{
-		"id": d.ID, "endpoint_id": d.EndpointID, "event_id": d.EventID, "event_type": d.Ev.Type,
+		"id": d.ID, "endpoint_id": d.EndpointID, "event_id": d.EventID, "event_type": d.event().Type,
 		"status": d.Status, "created_at": d.CreatedAt, "attempt_count": len(d.Attempts),
 	}
 	if d.Status == StatusPending {
@@ -181,8 +190,8 @@ func (d *Delivery) Detail(e *Endpoint) map[string]any {
 		x := map[string]any{
 			"at":              time.Unix(0, a.At).UTC().Format(time.RFC3339Nano),
 			"url":             cmp.Or(a.URL, e.URL),
-			"request_headers": flatHeader(DeliveryHeader(a.signatures(d.Ev.ID))),
-			"request_body":    string(d.Ev.Body),
+			"request_headers": flatHeader(DeliveryHeader(a.signatures(d.event().ID))),
+			"request_body":    string(d.event().Body),
 			"response_status": a.Status,
 			"response_body":   a.ResponseBody,
 			"duration_ms":     a.DurationMS,
@@ -193,7 +202,7 @@ func (d *Delivery) Detail(e *Endpoint) map[string]any {
 		atts = append(atts, x)
 	}
 	m["attempts"] = atts
-	m["request_body"] = string(d.Ev.Body)
+	m["request_body"] = string(d.event().Body)
 	return m
 }
 

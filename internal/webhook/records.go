@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -346,4 +347,97 @@ func (r *records) replay(ctx context.Context, k string) (string, error) {
 		}
 	}
 	return m.EventID, r.make(ctx, k, true, m, have)
+}
+
+// noteAttempt moves e's failure window on by the outcome of one of its
+// attempts, ok when it succeeded, at now, and disables e (reason failing)
+// once the window has been open after or longer (never when after is 0),
+// as failing.go says; a disabled endpoint's queued deliveries fail at
+// once (failQueued). It writes e only when that changes it, and returns
+// e as it then is, and whether this disabled it.
+func (r *records) noteAttempt(ctx context.Context, e *Endpoint, ok bool, now time.Time, after time.Duration) (*Endpoint, bool, error) {
+	if !windowChanges(e, ok, now, after) {
+		return e, false, nil
+	}
+	disabled := false
+	e, err := r.changeEndpoint(ctx, e.StoreID, e.ID, func(e *Endpoint) error {
+		disabled = moveWindow(e, ok, now, after)
+		return nil
+	})
+	if err != nil || !disabled {
+		return e, false, err
+	}
+	_, err = r.failQueued(ctx, e, func(*Delivery) bool { return true })
+	return e, true, err
+}
+
+// windowChanges reports whether moveWindow would change e.
+func windowChanges(e *Endpoint, ok bool, now time.Time, after time.Duration) bool {
+	c := *e
+	moveWindow(&c, ok, now, after)
+	return c.FailingSince != e.FailingSince || c.Enabled != e.Enabled
+}
+
+// moveWindow moves e's failure window on by an attempt's outcome, and
+// disables e once it has been open after; it reports whether it did.
+func moveWindow(e *Endpoint, ok bool, now time.Time, after time.Duration) bool {
+	switch {
+	case ok:
+		e.FailingSince = 0
+		return false
+	case e.FailingSince == 0:
+		e.FailingSince = now.UnixNano()
+	}
+	if after <= 0 || !e.Enabled || now.Sub(time.Unix(0, e.FailingSince)) < after {
+		return false
+	}
+	e.Enabled, e.DisabledReason, e.UpdatedAt = false, DisabledFailing, now.Unix()
+	return true
+}
+
+// failQueued fails at once, without an attempt, the deliveries queued
+// for e that drop picks, each with the reason e refuses it (disabled, or
+// no longer subscribed to its type), and takes them out of the queue:
+// what a request that disables e, or drops a type, does in the same step
+// as the change. One whose attempt is under way is failed too; the
+// attempt, when it ends, is added to it (a success then counts). It
+// returns how many it failed.
+func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Delivery) bool) (int, error) {
+	queued, err := r.st.ZRange(ctx, queueDue+e.ID, math.MinInt64, math.MaxInt64, 0, false)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range queued {
+		for {
+			raw, d, err := readRecord[Delivery](ctx, r.st, HookKey(kindDelivery, m.Member))
+			if errors.Is(err, store.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				return n, err
+			}
+			if d.Status != StatusPending || d.Event == nil || !drop(d) {
+				break
+			}
+			d.Status, d.NextAt, d.Reason = StatusFailed, 0, cmp.Or(e.refusal(d, d.Event.Type), ReasonDisabled)
+			b, err := marshalRecord(d)
+			if err != nil {
+				return n, err
+			}
+			err = r.st.CompareAndSwap(ctx, HookKey(kindDelivery, d.ID), raw, b, time.Time{})
+			if errors.Is(err, store.ErrConflict) {
+				continue // an attempt's outcome came first: judged again
+			}
+			if err != nil {
+				return n, err
+			}
+			n++
+			if err := r.st.ZRem(ctx, queueDue+e.ID, d.ID); err != nil {
+				return n, err
+			}
+			break
+		}
+	}
+	return n, (&queue{st: r.st}).refresh(ctx, e.ID)
 }

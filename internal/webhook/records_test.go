@@ -218,3 +218,96 @@ func TestDeleteEndpoint(t *testing.T) {
 		t.Errorf("deleting it again: %v; want ErrNoEndpoint", err)
 	}
 }
+
+// TestFailQueued: disabling an endpoint fails what is queued for it at
+// once; dropping a type fails only what it no longer takes, and an
+// explicit delivery (the test call) still goes.
+func TestFailQueued(t *testing.T) {
+	r, now := openRecords(t)
+	ctx := context.Background()
+	e := newTestEndpoint()
+	e.Events = []string{EventOrderStatus, EventTest}
+	if err := r.createEndpoint(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	order := putDelivery(t, r.st, e.ID, *now)
+	test := newDelivery(e.ID, newEvent(EventTest, json.RawMessage(`{"id":"test"}`), *now), *now)
+	test.Explicit = true
+	ws, err := enqueueRecord(test, *now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.Apply(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+
+	e.Events = []string{EventTest}
+	if n, err := r.failQueued(ctx, e, func(d *Delivery) bool { return e.refusal(d, d.Event.Type) != "" }); err != nil || n != 1 {
+		t.Fatalf("failQueued(refused) = %d, %v; want 1", n, err)
+	}
+	if d := delivery(t, r.st, order); d.Status != StatusFailed || d.Reason != ReasonUnsubscribed {
+		t.Errorf("the order delivery = %s (%q); want failed, %q", d.Status, d.Reason, ReasonUnsubscribed)
+	}
+	if d := delivery(t, r.st, test.ID); d.Status != StatusPending {
+		t.Errorf("the test call's delivery = %s; want pending", d.Status)
+	}
+	e.Enabled = false
+	if n, err := r.failQueued(ctx, e, func(*Delivery) bool { return true }); err != nil || n != 1 {
+		t.Fatalf("failQueued(all) = %d, %v; want 1", n, err)
+	}
+	if d := delivery(t, r.st, test.ID); d.Status != StatusFailed || d.Reason != ReasonDisabled {
+		t.Errorf("the test call's delivery once disabled = %s (%q); want failed, %q", d.Status, d.Reason, ReasonDisabled)
+	}
+	if ms := members(t, r.st, queueDue+e.ID); len(ms) != 0 {
+		t.Errorf("queued after both = %q; want none", ms)
+	}
+	if ms := members(t, r.st, queueReady); len(ms) != 0 {
+		t.Errorf("endpoints listed as due = %q; want none", ms)
+	}
+}
+
+// TestFailureWindow: an endpoint whose attempts all fail for
+// disable_after is disabled, reason failing, and what is queued for it
+// fails; a success before that closes the window.
+func TestFailureWindow(t *testing.T) {
+	r, now := openRecords(t)
+	ctx := context.Background()
+	const after = time.Hour
+	e := newTestEndpoint()
+	if err := r.createEndpoint(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	queued := putDelivery(t, r.st, e.ID, *now)
+	start := *now
+	for _, step := range []struct {
+		at           time.Duration
+		ok           bool
+		wantSince    time.Duration // -1: closed
+		wantDisabled bool
+	}{
+		{0, false, 0, false},
+		{time.Minute, true, -1, false},
+		{2 * time.Minute, false, 2 * time.Minute, false},
+		{after, false, 2 * time.Minute, false},
+		{after + 2*time.Minute, false, 2 * time.Minute, true},
+	} {
+		got, disabled, err := r.noteAttempt(ctx, e, step.ok, start.Add(step.at), after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e = got
+		wantSince := int64(0)
+		if step.wantSince >= 0 {
+			wantSince = start.Add(step.wantSince).UnixNano()
+		}
+		if e.FailingSince != wantSince || disabled != step.wantDisabled || e.Enabled == step.wantDisabled {
+			t.Errorf("noteAttempt(ok %v) at +%v: failing since %d, disabled %v, enabled %v; want %d, %v", step.ok, step.at, e.FailingSince, disabled, e.Enabled, wantSince, step.wantDisabled)
+		}
+	}
+	if e.DisabledReason != DisabledFailing {
+		t.Errorf("disabled_reason = %q; want %q", e.DisabledReason, DisabledFailing)
+	}
+	if d := delivery(t, r.st, queued); d.Status != StatusFailed {
+		t.Errorf("the queued delivery of the disabled endpoint = %s; want failed", d.Status)
+	}
+}

@@ -34,6 +34,7 @@ import (
 // in, keeping its end.
 type sender struct {
 	q      *queue
+	rec    *records
 	cfg    config.WebhookConfig
 	client *http.Client
 	now    func() time.Time
@@ -43,7 +44,14 @@ type sender struct {
 	wake chan struct{} // Poke's
 	wg   sync.WaitGroup
 
-	Outcomes struct{ Succeeded, Failed, Retried atomic.Int64 } // attempts by outcome
+	counts counters
+}
+
+// counters are what /metrics counts of webhooks: attempts by outcome, and
+// deliveries by how they ended, attempted or not.
+type counters struct {
+	Attempts struct{ Succeeded, Failed, Retried atomic.Int64 }
+	Ended    struct{ Succeeded, Failed atomic.Int64 }
 }
 
 // senderMargin is what an attempt leaves of its lease for the writes
@@ -64,7 +72,7 @@ func senderLease(cfg config.WebhookConfig) time.Duration {
 const pollEvery = time.Second
 
 func newSender(st store.Store, cfg config.WebhookConfig, client *http.Client, workers int, now func() time.Time, log *slog.Logger) *sender {
-	s := &sender{q: &queue{st: st, lease: senderLease(cfg)}, cfg: cfg, client: client, now: now, log: log,
+	s := &sender{q: &queue{st: st, lease: senderLease(cfg)}, rec: &records{st: st, now: now}, cfg: cfg, client: client, now: now, log: log,
 		free: make(chan struct{}, workers), wake: make(chan struct{}, 1)}
 	for range workers {
 		s.free <- struct{}{}
@@ -193,7 +201,36 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 		return ctx.Err() // the sender stops: not an attempt
 	}
 	a = a.Complete(r)
-	return s.write(ctx, c, raw, d, &a, "")
+	refused := ""
+	if !a.ok() {
+		// Judged by the endpoint as it is now: disabled meanwhile, or
+		// by this failure (its failure window), it takes no retry.
+		_, cur, err := s.rec.endpoint(ctx, e.StoreID, e.ID)
+		if errors.Is(err, ErrNoEndpoint) {
+			return s.q.remove(ctx, c)
+		}
+		if err != nil {
+			return err
+		}
+		if e, err = s.noteAttempt(ctx, cur, false); err != nil {
+			return err
+		}
+		refused = e.refusal(d, d.Event.Type)
+	} else if _, err := s.noteAttempt(ctx, e, true); err != nil {
+		return err
+	}
+	return s.write(ctx, c, raw, d, &a, refused)
+}
+
+// noteAttempt moves e's failure window on (records.noteAttempt), and says
+// so when that disabled e.
+func (s *sender) noteAttempt(ctx context.Context, e *Endpoint, ok bool) (*Endpoint, error) {
+	e, disabled, err := s.rec.noteAttempt(ctx, e, ok, s.now(), s.cfg.DisableAfter.D())
+	if disabled {
+		s.log.Warn("webhooks: endpoint disabled: every attempt failed for webhooks.disable_after; a PATCH with enabled true turns it back on",
+			"store", e.StoreID, "endpoint", e.ID, "failing_since", time.Unix(0, e.FailingSince).UTC().Format(time.RFC3339), "disable_after", s.cfg.DisableAfter.D().String())
+	}
+	return e, err
 }
 
 // write adds a (nil: none) to d, whose record was raw when the attempt
@@ -208,7 +245,9 @@ func (s *sender) write(ctx context.Context, c claim, raw []byte, d *Delivery, a 
 			d.Attempts = append(d.Attempts, *a)
 			status, reason, wait = nextStep(s.cfg.RetrySchedule, len(d.Attempts), a.ok(), refused)
 		}
-		if d.Status != StatusPending { // ended meanwhile: the attempt is told, the end kept
+		if d.Status != StatusPending && (a == nil || !a.ok()) {
+			// Ended meanwhile (its endpoint disabled): the attempt is
+			// told, the end kept, but for a success.
 			status, reason = d.Status, d.Reason
 		}
 		d.Status, d.Reason, d.NextAt = status, reason, 0
@@ -238,9 +277,7 @@ func (s *sender) write(ctx context.Context, c claim, raw []byte, d *Delivery, a 
 		if err != nil {
 			return err
 		}
-		if a != nil {
-			s.count(status)
-		}
+		s.count(a != nil, status)
 		if status == StatusPending {
 			return s.q.retryAt(ctx, c, time.Unix(0, d.NextAt))
 		}
@@ -248,15 +285,22 @@ func (s *sender) write(ctx context.Context, c claim, raw []byte, d *Delivery, a 
 	}
 }
 
-// count counts an attempt by what it led to.
-func (s *sender) count(status string) {
+// count counts an attempt (when attempted) by what it led to, and the
+// delivery's end.
+func (s *sender) count(attempted bool, status string) {
 	switch status {
 	case StatusSucceeded:
-		s.Outcomes.Succeeded.Add(1)
+		s.counts.Ended.Succeeded.Add(1)
+		if attempted {
+			s.counts.Attempts.Succeeded.Add(1)
+		}
 	case StatusFailed:
-		s.Outcomes.Failed.Add(1)
+		s.counts.Ended.Failed.Add(1)
+		if attempted {
+			s.counts.Attempts.Failed.Add(1)
+		}
 	default:
-		s.Outcomes.Retried.Add(1)
+		s.counts.Attempts.Retried.Add(1)
 	}
 }
 

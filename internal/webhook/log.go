@@ -1,0 +1,155 @@
+package webhook
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"math"
+	"time"
+
+	"deeplink/internal/store"
+)
+
+// An endpoint's delivery log in the state of record (records.go): the
+// sorted set logKey + endpoint id of its deliveries, scored by when each
+// was made (unix nanoseconds; deliveries made in one nanosecond come in
+// the order of their ids), and each delivery's record.
+
+// logBatch is how many of a log's entries one read takes.
+const logBatch = 100
+
+// walkLog calls f with e's deliveries, newest first (oldest first when
+// !rev), from the cursor at (from, after) on: with rev, those made
+// before it; without, those made at or after it. (0, "") with rev starts
+// at the newest. It stops when f returns false. An entry whose record is
+// gone (trimmed meanwhile) is passed over.
+func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, after string, f func(score int64, d *Delivery) bool) error {
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	if rev && (from != 0 || after != "") {
+		hi = from
+	} else if !rev {
+		lo = from
+	}
+	for {
+		batch, err := r.st.ZRange(ctx, logKey+ep, lo, hi, logBatch, rev)
+		if err != nil {
+			return err
+		}
+		for _, m := range batch {
+			// Equal scores come in the order of their members: past the
+			// cursor's member means below it going back, above it going on.
+			if after != "" && m.Score == from && (rev && m.Member >= after || !rev && m.Member <= after) {
+				continue
+			}
+			_, d, err := readRecord[Delivery](ctx, r.st, HookKey(kindDelivery, m.Member))
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if !f(m.Score, d) {
+				return nil
+			}
+		}
+		if len(batch) < logBatch {
+			return nil
+		}
+		last := batch[len(batch)-1]
+		from, after = last.Score, last.Member
+		if rev {
+			hi = from
+		} else {
+			lo = from
+		}
+	}
+}
+
+// logPage returns a page of e's log, newest first: of the type and status
+// q names ("": any), q.Limit of them, after q.Cursor; and the cursor of
+// the next page, "" when there is none.
+func (r *records) logPage(ctx context.Context, e *Endpoint, q DeliveryQuery) (page []*Delivery, next string, err error) {
+	var from int64
+	var after string
+	if q.Cursor != "" {
+		var ok bool
+		if from, after, ok = parseLogCursor(e.ID, q.Cursor); !ok {
+			return nil, "", ErrBadCursor
+		}
+	}
+	var last int64
+	err = r.walkLog(ctx, e.ID, true, from, after, func(score int64, d *Delivery) bool {
+		if q.EventType != "" && d.event().Type != q.EventType || q.Status != "" && d.Status != q.Status {
+			return true
+		}
+		if len(page) == q.Limit {
+			next = logCursor(e.ID, last, page[len(page)-1].ID)
+			return false
+		}
+		page = append(page, d)
+		last = score
+		return true
+	})
+	return page, next, err
+}
+
+// logCursor is the next_cursor that continues the log of the endpoint ep
+// below the entry (score, id): both, and a tag of ep, so that every
+// other endpoint refuses it.
+func logCursor(ep string, score int64, id string) string {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 12+len(id)), uint64(score))
+	b = append(b, cursorTag(ep)...)
+	return base64.RawURLEncoding.EncodeToString(append(b, id...))
+}
+
+// parseLogCursor returns the entry of a cursor logCursor made for ep, or
+// false for anything else.
+func parseLogCursor(ep, c string) (score int64, id string, ok bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) <= 12 || string(b[8:12]) != string(cursorTag(ep)) {
+		return 0, "", false
+	}
+	return int64(binary.BigEndian.Uint64(b)), string(b[12:]), true
+}
+
+// recoverable returns the events recover sends to e again, oldest
+// delivery first: the event of every failed delivery of e whose event was
+// made at or after since (its created_at, in whole seconds as it is
+// shown). An event with two failed deliveries goes twice.
+func (r *records) recoverable(ctx context.Context, e *Endpoint, since time.Time) ([]*Event, error) {
+	var evs []*Event
+	err := r.walkLog(ctx, e.ID, false, math.MinInt64, "", func(_ int64, d *Delivery) bool {
+		if ev := d.event(); d.Status == StatusFailed && !time.Unix(ev.CreatedAt, 0).Before(since) {
+			evs = append(evs, ev)
+		}
+		return true
+	})
+	return evs, err
+}
+
+// lastDay counts e's deliveries made in each of the 24 hours before end,
+// oldest hour first, by their status.
+func (r *records) lastDay(ctx context.Context, e *Endpoint, end time.Time) (hours [24]Counts, err error) {
+	start := end.Add(-24 * time.Hour)
+	err = r.walkLog(ctx, e.ID, true, end.UnixNano()-1, "", func(score int64, d *Delivery) bool {
+		at := time.Unix(d.CreatedAt, 0)
+		if at.Before(start) {
+			return false
+		}
+		if !at.Before(end) {
+			return true
+		}
+		h := &hours[int(at.Sub(start)/time.Hour)]
+		switch d.Status {
+		case StatusSucceeded:
+			h.Succeeded++
+		case StatusFailed:
+			h.Failed++
+		default:
+			h.Pending++
+		}
+		return true
+	})
+	return hours, err
+}
