@@ -1,0 +1,174 @@
+package webhook
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"deeplink/internal/config"
+	"deeplink/internal/store"
+)
+
+// The state of record (records.go) keeps the records of the builds
+// before it under the same keys (hooks:ep:<id>, hooks:dlv:<id>,
+// hooks:idem:<key>) and adds what they did not have: each store's list
+// of endpoints, each endpoint's places and log, the queue, and the event
+// in each delivery's record. upgradeRecords makes those from what an
+// earlier build wrote (its indexes, hooks:index:<kind>, and its event
+// records), once, and marks the store done (versionKey). The earlier
+// build's indexes and event records are left as they were; what the new
+// build makes is in none of them, so a rollback finds the state as it
+// was at the upgrade.
+const (
+	versionKey   = "hooks:version"
+	version      = "2"
+	upgradingKey = "hooks:upgrading" // held by the process upgrading, expiring
+	upgradeHold  = time.Minute
+)
+
+// upgradeRecords upgrades the webhook state in st, if an earlier build
+// wrote it and no process has upgraded it yet; with several processes
+// starting at once, one does it and the others wait for it. Endpoints of
+// stores cfg has are filed under the store's id as cfg spells it.
+func upgradeRecords(ctx context.Context, st store.Store, cfg *config.Config) (upgraded bool, err error) {
+	for {
+		v, err := st.Get(ctx, versionKey)
+		if err == nil && string(v) == version {
+			return false, nil
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return false, err
+		}
+		switch err := st.Insert(ctx, upgradingKey, []byte{1}, time.Now().Add(upgradeHold)); {
+		case errors.Is(err, store.ErrExists):
+			select { // another process upgrades: its mark comes, or its hold runs out
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		case err != nil:
+			return false, err
+		}
+		err = upgrade(ctx, st, cfg)
+		if err == nil {
+			err = st.Put(ctx, versionKey, []byte(version), time.Time{})
+		}
+		st.Delete(ctx, upgradingKey)
+		return err == nil, err
+	}
+}
+
+// upgrade writes the upgrade's records: every write is the same however
+// often it is made, so that an upgrade cut short is made again whole.
+func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
+	index := func(kind string) ([]store.Scored, error) {
+		return st.ZRange(ctx, HookIndex(kind), math.MinInt64, math.MaxInt64, 0, false)
+	}
+	eps, err := index(KindEndpoint)
+	if err != nil {
+		return err
+	}
+	byStore := map[string][]*Endpoint{}
+	var ws []store.Write
+	for _, m := range eps {
+		_, e, err := readRecord[Endpoint](ctx, st, HookKey(KindEndpoint, m.Member))
+		if errors.Is(err, store.ErrNotFound) {
+			continue // its write cut short
+		}
+		if err != nil {
+			return err
+		}
+		if sc := cfg.Store(e.StoreID); sc != nil && sc.ID != e.StoreID {
+			e.StoreID = sc.ID // in its one spelling
+			b, err := marshalRecord(e)
+			if err != nil {
+				return err
+			}
+			ws = append(ws, store.Write{Key: HookKey(KindEndpoint, e.ID), Val: b})
+		}
+		byStore[e.StoreID] = append(byStore[e.StoreID], e)
+		ws = append(ws, placesWrites(e.ID)...)
+	}
+	for id, list := range byStore {
+		slices.SortFunc(list, func(a, b *Endpoint) int {
+			return cmp.Or(cmp.Compare(a.CreatedAt, b.CreatedAt), cmp.Compare(a.CreatedNS, b.CreatedNS), cmp.Compare(a.ID, b.ID))
+		})
+		ids := make([]string, len(list))
+		for i, e := range list {
+			ids[i] = e.ID
+		}
+		b, err := marshalRecord(ids)
+		if err != nil {
+			return err
+		}
+		ws = append(ws, store.Write{Key: listKey + id, Val: b})
+	}
+	if err := st.Apply(ctx, ws); err != nil {
+		return err
+	}
+
+	dls, err := index(kindDelivery)
+	if err != nil {
+		return err
+	}
+	events := map[string]*Event{}
+	ws = ws[:0]
+	for _, m := range dls {
+		_, d, err := readRecord[Delivery](ctx, st, HookKey(kindDelivery, m.Member))
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if d.Event == nil {
+			ev, ok := events[d.EventID]
+			if !ok {
+				_, ev, err = readRecord[Event](ctx, st, HookKey(KindEvent, d.EventID))
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+				events[d.EventID] = ev
+			}
+			if ev == nil {
+				continue // an earlier build dropped it too
+			}
+			d.Event = ev
+		}
+		b, err := marshalRecord(d)
+		if err != nil {
+			return fmt.Errorf("webhooks: delivery %s: %w", d.ID, err)
+		}
+		// The log's order: by when it was made, and within one second
+		// by the endpoint's sequence, as the earlier build ordered it.
+		score := d.CreatedAt*int64(time.Second) + int64(d.Seq%uint64(time.Second))
+		ws = append(ws, store.Write{Key: HookKey(kindDelivery, d.ID), Val: b},
+			store.Write{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: score})
+		if d.Status == StatusPending {
+			ws = append(ws, enqueueWrites(d.EndpointID, d.ID, time.Unix(0, d.NextAt))...)
+		}
+		if len(ws) >= 1000 { // one Apply a thousand writes: a journal batch of a sensible size
+			if err := st.Apply(ctx, ws); err != nil {
+				return err
+			}
+			ws = ws[:0]
+		}
+	}
+	if err := st.Apply(ctx, ws); err != nil {
+		return err
+	}
+	// Each endpoint listed as due by its earliest pending delivery (the
+	// writes above listed it by each in turn).
+	q := &queue{st: st}
+	for _, m := range eps {
+		if err := q.refresh(ctx, m.Member); err != nil {
+			return err
+		}
+	}
+	return nil
+}
