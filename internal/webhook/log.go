@@ -153,3 +153,57 @@ func (r *records) lastDay(ctx context.Context, e *Endpoint, end time.Time) (hour
 	})
 	return hours, err
 }
+
+// trim drops the oldest finished deliveries of the endpoint ep's log
+// beyond size of them all, or beyond budget bytes (LogCost) of finished
+// ones; pending ones stay, whatever their age. It reads the whole log:
+// its caller calls it as deliveries end, not at each. It returns how
+// many it dropped.
+func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (int, error) {
+	type entry struct {
+		id       string
+		finished bool
+		cost     int64
+	}
+	var all []entry // oldest first
+	finished, held := 0, int64(0)
+	err := r.walkLog(ctx, ep, false, math.MinInt64, "", func(_ int64, d *Delivery) bool {
+		x := entry{d.ID, d.Status != StatusPending, LogCost(d)}
+		if x.finished {
+			finished++
+			held += x.cost
+		}
+		all = append(all, x)
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	excess := min(len(all)-size, finished)
+	if over := held - budget; over > 0 {
+		n := 0 // the oldest finished ones that take it back under the budget
+		for _, x := range all {
+			if over <= 0 || n == finished {
+				break
+			}
+			if x.finished {
+				n++
+				over -= x.cost
+			}
+		}
+		excess = max(excess, n)
+	}
+	var ws []store.Write
+	for _, x := range all {
+		if len(ws) == 2*excess {
+			break
+		}
+		if x.finished {
+			ws = append(ws, store.Write{Key: logKey + ep, Member: x.id}, store.Write{Key: HookKey(kindDelivery, x.id)})
+		}
+	}
+	if len(ws) == 0 {
+		return 0, nil
+	}
+	return len(ws) / 2, r.st.Apply(ctx, ws)
+}

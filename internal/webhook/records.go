@@ -31,8 +31,19 @@ import (
 // Publishing writes the deliveries, their places in the logs and in the
 // queue in one Apply.
 type records struct {
-	st  store.Store
-	now func() time.Time
+	st     store.Store
+	now    func() time.Time
+	budget *budgets // nil: none (tests of what budgets leave alone)
+}
+
+// budgets are a store's limits: what its pending deliveries may hold
+// (NewCost each), how many Idempotency-Keys it may have made in a day and
+// the day before, and what an endpoint's finished deliveries may hold in
+// its log (LogCost each).
+type budgets struct {
+	Pending int64
+	Idem    int
+	Log     int64
 }
 
 const (
@@ -256,7 +267,8 @@ func newDelivery(ep string, ev *Event, now time.Time) *Delivery {
 // every enabled endpoint subscribed to typ, in one Apply after the
 // Idempotency-Key's Insert. A key seen in the last 24 hours returns that
 // event's id and makes nothing (but what a publish cut short did not
-// write: replay).
+// write: replay). Past the store's budgets it makes nothing:
+// ErrOverBudget, but for a key it has seen.
 func (r *records) publish(ctx context.Context, storeID, typ string, object json.RawMessage, key string) (string, error) {
 	now := r.now()
 	eps, err := r.storeEndpoints(ctx, storeID)
@@ -271,16 +283,40 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 		}
 	}
 	k := HookKey(kindIdem, storeID+"\x00"+key)
+	if key != "" && r.budget != nil {
+		if err := r.idemRoom(ctx, storeID, now, r.budget.Idem); errors.Is(err, ErrOverBudget) {
+			if evt, err := r.replay(ctx, k); !errors.Is(err, store.ErrNotFound) {
+				return evt, err
+			}
+			return "", ErrOverBudget
+		} else if err != nil {
+			return "", err
+		}
+	}
+	if r.budget != nil {
+		if err := r.reserve(ctx, storeID, len(m.Deliveries), len(ev.Body), r.budget.Pending); err != nil {
+			return "", err
+		}
+	}
 	if key != "" {
 		b, err := json.Marshal(m)
 		if err != nil {
 			return "", err
 		}
-		switch err := r.st.Insert(ctx, k, b, time.Unix(m.Expires, 0)); {
+		err = r.st.Insert(ctx, k, b, time.Unix(m.Expires, 0))
+		if err != nil && r.budget != nil {
+			r.release(ctx, storeID, len(m.Deliveries), len(ev.Body)) // nothing made: a replay's deliveries are counted
+		}
+		switch {
 		case errors.Is(err, store.ErrExists):
 			return r.replay(ctx, k)
 		case err != nil:
 			return "", err
+		}
+		if r.budget != nil {
+			if err := r.idemMade(ctx, storeID, now); err != nil {
+				return "", err
+			}
 		}
 	}
 	return ev.ID, r.make(ctx, k, key != "", m, nil)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -309,5 +310,85 @@ func TestFailureWindow(t *testing.T) {
 	}
 	if d := delivery(t, r.st, queued); d.Status != StatusFailed {
 		t.Errorf("the queued delivery of the disabled endpoint = %s; want failed", d.Status)
+	}
+}
+
+// TestPublishBudgets: a store's pending deliveries may hold up to its
+// budget, and it may make up to its budget of Idempotency-Keys; past
+// either a publish makes nothing (ErrOverBudget), but a key it has seen
+// is still answered. A delivery that ends gives its room back.
+func TestPublishBudgets(t *testing.T) {
+	r, _ := openRecords(t)
+	ctx := context.Background()
+	obj := json.RawMessage(`{"id":"o1","status":"pending"}`)
+	size := len(newEvent(EventOrderStatus, obj, r.now()).Body)
+	r.budget = &budgets{Pending: 3 * NewCost(size), Idem: 2, Log: 1 << 20}
+	if err := r.createEndpoint(ctx, newTestEndpoint()); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []error{nil, nil, nil, ErrOverBudget} {
+		if _, err := r.publish(ctx, testStore, EventOrderStatus, obj, ""); !errors.Is(err, want) && err != want {
+			t.Fatalf("publish #%d: %v; want %v", i+1, err, want)
+		}
+	}
+	if held, err := r.pending(ctx, testStore); err != nil || held != 3*NewCost(size) {
+		t.Errorf("pending = %d, %v; want %d", held, err, 3*NewCost(size))
+	}
+	if err := r.release(ctx, testStore, 3, size); err != nil { // the three ended
+		t.Fatal(err)
+	}
+	first, err := r.publish(ctx, testStore, EventOrderStatus, obj, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.publish(ctx, testStore, EventOrderStatus, obj, "k2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.publish(ctx, testStore, EventOrderStatus, obj, "k3"); !errors.Is(err, ErrOverBudget) {
+		t.Errorf("a third key: %v; want ErrOverBudget", err)
+	}
+	if again, err := r.publish(ctx, testStore, EventOrderStatus, obj, "k1"); err != nil || again != first {
+		t.Errorf("k1 again past the budget = %q, %v; want %q", again, err, first)
+	}
+}
+
+// TestTrim: the log keeps its newest entries up to its size, and
+// finished ones up to its budget of bytes, dropping the oldest finished
+// first; pending ones stay whatever their age.
+func TestTrim(t *testing.T) {
+	statuses := []string{StatusPending, StatusSucceeded, StatusFailed, StatusPending, StatusSucceeded, StatusSucceeded} // oldest first
+	for _, tt := range []struct {
+		name   string
+		size   int
+		budget int64 // in deliveries' LogCost
+		want   []int // indexes into statuses kept
+	}{
+		{"all fit", 6, 10, []int{0, 1, 2, 3, 4, 5}},
+		{"size 4", 4, 10, []int{0, 3, 4, 5}},
+		{"size 1: pending ones stay", 1, 10, []int{0, 3}},
+		{"budget of 1 finished", 6, 1, []int{0, 3, 5}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, now := openRecords(t)
+			ctx := context.Background()
+			var made []string
+			for i, st := range statuses {
+				at := now.Add(time.Duration(i) * time.Second)
+				made = append(made, logged(t, r.st, "we_a", EventOrderStatus, st, at, at.UnixNano()))
+			}
+			cost := LogCost(delivery(t, r.st, made[1]))
+			if _, err := r.trim(ctx, "we_a", tt.size, tt.budget*cost); err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, i := range tt.want {
+				want = append(want, made[i])
+			}
+			var got []string
+			r.walkLog(ctx, "we_a", false, math.MinInt64, "", func(_ int64, d *Delivery) bool { got = append(got, d.ID); return true })
+			if !slices.Equal(got, want) {
+				t.Errorf("log after trim(%d, %d deliveries' bytes) = %q; want %q", tt.size, tt.budget, got, want)
+			}
+		})
 	}
 }

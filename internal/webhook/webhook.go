@@ -293,7 +293,7 @@ func attemptCost(a *Attempt) int64 {
 // counts against its store's budget.pending while d is pending, and
 // against its endpoint's budget.log once d has ended.
 func LogCost(d *Delivery) int64 {
-	n := NewCost(len(d.Ev.Body))
+	n := NewCost(len(d.event().Body))
 	for i := range d.Attempts {
 		n += attemptCost(&d.Attempts[i])
 	}
