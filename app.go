@@ -34,13 +34,8 @@ type state struct {
 	db     *embedded.DB // store, when it is the embedded one in this process
 	dir    string       // where an earlier build's files may be; "" where none can be
 	remote bool         // a store of its own (Redis): reads need it too
-	shared bool         // others change the webhook state too: replicas on Redis, the edge host's dispatcher
-	// shareName names this process in the webhook lock's tokens when
-	// its host decides it (the edge module: wire.StartArgs.Name); "" for
-	// a name of its own.
-	shareName string
-	live      func() int // live entries, when the store counts them cheaply; else nil
-	codes     func() int // live auth codes, likewise
+	live   func() int   // live entries, when the store counts them cheaply; else nil
+	codes  func() int   // live auth codes, likewise
 }
 
 // appStore is what the app needs of its store beyond the contract.
@@ -68,9 +63,6 @@ func newAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time)
 	if err := a.srv.hooks.Start(); err != nil {
 		a.store.Close()
 		return nil, err
-	}
-	if a.srv.hooks.Share != nil {
-		a.tick(now()) // takes the lead, if free, now rather than in a second
 	}
 	a.done, a.idle = make(chan struct{}), make(chan struct{})
 	go func() {
@@ -161,19 +153,14 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	}
 	srv.demo = demo
 	srv.hooks.St = a.store
-	if st.remote || st.shared {
-		if err := srv.hooks.ShareWith(ctx, a.store, st.shareName); err != nil {
-			a.store.Close()
-			return nil, err
-		}
-	}
+	srv.hooks.Alone = st.db != nil // the embedded store of this process
 	if dir != "" {
 		if err := srv.hooks.ImportHooksFile(ctx, dir, filepath.Join(dir, legacyMovedDir)); err != nil {
 			a.store.Close()
 			return nil, err
 		}
 	}
-	if err := srv.hooks.LoadStore(ctx); err != nil {
+	if err := srv.hooks.Open(ctx); err != nil {
 		a.store.Close()
 		return nil, err
 	}
@@ -205,14 +192,9 @@ func (a *app) Close() error {
 	return a.writeState()
 }
 
-// writeState writes what the webhook dispatcher changed last and closes
-// the store. After a failure it can be called again.
+// writeState closes the store, which makes every change durable. After
+// a failure it can be called again.
 func (a *app) writeState() error {
-	ctx := context.Background()
-	if err := a.srv.hooks.Sync(ctx); err != nil {
-		return err
-	}
-	a.srv.hooks.Release(ctx)
 	return a.store.Close()
 }
 

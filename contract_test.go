@@ -1605,7 +1605,7 @@ func contractCases() []contractCase {
 			assert.Equal(t, "application/json", mt)
 			assert.Contains(t, h.header.Get("User-Agent"), "/")
 			if s.target == targetWasm {
-				assert.Equal(t, "deeplink-webhooks/"+ctHostVersion, h.header.Get("User-Agent"), "the host's dispatcher sends")
+				assert.Equal(t, "deeplink-webhooks/"+ctHostVersion, h.header.Get("User-Agent"), "the host's sender sends")
 			}
 			ctVerifySignature(t, h, secret)
 			var body struct {
@@ -1668,8 +1668,7 @@ func contractCases() []contractCase {
 		// A deleted endpoint's attempts under way are given up at once,
 		// not held to the timeout (5 s here), counted against nothing.
 		// docs/api.md: disabling an endpoint fails its queued deliveries
-		// at once: by the answer, on either build (on the edge one, the
-		// host's dispatcher takes the change in before it answers).
+		// at once: by the answer, on either build.
 		{name: "webhooks/disabling an endpoint fails its queue by the answer", opts: ctOpts{retry: []string{"10s", "10s"}}, run: func(t *testing.T, s *ctService) {
 			rc := newCTReceiver(t, ctAlways(http.StatusInternalServerError))
 			ep, _ := s.createEndpoint(t, rc.URL)
@@ -2077,12 +2076,6 @@ func contractCases() []contractCase {
 		{name: "fault/a trapped instance is restored from data_dir", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
 			ctFault(t, s, "/__fault/trap")
 		}},
-		// An instance cut off holding the webhook lock does not keep the
-		// changes waiting for the lock to expire (15 s).
-		{name: "fault/an instance cut off holding the webhook lock leaves it free", targets: wasmOnly, opts: ctOpts{faults: true}, run: ctLockFreed},
-		// On Redis too, where other replicas may hold the lock: the host
-		// frees the one its dead instance's name is on.
-		{name: "fault/on Redis, an instance cut off holding the webhook lock leaves it free", targets: wasmOnly, opts: ctOpts{faults: true, onRedis: true}, run: ctLockFreed},
 		// The host sends the deliveries: an attempt under way goes on
 		// when the instance that made the delivery is replaced.
 		{name: "fault/a replaced instance leaves the attempts under way to the host", targets: wasmOnly, opts: ctOpts{faults: true}, run: func(t *testing.T, s *ctService) {
@@ -2242,17 +2235,6 @@ func ctPrefill(t *testing.T, dir string, n int) ctCode {
 	}
 	require.NoError(t, st.Close()) // written whole, as a snapshot
 	return c
-}
-
-// ctLockFreed has an instance cut off while it holds the webhook lock,
-// then publishes: the lock was freed when the instance was replaced
-// (within 5 s), not left to expire (15 s).
-func ctLockFreed(t *testing.T, s *ctService) {
-	s.createEndpoint(t, "https://merchant.example.com/hooks")
-	ctError(t, s.do(t, http.MethodGet, "/__fault/trap-locked", nil), http.StatusInternalServerError, "internal")
-	start := time.Now()
-	s.publish(t, "after the trap")
-	assert.Less(t, time.Since(start), 5*time.Second, "the lock freed when the instance was replaced, not when it expired")
 }
 
 // ctFault registers a code, creates an endpoint and redeems another code,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -11,15 +10,13 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
-	"deeplink/internal/egress"
 	"deeplink/internal/webhook"
 )
 
 // BenchmarkDashboardPages serves the dashboard's pages for a store with 5
-// endpoints and 1 000 deliveries (200 events to each endpoint, one failed
-// attempt each), signed in, through the whole handler: ns/op is the time
+// endpoints and 1 000 deliveries (200 events to each endpoint, pending),
+// signed in, through the whole handler: ns/op is the time
 // to the page's last byte, which the dashboard writes at once, so it bounds
 // the first. It also reports the bytes of the whole dashboard ("total-B":
 // the pages as served here, with the style sheet and the script).
@@ -38,14 +35,15 @@ func BenchmarkDashboardPages(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	hk.Mu.Lock()
-	now := time.Now()
-	hk.AdvanceLocked(now)
-	for j := hk.TakeLocked(now); j != nil; j = hk.TakeLocked(now) {
-		hk.FinishLocked(j, egress.Result{Err: errors.New("dial tcp: connection refused"), Duration: time.Millisecond})
+	eps, err := hk.StoreEndpoints(b.Context(), st.ID)
+	if err != nil {
+		b.Fatal(err)
 	}
-	ep := hk.ByStore[st.ID][0].ID
-	hk.Mu.Unlock()
+	ep := eps[0]["id"].(string)
+	ds, _, err := hk.Deliveries(b.Context(), st.ID, ep, webhook.DeliveryQuery{Limit: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	h := a.srv.handler()
 	form := url.Values{"store_id": {st.ID}, "api_key": {st.APIKeys[0]}}
@@ -61,7 +59,7 @@ func BenchmarkDashboardPages(b *testing.B) {
 	pages := []struct{ name, path string }{
 		{"webhooks", "/dashboard/webhooks"},
 		{"deliveries", "/dashboard/webhooks/" + ep + "/deliveries"},
-		{"delivery", "/dashboard/webhooks/" + ep + "/deliveries/" + hk.ByStore[st.ID][0].Log[0].ID},
+		{"delivery", "/dashboard/webhooks/" + ep + "/deliveries/" + ds[0]["id"].(string)},
 		{"settings", "/dashboard/settings"},
 	}
 	total := 0

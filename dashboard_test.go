@@ -423,37 +423,19 @@ func TestDashboardRecover(t *testing.T) {
 	assert.Contains(t, string(h.body), evt, "the failed event, sent again")
 }
 
+// TestEndpointStats: an endpoint's chart of its last 24 hours (the
+// counting itself is the engine's: webhook.Hooks.LastDay).
 func TestEndpointStats(t *testing.T) {
-	now := time.Date(2026, 11, 27, 15, 30, 0, 0, time.UTC)
-	c := whFast()
-	c.DataDir = t.TempDir()
-	hk := webhook.NewHooks(whParseConfig(t, c))
-	e := &webhook.Endpoint{ID: "we_stats", StoreID: whStoreA}
-	hk.Endpoints[e.ID] = e
-	for _, d := range []struct {
-		ago    time.Duration
-		status string
-	}{
-		{0, webhook.StatusPending},
-		{10 * time.Minute, webhook.StatusSucceeded},
-		{time.Hour, webhook.StatusFailed},
-		{5 * time.Hour, webhook.StatusSucceeded},
-		{23 * time.Hour, webhook.StatusSucceeded},
-		{25 * time.Hour, webhook.StatusFailed}, // before the window
-	} {
-		e.Log = append(e.Log, &webhook.Delivery{Status: d.status, CreatedAt: now.Add(-d.ago).Unix()})
-	}
-	st := (&server{hooks: hk}).statsOf(t.Context(), whStoreA, e.ID, now)
-	if st.Succeeded != 3 || st.Failed != 1 || st.Pending != 1 {
-		t.Errorf("stats = %d succeeded, %d failed, %d pending; want 3, 1, 1", st.Succeeded, st.Failed, st.Pending)
-	}
+	st := endpointStats{Counts: webhook.Counts{Succeeded: 3, Failed: 1, Pending: 1}}
+	st.Hours[23] = webhook.Counts{Succeeded: 1, Pending: 1}
+	st.Hours[22] = webhook.Counts{Failed: 1}
+	st.Hours[18] = webhook.Counts{Succeeded: 1}
+	st.Hours[0] = webhook.Counts{Succeeded: 1}
 	if got, want := st.Rate(), 0.75; got != want {
 		t.Errorf("Rate() = %v; want %v", got, want)
 	}
-	for i, want := range map[int]webhook.Counts{23: {Succeeded: 1, Pending: 1}, 22: {Failed: 1}, 18: {Succeeded: 1}, 0: {Succeeded: 1}} {
-		if st.Hours[i] != want {
-			t.Errorf("Hours[%d] = %+v; want %+v", i, st.Hours[i], want)
-		}
+	if got := (endpointStats{}).Rate(); got != 0 {
+		t.Errorf("Rate() of none = %v; want 0", got)
 	}
 	if n := len(st.Bars()); n != 24+5 {
 		t.Errorf("len(Bars()) = %d; want 24 slots and 5 parts", n)

@@ -90,16 +90,6 @@ func init() {
 		mux.HandleFunc("/__fault/trap", func(http.ResponseWriter, *http.Request) {
 			*(*uint64)(unsafe.Add(unsafe.Pointer(&faultSink), faultOffset)) = 1
 		})
-		// A trap while the instance holds the webhook lock, as a call
-		// cut off in the middle of a change would leave it.
-		mux.HandleFunc("/__fault/trap-locked", func(_ http.ResponseWriter, r *http.Request) {
-			if _, _, err := edge.app.srv.hooks.Lock(r.Context()); err != nil {
-				panic(err)
-			}
-			*(*uint64)(unsafe.Add(unsafe.Pointer(&faultSink), faultOffset)) = 1
-		})
-		// The next change to the store cannot be written: the request
-		// that makes it answers 503, and nothing of it is kept.
 		mux.HandleFunc("POST /__fault/persist", func(w http.ResponseWriter, _ *http.Request) {
 			if err := edge.app.store.Put(context.Background(), faultKey, []byte{1}, time.Time{}); err != nil {
 				w.WriteHeader(http.StatusServiceUnavailable)

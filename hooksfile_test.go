@@ -6,11 +6,13 @@ import (
 	"deeplink/internal/webhook"
 	"encoding/hex"
 	"encoding/json"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"deeplink/internal/store"
+	"deeplink/internal/store/embedded"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,40 +33,48 @@ func editSavedHooks(t *testing.T, path string, edit func(state []byte) []byte) {
 	require.NoError(t, os.WriteFile(path, []byte(out), 0o600))
 }
 
-// savedHooks saves a small state (an endpoint, an event, a delivery and
-// an idempotency key) to a new data_dir, and returns its configuration
+// savedState is a small webhook state as an earlier build kept it in
+// webhooks.json (an endpoint, an event, a delivery and an idempotency
+// key), the state object alone.
+const savedState = `{"endpoints":[{"id":"we_saved","store_id":"` + whStoreA + `","url":"https://hooks.example.com/","description":"","events":["order.status.updated"],"enabled":true,"created_at":1764000000,"updated_at":1764000000,"secret":"whsec_MTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTI=","next_seq":1}],` +
+	`"events":[{"id":"evt_saved","type":"order.status.updated","created_at":1764000000,"body":{"id":"evt_saved","type":"order.status.updated","created_at":1764000000,"data":{"object":{"id":"o1","status":"pending","note":"<&>"}}}}],` +
+	`"deliveries":[{"id":"dlv_saved","seq":0,"endpoint_id":"we_saved","event_id":"evt_saved","status":"pending","created_at":1764000000,"next_at":1764000000000000000,"attempts":[]}],` +
+	`"idempotency":{"` + whStoreA + `\u0000key-1":{"event_id":"evt_saved","expires":4102444800}}}`
+
+// savedHooks writes savedState to a new data_dir as webhooks.json, in the
+// form of the builds that checksummed it, and returns the configuration
 // and the file's path.
 func savedHooks(t *testing.T) (whConf, string) {
 	t.Helper()
 	conf := whFast()
 	conf.DataDir = t.TempDir()
-	src := conf
-	src.DataDir = t.TempDir()
-	hk, _, _ := whSavedWithEvent(t, src, whStoreA, "key-1")
+	f, err := webhook.DecodeHooksFile([]byte(savedState))
+	require.NoError(t, err)
+	b, err := encodeHooksFile(&f)
+	require.NoError(t, err)
 	path := filepath.Join(conf.DataDir, webhook.HooksFileName)
-	writeEarlierHooksFile(t, hk, path)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
 	return conf, path
 }
 
-// writeEarlierHooksFile writes hk's state to path as a build before the
-// store contract saved it.
-func writeEarlierHooksFile(t *testing.T, hk *webhook.Hooks, path string) {
-	t.Helper()
-	hk.Mu.Lock()
-	f := webhook.HooksFile{Idempotency: maps.Clone(hk.Idem)}
-	for _, e := range hk.Endpoints {
-		f.Endpoints = append(f.Endpoints, e)
-	}
-	for _, ev := range hk.Events {
-		f.Events = append(f.Events, ev)
-	}
-	for _, d := range hk.Deliv {
-		f.Deliveries = append(f.Deliveries, d)
-	}
-	b, err := encodeHooksFile(&f)
-	hk.Mu.Unlock()
+// whStore is an embedded store of the test's own, in memory.
+func whStore(t *testing.T) store.Store {
+	db, err := embedded.Open("", embedded.Options{})
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, b, 0o600))
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// whImported returns the engine of configuration c that imported the
+// webhooks.json an earlier build left in c.DataDir into st, as a start
+// would.
+func whImported(t *testing.T, c whConf, st store.Store) *webhook.Hooks {
+	t.Helper()
+	hk := webhook.NewHooks(whParseConfig(t, c))
+	hk.St = st
+	require.NoError(t, hk.ImportHooksFile(t.Context(), c.DataDir, filepath.Join(c.DataDir, legacyMovedDir)))
+	require.NoError(t, hk.Open(t.Context()))
+	return hk
 }
 
 // savedHooksFile is the content of savedHooks' file.
@@ -165,7 +175,7 @@ func TestHooksLoadRefusesDamage(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, b, 0o600))
 
 	hk := webhook.NewHooks(whParseConfig(t, conf))
-	hk.St = whStore(t, conf.DataDir)
+	hk.St = whStore(t)
 	err = hk.ImportHooksFile(t.Context(), conf.DataDir, filepath.Join(conf.DataDir, legacyMovedDir))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), path)
@@ -210,15 +220,27 @@ func TestHooksEarlierFormImported(t *testing.T) {
 			require.NoError(t, json.Unmarshal(b, &top))
 			require.NoError(t, os.WriteFile(path, top["state"], 0o600))
 		}
-		hk := whImported(t, conf)
-		assert.Len(t, hk.Endpoints, 1, "endpoints imported")
-		assert.Len(t, hk.Deliv, 1, "deliveries imported")
-		assert.Len(t, hk.Idem, 1, "idempotency keys imported")
+		st := whStore(t)
+		hk := whImported(t, conf, st)
+		ctx := t.Context()
+		eps, err := hk.StoreEndpoints(ctx, whStoreA)
+		require.NoError(t, err)
+		require.Len(t, eps, 1, "endpoints imported")
+		ds, _, err := hk.Deliveries(ctx, whStoreA, "we_saved", webhook.DeliveryQuery{Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, ds, 1, "deliveries imported")
+		d, err := hk.Delivery(ctx, whStoreA, "we_saved", "dlv_saved")
+		require.NoError(t, err)
+		assert.Contains(t, d["request_body"], `"note":"<&>"`, "the event's body, byte for byte")
+		evt, err := hk.Publish(ctx, whStoreA, webhook.EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), "key-1")
+		require.NoError(t, err)
+		assert.Equal(t, "evt_saved", evt, "the idempotency key imported")
 		assert.NoFileExists(t, path)
 		assert.FileExists(t, filepath.Join(conf.DataDir, legacyMovedDir, webhook.HooksFileName))
-		again := whLoaded(t, conf)
-		assert.Len(t, again.Endpoints, 1, "endpoints at the next start")
-		whCheckRefs(t, again)
+		again := whImported(t, conf, st) // the next start: nothing to import
+		eps, err = again.StoreEndpoints(ctx, whStoreA)
+		require.NoError(t, err)
+		assert.Len(t, eps, 1, "endpoints at the next start")
 	}
 }
 

@@ -15,7 +15,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -34,8 +33,7 @@ var edge struct {
 	app     *app
 	handler http.Handler
 	in, out []byte
-	worker  bool   // serves no webhook state (wire.StartArgs.Worker)
-	name    string // in the webhook lock's tokens (wire.StartArgs.Name)
+	worker  bool // serves no webhook state (wire.StartArgs.Worker)
 
 	logPath, logRoute string // of the request handle serves, for its host to log
 }
@@ -77,7 +75,6 @@ func wasmStart(n uint32) (res uint64) {
 	if err := json.Unmarshal(edge.in[:n], &args); err != nil {
 		return result([]byte("start: " + err.Error()))
 	}
-	edge.name = args.Name
 	demo := len(args.Config) == 0
 	if demo {
 		args.Config = demoConfig
@@ -96,20 +93,14 @@ func wasmStart(n uint32) (res uint64) {
 	if err != nil {
 		return result([]byte(err.Error()))
 	}
-	if args.Worker {
-		// The primary instance holds the webhook state (wire.Primary):
-		// a worker's stays empty, and is never written.
-		a.srv.hooks = webhook.NewHooks(cfg)
-		a.srv.hooks.Log = logger
-	} else {
+	if !args.Worker {
 		for _, w := range a.srv.configWarnings() { // once, not once per instance
 			logger.Warn(w)
 		}
 	}
-	// The host's dispatcher sends the deliveries: the module's copy of
-	// the webhook state follows it, and never takes the lease, and its
-	// log shows the requests as the host sends them.
-	a.srv.hooks.NoLead = true
+	// The host's sender sends the deliveries the module makes; the log
+	// shows the requests as the host sends them.
+	a.srv.hooks.NoSend = true
 	if args.UserAgent != "" {
 		webhook.UserAgent = args.UserAgent
 	}
@@ -151,12 +142,6 @@ func wasmHandle(n uint32) uint64 {
 	default:
 		serveEdge(rec, req)
 	}
-	// Each webhook change was written, under the store's lock, before
-	// its answer (webhook.Hooks.change): what may be left is a change made outside
-	// a request's, written now.
-	if err := persistEdge(); err != nil {
-		edge.app.srv.log.Error("edge: writing the webhook state failed", "err", err)
-	}
 	resp := &wire.Response{Status: rec.code(), Header: rec.header, Body: rec.body.Bytes(), LogPath: edge.logPath, LogRoute: edge.logRoute}
 	edge.logPath, edge.logRoute = "", ""
 	return result(wire.AppendResponse(edge.out[:0], resp))
@@ -189,13 +174,6 @@ func serveEdge(rec *recorder, req *wire.Request) {
 // edgefault build (faults_edgefault.go) sets it, to make a change fail;
 // in wasm/service.wasm it is nil.
 var wrapStore func(store.Store) store.Store
-
-// persistEdge writes the webhook state's changes since the last call to
-// the host's store. (Every other change went to the host's store as it
-// was made, and was durable before the handler went on.)
-func persistEdge() error {
-	return edge.app.srv.hooks.Sync(context.Background())
-}
 
 // pathOf is the path of a request URI (path and query, as sent).
 func pathOf(uri string) string {

@@ -50,9 +50,9 @@ func (s *server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	if s.liveCodes != nil {
 		fmt.Fprintf(&b, "# HELP deeplink_auth_codes_live Registered auth codes not yet redeemed or expired.\n# TYPE deeplink_auth_codes_live gauge\ndeeplink_auth_codes_live %d\n", s.liveCodes.value())
 	}
-	// A copy that never sends (the edge module's) has no attempts to
-	// count: its host reports its dispatcher's.
-	if hk := s.hooks; hk != nil && !hk.NoLead {
+	// A process that never sends (the edge module) has no attempts to
+	// count: its host reports its sender's.
+	if hk := s.hooks; hk != nil && !hk.NoSend {
 		hk.WriteMetrics(&b)
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")

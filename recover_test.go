@@ -221,17 +221,13 @@ func TestRecoverOverBudget(t *testing.T) {
 	body := w.whSend(t, ep, rc, whFail)["request_body"].(string)
 	w.whSend(t, ep, rc, whFail)
 	hk := w.app.srv.hooks
-	hk.Mu.Lock()
-	hk.Budget.Pending = hk.Pending[whStoreA] + webhook.NewCost(len(body)) // room for one
-	hk.Mu.Unlock()
+	hk.Budget.Pending = whPendingHeld(t, w, whStoreA) + webhook.NewCost(len(body)) // room for one
 	since := map[string]any{"since": "2000-01-01T00:00:00Z"}
 	r := w.whRecover(t, ep, since)
 	whRequireError(t, r, http.StatusServiceUnavailable, "unavailable")
 	assert.NotEmpty(t, r.header.Get("Retry-After"))
 	assert.Len(t, w.whDeliveries(t, ep, ""), 2, "nothing queued")
-	hk.Mu.Lock()
 	hk.Budget.Pending = webhook.PendingBudget
-	hk.Mu.Unlock()
 	assert.Equal(t, 2, whQueued(t, w.whRecover(t, ep, since)))
 }
 

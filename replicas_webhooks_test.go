@@ -3,13 +3,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,12 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"deeplink/internal/store/redisstore/redistest"
-	"deeplink/internal/webhook"
 )
 
 // TestReplicaWebhooks runs two native replicas on one Redis and checks
@@ -141,18 +140,14 @@ func TestReplicaWebhooks(t *testing.T) {
 		ctEventually(t, 30*time.Second, func() bool { return st.first.Load() != nil }, "the first attempt never arrived")
 		require.Equal(t, evt, *st.first.Load(), "the webhook-id of the first attempt")
 
-		// The replica that sent it holds the lead, its name in Redis.
-		rdb := redis.NewClient(&redis.Options{Addr: rd.Addr()})
-		defer rdb.Close()
-		lead, err := rdb.Get(context.Background(), "replicas:k:"+webhook.ShareLead).Result()
-		require.NoError(t, err, "reading the lead")
-		parts := strings.Split(lead, "/")
-		require.Len(t, parts, 3, "the lead %q", lead)
+		// The replica that sent it holds the connection the attempt came
+		// on: the one to kill.
 		sender, other := a, b
-		if strconv.Itoa(b.p.cmd.Process.Pid) == parts[1] {
+		port := *st.firstFrom.Load()
+		if ownsPort(t, b.p.cmd.Process.Pid, port) {
 			sender, other = b, a
 		}
-		require.Equal(t, strconv.Itoa(sender.p.cmd.Process.Pid), parts[1], "the lead %q names neither replica", lead)
+		require.True(t, ownsPort(t, sender.p.cmd.Process.Pid, port), "neither replica holds the connection of port %d", port)
 		require.NoError(t, sender.p.cmd.Process.Kill())
 		<-sender.p.exited
 
@@ -171,6 +166,7 @@ func TestReplicaWebhooks(t *testing.T) {
 type stallingReceiver struct {
 	*httptest.Server
 	first, delivered atomic.Pointer[string] // webhook-ids: of the first request, of the first answered 200
+	firstFrom        atomic.Pointer[int]    // the port the first request came from
 }
 
 func newStallingReceiver(t *testing.T) *stallingReceiver {
@@ -179,6 +175,9 @@ func newStallingReceiver(t *testing.T) *stallingReceiver {
 	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		id := r.Header.Get("Webhook-Id")
+		_, p, _ := net.SplitHostPort(r.RemoteAddr)
+		port, _ := strconv.Atoi(p)
+		rc.firstFrom.CompareAndSwap(nil, &port)
 		if rc.first.CompareAndSwap(nil, &id) {
 			select {
 			case <-r.Context().Done():
@@ -316,4 +315,35 @@ func ctIDs(log []map[string]any) []string {
 		ids = append(ids, fmt.Sprint(d["id"], " ", d["status"]))
 	}
 	return ids
+}
+
+// ownsPort reports whether the process pid holds the TCP socket whose
+// local port on 127.0.0.1 is port (Linux: /proc/net/tcp gives the
+// socket's inode, /proc/PID/fd the process's sockets).
+func ownsPort(t *testing.T, pid, port int) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	require.NoError(t, err)
+	inode := ""
+	local := fmt.Sprintf("0100007F:%04X", port)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 9 && f[1] == local {
+			inode = f[9]
+			break
+		}
+	}
+	if inode == "" {
+		return false
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && l == "socket:["+inode+"]" {
+			return true
+		}
+	}
+	return false
 }

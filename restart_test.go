@@ -519,69 +519,6 @@ func TestStartingEmptyIsLogged(t *testing.T) {
 	}
 }
 
-// TestShutdownRetriesTheWrite makes the shutdown's write of the state fail
-// (the store refusing the webhook state's writes, as a full disk would):
-// the shutdown says why and writes again, as often as it is let, until it
-// works; then what was acknowledged before is all there after a restart,
-// and so is what the dispatcher changed before the stop. Told to give up,
-// it returns the failure.
-func TestShutdownRetriesTheWrite(t *testing.T) {
-	// breakState makes a change only the shutdown's write takes (an
-	// endpoint changed behind the API, as the dispatcher changes
-	// deliveries) and the store refuse it.
-	breakState := func(a *testApp) (fix func()) {
-		hk := a.srv.hooks
-		hk.Mu.Lock()
-		e := whAddEndpoint(hk, testStoreID)
-		hk.Mu.Unlock()
-		real := hk.St
-		hk.St = failingPuts{real}
-		a.endpointID = e.ID
-		return func() { hk.St = real }
-	}
-
-	t.Run("until it works", func(t *testing.T) {
-		cfg := storeTestConfig(t, t.TempDir())
-		a1 := startApp(t, cfg)
-		require.Equal(t, http.StatusOK, a1.registerCode(t, "code-written-before-the-failure"))
-		fix := breakState(a1)
-		a1.ts.Close()
-
-		var errs []error
-		err := a1.closeRetrying(func(err error) bool {
-			errs = append(errs, err)
-			if len(errs) == 2 { // it failed twice: the disk works again
-				fix()
-			}
-			return true
-		})
-		a1.once.Do(func() {}) // closed: the cleanup must not close it again
-		require.NoError(t, err)
-		require.Len(t, errs, 2, "failures reported before the write worked")
-		for _, e := range errs {
-			assert.ErrorContains(t, e, "disk full")
-		}
-
-		a2 := startApp(t, cfg)
-		assert.Equal(t, http.StatusConflict, a2.registerCode(t, "code-written-before-the-failure"), "the code is live after the restart")
-		a2.srv.hooks.Mu.Lock()
-		defer a2.srv.hooks.Mu.Unlock()
-		assert.Contains(t, a2.srv.hooks.Endpoints, a1.endpointID, "the change the shutdown wrote")
-	})
-
-	t.Run("given up", func(t *testing.T) {
-		cfg := storeTestConfig(t, t.TempDir())
-		a := startApp(t, cfg)
-		breakState(a)
-		a.ts.Close()
-		calls := 0
-		err := a.closeRetrying(func(error) bool { calls++; return false })
-		assert.Error(t, err)
-		assert.Equal(t, 1, calls)
-		a.once.Do(func() {}) // closed: the cleanup must not close it again
-	})
-}
-
 // TestWebhookChangeAfterStopBegan: once the graceful stop has closed the
 // store, a webhook change (a request the stop cut off) answers 503 rather
 // than 201 for a change no save would write.

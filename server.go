@@ -281,8 +281,7 @@ func associationFiles(apps AppsConfig) (apple, android []byte) {
 }
 
 // recorder is an http.ResponseWriter that keeps the response in memory:
-// the edge build's writer, and the webhook handlers' while they hold the
-// hooks lock (a slow client must not hold it).
+// the edge build's writer, and the dashboard's calls of the API.
 type recorder struct {
 	header http.Header
 	status int

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -345,19 +346,15 @@ func (w *whApp) whAwaitStatus(t *testing.T, ep, dlv, status string) map[string]a
 	return w.whAwait(t, ep, dlv, func(d map[string]any) bool { return d["status"] == status })
 }
 
-// whAwaitWaiting waits until store A's endpoint ep's delivery dlv is due
-// but waits on the endpoint, which is at its in-flight limit. Nothing in
-// the API tells that apart from waiting in the timer heap, so it looks at
-// the dispatcher's queues.
-func (w *whApp) whAwaitWaiting(t *testing.T, ep, dlv string) {
+// whAwaitWaiting checks that store A's endpoint ep's delivery dlv is
+// pending after attempts attempts: queued, behind the endpoint's places
+// (its in-flight limit), which the caller has seen all taken.
+func (w *whApp) whAwaitWaiting(t *testing.T, ep, dlv string, attempts int) {
 	t.Helper()
-	hk := w.app.srv.hooks
-	require.Eventually(t, func() bool {
-		hk.Mu.Lock()
-		defer hk.Mu.Unlock()
-		e := hk.Endpoints[ep]
-		return e != nil && slices.ContainsFunc(e.Waiting, func(d *webhook.Delivery) bool { return d.ID == dlv })
-	}, whWait, time.Millisecond, "delivery %s never waited on endpoint %s", dlv, ep)
+	r := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + dlv, key: whKeyA})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.raw)
+	require.Equal(t, webhook.StatusPending, r.data()["status"], "delivery %s", dlv)
+	require.Len(t, whAttempts(t, r.data()), attempts, "attempts of delivery %s", dlv)
 }
 
 // whFailedAttempts creates an endpoint at url, publishes one order event,
@@ -1198,7 +1195,8 @@ func TestWebhookChangesWhileStateCannotBeWritten(t *testing.T) {
 	t.Run("webhook state", func(t *testing.T) {
 		hk := w.app.srv.hooks
 		hk.St = failingPuts{hk.St}
-		for _, q := range changes[:len(changes)-1] { // made in memory, not written: 503 all the same (the DELETE kept for the next case)
+		for _, i := range []int{0, 1, 2, 3, 6} { // those that write (a retry of no delivery, a recover of none, write nothing); the DELETE kept for the next case
+			q := changes[i]
 			q.key = whKeyA
 			r := w.do(t, q)
 			whRequireError(t, r, http.StatusServiceUnavailable, "unavailable")
@@ -1215,8 +1213,8 @@ func TestWebhookChangesWhileStateCannotBeWritten(t *testing.T) {
 }
 
 // TestWebhookBudgets: a store's pending deliveries may hold up to its
-// budget (each its event's bytes, its attempts and an overhead), and it may remember up
-// to its budget of Idempotency-Keys; past either, what would add more
+// budget (each its event's bytes and an overhead), and it may make up to
+// its budget of Idempotency-Keys in a day and the day before; past either, what would add more
 // answers 503 unavailable with Retry-After (API.md §3: over its memory
 // budget), and nothing is made. Deliveries that end, or an endpoint
 // deleted, give the room back; a repeated key is still answered.
@@ -1225,11 +1223,7 @@ func TestWebhookBudgets(t *testing.T) {
 	conf.Retry = []string{"1h"} // a failed first attempt stays pending
 	w := whStart(t, conf)
 	hk := w.app.srv.hooks
-	held := func() int64 {
-		hk.Mu.Lock()
-		defer hk.Mu.Unlock()
-		return hk.Pending[whStoreA]
-	}
+	held := func() int64 { return whPendingHeld(t, w, whStoreA) }
 	overBudget := func(t *testing.T, r whResp) {
 		t.Helper()
 		whRequireError(t, r, http.StatusServiceUnavailable, "unavailable")
@@ -1246,24 +1240,20 @@ func TestWebhookBudgets(t *testing.T) {
 
 	t.Run("pending deliveries", func(t *testing.T) {
 		ep, _ := w.whEndpoint(t, "http://127.0.0.1:1/") // refused: never delivered
-		// A pending delivery holds its event and its attempts: each here
-		// has one, refused, and then waits an hour.
+		// A pending delivery holds its event: each here has one attempt,
+		// refused, and then waits an hour.
 		attempted := func(n int) {
 			t.Helper()
 			require.Eventually(t, func() bool {
-				hk.Mu.Lock()
-				defer hk.Mu.Unlock()
-				e := hk.Endpoints[ep]
-				return len(e.Log) == n && !slices.ContainsFunc(e.Log, func(d *webhook.Delivery) bool { return len(d.Attempts) != 1 })
+				ds := w.whDeliveries(t, ep, "")
+				return len(ds) == n && !slices.ContainsFunc(ds, func(d map[string]any) bool { return d["attempt_count"] != float64(1) })
 			}, whWait, time.Millisecond, "%d deliveries, each attempted once", n)
 		}
 		require.Equal(t, http.StatusAccepted, publish("").status)
 		attempted(1)
 		one := held()
-		require.Greater(t, one, webhook.NewCost(len(`{"id":"o1","status":"pending"}`)), "a delivery and its attempt")
-		hk.Mu.Lock()
+		require.Greater(t, one, webhook.NewCost(len(`{"id":"o1","status":"pending"}`)), "a delivery, its event in its envelope")
 		hk.Budget.Pending = 3 * one
-		hk.Mu.Unlock()
 		require.Equal(t, http.StatusAccepted, publish("").status)
 		require.Equal(t, http.StatusAccepted, publish("").status)
 		attempted(3)
@@ -1276,14 +1266,10 @@ func TestWebhookBudgets(t *testing.T) {
 
 		w.do(t, whReq{method: "DELETE", path: whEndpointPath(whStoreA, ep), key: whKeyA})
 		assert.Zero(t, held(), "the deleted endpoint's pending deliveries")
-		hk.Mu.Lock()
 		hk.Budget.Pending = webhook.PendingBudget
-		hk.Mu.Unlock()
 	})
 	t.Run("idempotency keys", func(t *testing.T) {
-		hk.Mu.Lock()
 		hk.Budget.Idem = 2
-		hk.Mu.Unlock()
 		first := publish("k1")
 		require.Equal(t, http.StatusAccepted, first.status)
 		require.Equal(t, http.StatusAccepted, publish("k2").status)
@@ -1295,16 +1281,27 @@ func TestWebhookBudgets(t *testing.T) {
 	})
 }
 
-// failingPuts is a store that cannot write a Put, alone or in an Apply.
+// failingPuts is a store that cannot write: every change fails as a full
+// disk fails it.
 type failingPuts struct{ store.Store }
 
-func (failingPuts) Put(context.Context, string, []byte, time.Time) error {
-	return fmt.Errorf("%w: disk full", store.ErrUnavailable)
-}
+var errDiskFull = fmt.Errorf("%w: disk full", store.ErrUnavailable)
 
-func (failingPuts) Apply(context.Context, []store.Write) error {
-	return fmt.Errorf("%w: disk full", store.ErrUnavailable)
+func (failingPuts) Put(context.Context, string, []byte, time.Time) error    { return errDiskFull }
+func (failingPuts) Insert(context.Context, string, []byte, time.Time) error { return errDiskFull }
+func (failingPuts) CompareAndSwap(context.Context, string, []byte, []byte, time.Time) error {
+	return errDiskFull
 }
+func (failingPuts) Delete(context.Context, string) error { return errDiskFull }
+func (failingPuts) Add(context.Context, string, int64, time.Time) (int64, error) {
+	return 0, errDiskFull
+}
+func (failingPuts) ZAdd(context.Context, string, string, int64) error { return errDiskFull }
+func (failingPuts) ZRem(context.Context, string, string) error        { return errDiskFull }
+func (failingPuts) ZClaim(context.Context, string, int64, int64, int) ([]store.Scored, error) {
+	return nil, errDiskFull
+}
+func (failingPuts) Apply(context.Context, []store.Write) error { return errDiskFull }
 
 // TestChecksBeforeTheRefusal: while changes cannot be written, a request
 // that the store, key or endpoint checks refuse gets their answer, not
@@ -1329,4 +1326,19 @@ func TestChecksBeforeTheRefusal(t *testing.T) {
 			whRequireError(t, w.do(t, tt.q), tt.want, tt.code)
 		})
 	}
+}
+
+// whPendingHeld is what the store's pending deliveries hold of its
+// budget, as the engine counts it in the store ("hooks:pending:" and the
+// store's id).
+func whPendingHeld(t *testing.T, w *whApp, storeID string) int64 {
+	t.Helper()
+	b, err := w.app.store.Get(t.Context(), "hooks:pending:"+storeID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0
+	}
+	require.NoError(t, err)
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	require.NoError(t, err)
+	return n
 }

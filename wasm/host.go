@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,15 +27,15 @@ import (
 // host runs a pool of instances of the module, one slot each. An
 // instance runs one call at a time; none keeps state the store does not
 // have, so a request may go to any of them, except those wire.Primary
-// sends to the primary (slot 0), the one instance that holds the webhook
-// state's working copy (the host's dispatcher sends its deliveries).
+// sends to the primary (slot 0). The host's sender (hooks) sends the
+// deliveries the instances make.
 type host struct {
 	state    *hostState
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	args     wire.StartArgs
 	client   *http.Client     // the association check's fetches (deeplink_host.fetch)
-	hooks    *webhook.Hooks   // the webhook dispatcher (hooks.go)
+	hooks    *webhook.Hooks   // the webhook sender (hooks.go)
 	requests *serving.Metrics // every request the host answers, whichever instance served it
 
 	slots       []atomic.Pointer[instance] // the instance in each slot now; the primary first
@@ -57,17 +56,11 @@ type instance struct {
 	// knowing none of their jobs, would drop (it sends what is pending
 	// again).
 	id uint64
-	// name is the instance's in the webhook lock's tokens: a lock it
-	// died holding is freed by that name.
-	name string
 
 	mu  sync.Mutex // guards the fields below: one call at a time
 	mod api.Module // nil after a failed start
 	fn  map[string]api.Function
 }
-
-// hostName names this host process in its instances' names.
-var hostName = webhook.ReplicaName()
 
 var exports = []string{"buffer", "start", "handle", "tick", "stop"}
 
@@ -125,7 +118,6 @@ func (h *host) startInstance(slot int) (*instance, error) {
 func (in *instance) instantiateLocked(view view) error {
 	ctx := context.Background()
 	in.id = in.h.started.Add(1)
-	in.name = fmt.Sprintf("%s/instance-%d", hostName, in.id)
 	if in.mod != nil {
 		in.mod.Close(ctx)
 		in.mod = nil
@@ -156,7 +148,6 @@ func (in *instance) instantiateLocked(view view) error {
 	in.mod, in.fn = mod, fn
 	args := in.h.args
 	args.Worker = in.worker
-	args.Name = in.name
 	b, _ := json.Marshal(args)
 	msg, err := in.callLocked(view, "start", b)
 	if err == nil && len(msg) > 0 {
@@ -247,14 +238,6 @@ func (in *instance) call(name string, b []byte, args ...uint64) (out []byte, id 
 	out, err = in.callLocked(view, name, b, args...)
 	if err != nil {
 		slog.Error("edge module failed; replacing the instance", "call", name, "worker", in.worker, "err", err)
-		if !in.worker {
-			// It may have died holding the webhook lock: freed now,
-			// rather than when it expires, on Redis too (the lock is
-			// freed only if the dead instance's name is on it).
-			if err := webhook.ClearLockOf(context.Background(), in.h.state.store, in.name); err != nil {
-				slog.Warn("webhooks: could not clear the lock a failed instance may have held; it expires", "err", err)
-			}
-		}
 		if rerr := in.instantiateLocked(view); rerr != nil {
 			slog.Error("edge module restart failed", "err", rerr)
 		}
@@ -352,15 +335,7 @@ func (h *host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if h.hooks != nil && endpointChanged(r.Method, path, resp.Status) {
-		// The dispatcher takes the change in and writes what it does
-		// about it (the queue of a disabled endpoint failed) before the
-		// answer, as the native build does.
-		if err := h.hooks.Follow(r.Context()); err != nil {
-			slog.Warn("webhooks: the dispatcher could not take a change in before the answer; it will at its next look", "err", err)
-		}
-	}
-	if h.hooks != nil && r.Method != http.MethodGet && r.Method != http.MethodHead && wire.Primary(path) {
+	if h.hooks != nil && r.Method != http.MethodGet && r.Method != http.MethodHead && wire.Queues(path) {
 		h.hooks.Poke() // the module may have made a delivery: sent at once
 	}
 	for k, vs := range resp.Header {
@@ -405,8 +380,8 @@ func (h *host) answer(w http.ResponseWriter, r *http.Request, id string, start t
 	serving.LogRequest(slog.Default(), r, id, serving.LoggedPath(r.URL.Path, "", nil), "host", status, int64(n), start.Add(d), d)
 }
 
-// stop has every instance write what it holds (the primary its webhook
-// state, each its share of the fairness counts), workers first.
+// stop has every instance write what it holds (its share of the
+// fairness counts), workers first.
 func (h *host) stop() error {
 	var errs []error
 	for i := len(h.slots) - 1; i >= 0; i-- {
@@ -433,22 +408,4 @@ func serveUnavailable(m *serving.Metrics, route, why string) http.Handler {
 		m.Observe(r.Method, route, status, d)
 		serving.LogRequest(slog.Default(), r, id, serving.LoggedPath(r.URL.Path, "", nil), route, status, int64(n), start.Add(d), d)
 	})
-}
-
-// endpointChanged reports whether a request of method for path, answered
-// status, changed an endpoint in a way the dispatcher acts on (disabled,
-// deleted, its events changed, its secret rotated): an API PATCH, DELETE
-// or rotate-secret that succeeded, or a change through the dashboard's
-// Webhooks pages (answered with a redirect). A publish, a test, a retry or a recover only makes
-// deliveries: for those the dispatcher need only look at once.
-func endpointChanged(method, path string, status int) bool {
-	switch {
-	case method == http.MethodPatch || method == http.MethodDelete:
-		return status < 300 && strings.HasPrefix(path, "/stores/")
-	case method == http.MethodPost && strings.HasPrefix(path, "/stores/"):
-		return status < 300 && strings.HasSuffix(path, "/rotate-secret") // signed with the new secret from the answer on
-	case method == http.MethodPost:
-		return status < 400 && strings.HasPrefix(path, "/dashboard/webhooks/")
-	}
-	return false
 }

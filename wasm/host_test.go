@@ -65,31 +65,6 @@ func TestTakeGive(t *testing.T) {
 	}
 }
 
-func TestEndpointChanged(t *testing.T) {
-	const ep = "/stores/s1/webhooks/we_1"
-	for _, tt := range []struct {
-		method, path string
-		status       int
-		want         bool
-	}{
-		{"PATCH", ep, 200, true},
-		{"DELETE", ep, 204, true},
-		{"PATCH", ep, 422, false},
-		{"POST", "/dashboard/webhooks/we_1/disable", 303, true},
-		{"POST", "/dashboard/webhooks/we_1/delete", 303, true},
-		{"POST", "/dashboard/webhooks/we_1/edit", 422, false},
-		{"POST", "/stores/s1/events", 202, false},
-		{"POST", ep + "/test", 202, false},
-		{"POST", ep + "/rotate-secret", 200, true},
-		{"POST", "/dashboard/sign-in", 303, false},
-		{"GET", ep, 200, false},
-	} {
-		if got := endpointChanged(tt.method, tt.path, tt.status); got != tt.want {
-			t.Errorf("endpointChanged(%q, %q, %d) = %v; want %v", tt.method, tt.path, tt.status, got, tt.want)
-		}
-	}
-}
-
 // TestAnswer: the host's own answers take the form of their route's
 // errors (API.md §3, §4.2), and a 503 says when to retry.
 func TestAnswer(t *testing.T) {

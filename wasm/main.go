@@ -182,7 +182,7 @@ func run() error {
 	}
 	defer state.close() // closed below, its error reported; again here, after a failure (a second close does nothing)
 	if !state.remote {  // data_dir is this process's alone
-		if err := webhook.ForgetHolders(context.Background(), state.store); err != nil {
+		if err := webhook.ForgetHolds(context.Background(), state.store); err != nil {
 			srv.Close()
 			return fmt.Errorf("webhooks: %w", err)
 		}
@@ -219,7 +219,7 @@ func run() error {
 	h.client, h.requests = client, requests
 	// The dispatcher waits for a store that does not answer (Redis down)
 	// as the instances do.
-	for h.hooks, err = startHooks(cfg, state.store); err != nil && state.backend.Failing != nil && state.backend.Failing() != nil; h.hooks, err = startHooks(cfg, state.store) {
+	for h.hooks, err = startHooks(cfg, state.store, !state.remote); err != nil && state.backend.Failing != nil && state.backend.Failing() != nil; h.hooks, err = startHooks(cfg, state.store, !state.remote) {
 		slog.Warn("webhooks: the store does not answer: sending once it does", "err", err)
 		select {
 		case <-ctx.Done():
@@ -248,8 +248,8 @@ func run() error {
 		slog.Info("edge module ready", "addr", ln.Addr().String(), "module", *modulePath, "startup", time.Since(start).String())
 		loops.Go(func() { h.loop(loopCtx) })
 	}
-	// The dispatcher's lease is renewed until the dispatcher stops,
-	// after the requests under way are drained: it sends meanwhile.
+	// The webhook housekeeping goes on until the sender stops, after the
+	// requests under way are drained: it sends meanwhile.
 	hooksCtx, endHooks := context.WithCancel(context.Background())
 	hooksTicked := make(chan struct{})
 	go func() { defer close(hooksTicked); tickHooks(hooksCtx, h.hooks) }()

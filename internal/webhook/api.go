@@ -3,21 +3,20 @@ package webhook
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"deeplink/internal/store"
 )
 
 // The engine's operations, what the service's HTTP handlers call: each
-// finds the endpoint (and delivery) it works on in the store named, does
-// its own locking and, for a change, returns only once what it changed is
-// written (Persist). A change refused, or one whose write failed, returns
-// an error wrapping store.ErrUnavailable; the caller answers 503.
+// finds the endpoint (and delivery) it works on in the store named and,
+// for a change, returns only once what it changed is written. A change
+// refused, or one whose write failed, returns an error wrapping
+// store.ErrUnavailable; the caller answers 503.
 
 var (
 	ErrNoEndpoint  = errors.New("no webhook endpoint with that id in this store")
@@ -71,193 +70,181 @@ func (c *EndpointChange) apply(e *Endpoint, now int64) {
 	e.UpdatedAt = now
 }
 
-// change runs f under hk.Mu on the endpoint id of the store storeID (nil
-// when id is ""), and writes what it changed before returning. With
-// replicas sharing the state, it runs under their lock, on a copy caught
-// up (share.go). The endpoint is looked up before the refusal
-// (ErrUnwritable), so that an unknown one is ErrNoEndpoint whatever the
-// store's state. An error from f means it changed nothing.
-func (hk *Hooks) change(ctx context.Context, storeID, id string, f func(e *Endpoint) error) error {
-	if hk.Share != nil {
-		work, unlock, err := hk.Lock(ctx)
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		ctx = work
-	}
-	if hk.PersistBad.Load() {
-		hk.Persist(ctx) // what the last one left: the refusal tells how it went
-	}
-	hk.Mu.Lock()
-	var e *Endpoint
-	err := error(nil)
-	if id != "" {
-		if e = hk.endpointLocked(storeID, id); e == nil {
-			err = ErrNoEndpoint
-		}
-	}
-	if err == nil {
-		err = hk.refusal()
-	}
-	if err == nil {
-		err = f(e)
-	}
-	hk.Mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return hk.Persist(ctx)
-}
-
-// Writable returns ErrUnwritable while changes cannot be written (the
-// store refuses them, or the last write failed and failed again now), and
+// Writable returns ErrUnwritable while the store refuses changes, and
 // nil otherwise: for a caller that refuses a change before it reads the
 // request's body, as the change itself would refuse.
-func (hk *Hooks) Writable(ctx context.Context) error {
-	if hk.PersistBad.Load() {
-		hk.Sync(ctx) // what the last write left (under the lock when shared): the refusal tells how it went
-	}
-	return hk.refusal()
-}
+func (hk *Hooks) Writable(ctx context.Context) error { return hk.refusal() }
 
-// refusal is Writable without the write: ErrUnwritable while the store
-// refuses changes or the last write failed.
 func (hk *Hooks) refusal() error {
-	if hk.Failing() != nil || hk.PersistBad.Load() {
+	if hk.Failing() != nil {
 		return ErrUnwritable
 	}
 	return nil
 }
 
-// read runs f under hk.Mu on the endpoint id of the store storeID (nil
-// when id is ""), once the copy has taken in what other replicas sharing
-// it changed: what any replica answered is then seen.
-func (hk *Hooks) read(ctx context.Context, storeID, id string, f func(e *Endpoint) error) error {
-	if hk.Share != nil {
-		if err := hk.Fresh(ctx); err != nil {
-			return err
-		}
+// endpointFor is the endpoint id of the store, for a change: looked up
+// before the refusal, so that an unknown one is ErrNoEndpoint whatever
+// the store's state.
+func (hk *Hooks) endpointFor(ctx context.Context, storeID, id string, change bool) (*Endpoint, error) {
+	if !change && hk.ReadFailing() != nil {
+		return nil, ErrUnreadable
 	}
-	hk.Mu.Lock()
-	defer hk.Mu.Unlock()
-	var e *Endpoint
-	if id != "" {
-		if e = hk.endpointLocked(storeID, id); e == nil {
-			return ErrNoEndpoint
-		}
+	_, e, err := hk.rec().endpoint(ctx, storeID, id)
+	if err != nil {
+		return nil, err
 	}
-	if hk.ReadFailing() != nil {
-		return ErrUnreadable
+	if change {
+		return e, hk.refusal()
 	}
-	return f(e)
-}
-
-// endpointLocked returns the endpoint id of the store storeID, or nil.
-// hk.Mu must be held.
-func (hk *Hooks) endpointLocked(storeID, id string) *Endpoint {
-	if e := hk.Endpoints[id]; e != nil && e.StoreID == storeID {
-		return e
-	}
-	return nil
+	return e, nil
 }
 
 // CreateEndpoint makes an endpoint of the store with c, enabled unless c
 // says otherwise, and returns it as the API shows it, with its secret.
 // ErrEndpointCap when the store has MaxEndpointsPerStore already.
-func (hk *Hooks) CreateEndpoint(ctx context.Context, storeID string, c EndpointChange) (v map[string]any, err error) {
-	err = hk.change(ctx, storeID, "", func(*Endpoint) error {
-		if len(hk.ByStore[storeID]) >= MaxEndpointsPerStore {
-			return ErrEndpointCap
-		}
-		made := time.Now()
-		e := &Endpoint{ID: NewID("we_"), StoreID: storeID, Enabled: true, CreatedAt: made.Unix(), CreatedNS: made.UnixNano(), Secret: NewSecret()}
-		c.apply(e, made.Unix())
-		hk.AddEndpointLocked(e)
-		hk.TouchLocked(KindEndpoint, e.ID)
-		v = e.View()
-		v["secret"] = e.Secret
-		return nil
-	})
-	return v, err
+func (hk *Hooks) CreateEndpoint(ctx context.Context, storeID string, c EndpointChange) (map[string]any, error) {
+	if err := hk.refusal(); err != nil {
+		return nil, err
+	}
+	made := time.Now()
+	e := &Endpoint{ID: NewID("we_"), StoreID: storeID, Enabled: true, CreatedAt: made.Unix(), CreatedNS: made.UnixNano(), Secret: NewSecret()}
+	c.apply(e, made.Unix())
+	if err := hk.rec().createEndpoint(ctx, e); err != nil {
+		return nil, err
+	}
+	v := e.View()
+	v["secret"] = e.Secret
+	return v, nil
 }
 
-// StoreEndpoints returns the store's endpoints in the order they were made,
-// as the API shows them (no secret).
-func (hk *Hooks) StoreEndpoints(ctx context.Context, storeID string) (list []map[string]any, err error) {
-	err = hk.read(ctx, storeID, "", func(*Endpoint) error {
-		list = make([]map[string]any, 0, len(hk.ByStore[storeID]))
-		for _, e := range hk.ByStore[storeID] {
-			list = append(list, e.View())
-		}
-		return nil
-	})
-	return list, err
+// StoreEndpoints returns the store's endpoints in the order they were
+// made, as the API shows them (no secret).
+func (hk *Hooks) StoreEndpoints(ctx context.Context, storeID string) ([]map[string]any, error) {
+	if hk.ReadFailing() != nil {
+		return nil, ErrUnreadable
+	}
+	eps, err := hk.rec().storeEndpoints(ctx, storeID)
+	if err != nil {
+		return nil, err
+	}
+	list := make([]map[string]any, len(eps))
+	for i, e := range eps {
+		list[i] = e.View()
+	}
+	return list, nil
 }
 
 // Endpoint returns the endpoint id of the store as the API shows it.
-func (hk *Hooks) Endpoint(ctx context.Context, storeID, id string) (v map[string]any, err error) {
-	err = hk.read(ctx, storeID, id, func(e *Endpoint) error {
-		v = e.View()
-		return nil
-	})
-	return v, err
+func (hk *Hooks) Endpoint(ctx context.Context, storeID, id string) (map[string]any, error) {
+	e, err := hk.endpointFor(ctx, storeID, id, false)
+	if err != nil {
+		return nil, err
+	}
+	return e.View(), nil
 }
 
 // Secret returns the signing secret of the endpoint id of the store.
-func (hk *Hooks) Secret(ctx context.Context, storeID, id string) (secret string, err error) {
-	err = hk.read(ctx, storeID, id, func(e *Endpoint) error {
-		secret = e.Secret
-		return nil
-	})
-	return secret, err
+func (hk *Hooks) Secret(ctx context.Context, storeID, id string) (string, error) {
+	e, err := hk.endpointFor(ctx, storeID, id, false)
+	if err != nil {
+		return "", err
+	}
+	return e.Secret, nil
 }
 
 // ChangeEndpoint sets on the endpoint id of the store what c gives, and
 // returns it as the API shows it. Disabling it fails what is queued for
-// it; dropping event types fails what is queued of those
-// (DropQueuedLocked), in the same step.
-func (hk *Hooks) ChangeEndpoint(ctx context.Context, storeID, id string, c EndpointChange) (v map[string]any, err error) {
-	err = hk.change(ctx, storeID, id, func(e *Endpoint) error {
-		wasEnabled := e.Enabled
+// it; dropping event types fails what is queued of those (failQueued),
+// before the answer.
+func (hk *Hooks) ChangeEndpoint(ctx context.Context, storeID, id string, c EndpointChange) (map[string]any, error) {
+	if _, err := hk.endpointFor(ctx, storeID, id, true); err != nil {
+		return nil, err
+	}
+	var disabled bool
+	e, err := hk.rec().changeEndpoint(ctx, storeID, id, func(e *Endpoint) error {
+		was := e.Enabled
 		c.apply(e, time.Now().Unix())
-		switch {
-		case wasEnabled && !e.Enabled:
-			hk.DropQueuedLocked(e, DropAll)
-		case c.Events != nil:
-			hk.DropQueuedLocked(e, e.RefusesLocked)
-		}
-		hk.TouchLocked(KindEndpoint, e.ID)
-		v = e.View()
+		disabled = was && !e.Enabled
 		return nil
 	})
-	return v, err
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case disabled:
+		err = hk.failQueued(ctx, e, func(*Delivery) bool { return true })
+	case c.Events != nil:
+		err = hk.failQueued(ctx, e, func(d *Delivery) bool { return e.refusal(d, d.Event.Type) != "" })
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.View(), nil
+}
+
+// failQueued fails what is queued for e that drop picks
+// (records.failQueued), and gives back what they held.
+func (hk *Hooks) failQueued(ctx context.Context, e *Endpoint, drop func(*Delivery) bool) error {
+	ds, err := hk.rec().failQueued(ctx, e, drop)
+	hk.failed(ctx, e.StoreID, ds)
+	return err
+}
+
+// failed counts ds, deliveries of the store failed without an attempt,
+// and gives back what they held.
+func (hk *Hooks) failed(ctx context.Context, storeID string, ds []*Delivery) {
+	for _, d := range ds {
+		hk.counts.Ended.Failed.Add(1)
+		hk.ended(ctx, storeID, d)
+	}
 }
 
 // DeleteEndpoint deletes the endpoint id of the store, its log and what
 // is queued for it.
 func (hk *Hooks) DeleteEndpoint(ctx context.Context, storeID, id string) error {
-	return hk.change(ctx, storeID, id, func(e *Endpoint) error {
-		hk.RemoveEndpointLocked(e)
-		return nil
+	if _, err := hk.endpointFor(ctx, storeID, id, true); err != nil {
+		return err
+	}
+	r := hk.rec()
+	var held []*Delivery // pending: what they hold is given back
+	r.walkLog(ctx, id, false, math.MinInt64, "", func(_ int64, d *Delivery) bool {
+		if d.Status == StatusPending {
+			held = append(held, d)
+		}
+		return true
 	})
+	if err := r.deleteEndpoint(ctx, storeID, id); err != nil {
+		return err
+	}
+	if s := hk.send; s != nil {
+		s.abandon(id)
+	}
+	for _, d := range held {
+		r.release(ctx, storeID, 1, len(d.Event.Body))
+	}
+	return nil
 }
 
 // RotateSecret gives the endpoint id of the store a new secret; the old
 // one also signs for webhooks.secret_rotation_grace. It returns the
 // endpoint as the API shows it, with the new secret.
-func (hk *Hooks) RotateSecret(ctx context.Context, storeID, id string) (v map[string]any, err error) {
-	err = hk.change(ctx, storeID, id, func(e *Endpoint) error {
+func (hk *Hooks) RotateSecret(ctx context.Context, storeID, id string) (map[string]any, error) {
+	if _, err := hk.endpointFor(ctx, storeID, id, true); err != nil {
+		return nil, err
+	}
+	e, err := hk.rec().changeEndpoint(ctx, storeID, id, func(e *Endpoint) error {
 		now := time.Now()
 		e.OldSecret, e.OldSecretEnd = e.Secret, now.Add(hk.Cfg.Webhooks.SecretRotationGrace.D()).Unix()
 		e.Secret = NewSecret()
 		e.UpdatedAt = now.Unix()
-		hk.TouchLocked(KindEndpoint, e.ID)
-		v = e.View()
-		v["secret"] = e.Secret
 		return nil
 	})
-	return v, err
+	if err != nil {
+		return nil, err
+	}
+	v := e.View()
+	v["secret"] = e.Secret
+	return v, nil
 }
 
 // testObject is the data.object of the test call's event.
@@ -266,75 +253,123 @@ const testObject = `{"id":"test","message":"This is a test event from the webhoo
 // SendTest queues a webhook.test event for the endpoint id of the store
 // alone: it goes once even if the endpoint is disabled.
 func (hk *Hooks) SendTest(ctx context.Context, storeID, id string) (eventID, deliveryID string, err error) {
-	err = hk.change(ctx, storeID, id, func(e *Endpoint) error {
-		ev := hk.NewEventLocked(EventTest, json.RawMessage(testObject))
-		if !hk.RoomLocked(e.StoreID, 1, len(ev.Body)) {
-			return ErrOverBudget
+	e, err := hk.endpointFor(ctx, storeID, id, true)
+	if err != nil {
+		return "", "", err
+	}
+	ev := newEvent(EventTest, json.RawMessage(testObject), hk.Now())
+	ds, err := hk.again(ctx, e, []*Event{ev})
+	if err != nil {
+		return "", "", err
+	}
+	return ev.ID, ds[0].ID, nil
+}
+
+// again queues evs for e now, as new deliveries asked for explicitly (the
+// test call, a retry, recover): each goes once even if e is disabled or
+// no longer takes its type, and is retried while e is enabled. It makes
+// all of them, in one Apply, or past the store's budget none.
+func (hk *Hooks) again(ctx context.Context, e *Endpoint, evs []*Event) ([]*Delivery, error) {
+	r := hk.rec()
+	size := 0
+	for _, ev := range evs {
+		size += len(ev.Body)
+	}
+	if err := r.reserve(ctx, e.StoreID, len(evs), size, hk.Budget.Pending); err != nil {
+		return nil, err
+	}
+	now := hk.Now()
+	var ws []store.Write
+	ds := make([]*Delivery, len(evs))
+	for i, ev := range evs {
+		d := newDelivery(e.ID, ev, now)
+		d.NextAt += int64(i) * int64(time.Microsecond) // one after the other in the log, in the order asked
+		d.Explicit, d.WhileDisabled = true, !e.Enabled
+		w, err := enqueueRecord(d, now)
+		if err != nil {
+			return nil, err
 		}
-		d := hk.RetryLocked(e, ev)
-		eventID, deliveryID = ev.ID, d.ID
-		return nil
-	})
-	return eventID, deliveryID, err
+		ws, ds[i] = append(ws, w...), d
+	}
+	if err := r.st.Apply(ctx, ws); err != nil {
+		return nil, err
+	}
+	hk.Poke()
+	return ds, nil
 }
 
 // Publish makes an event of typ for the store and queues it for every
 // enabled endpoint subscribed to typ. A key seen in the last 24 hours
 // returns that event's id and sends nothing.
-func (hk *Hooks) Publish(ctx context.Context, storeID, typ string, object json.RawMessage, key string) (eventID string, err error) {
-	err = hk.change(ctx, storeID, "", func(*Endpoint) error {
-		var ok bool
-		if eventID, ok = hk.publishLocked(storeID, typ, object, key); !ok {
-			return ErrOverBudget
-		}
-		return nil
-	})
-	return eventID, err
+func (hk *Hooks) Publish(ctx context.Context, storeID, typ string, object json.RawMessage, key string) (string, error) {
+	if err := hk.refusal(); err != nil {
+		return "", err
+	}
+	id, err := hk.rec().publish(ctx, storeID, typ, object, key)
+	if err == nil {
+		hk.Poke()
+	}
+	return id, err
 }
 
 // Retry queues the event of the delivery dlvID of the endpoint id again,
-// as a new delivery (RetryLocked), and returns that as the log lists it.
-func (hk *Hooks) Retry(ctx context.Context, storeID, id, dlvID string) (v map[string]any, err error) {
-	err = hk.change(ctx, storeID, id, func(e *Endpoint) error {
-		old := hk.Deliv[dlvID]
-		if old == nil || old.EndpointID != e.ID {
-			return ErrNoDelivery
-		}
-		if !hk.RoomLocked(e.StoreID, 1, len(old.Ev.Body)) {
-			return ErrOverBudget
-		}
-		v = hk.RetryLocked(e, old.Ev).Summary()
-		return nil
-	})
-	return v, err
+// as a new delivery (again), and returns that as the log lists it.
+func (hk *Hooks) Retry(ctx context.Context, storeID, id, dlvID string) (map[string]any, error) {
+	e, err := hk.endpointFor(ctx, storeID, id, true)
+	if err != nil {
+		return nil, err
+	}
+	old, err := hk.deliveryOf(ctx, e, dlvID)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := hk.again(ctx, e, []*Event{old.event()})
+	if err != nil {
+		return nil, err
+	}
+	return ds[0].Summary(), nil
 }
 
-// Recover queues again, now, every failed delivery of the endpoint id
-// whose event was created at or after since (RecoverLocked), and returns
-// how many it queued.
-func (hk *Hooks) Recover(ctx context.Context, storeID, id string, since time.Time) (n int, err error) {
-	err = hk.change(ctx, storeID, id, func(e *Endpoint) error {
-		var ok bool
-		if n, ok = hk.RecoverLocked(e, since); !ok {
-			return ErrOverBudget
-		}
-		return nil
-	})
-	return n, err
+// deliveryOf returns e's delivery id, or ErrNoDelivery.
+func (hk *Hooks) deliveryOf(ctx context.Context, e *Endpoint, id string) (*Delivery, error) {
+	_, d, err := readRecord[Delivery](ctx, hk.St, HookKey(kindDelivery, id))
+	if errors.Is(err, store.ErrNotFound) || err == nil && (d.EndpointID != e.ID || d.event() == nil) {
+		return nil, ErrNoDelivery
+	}
+	return d, err
+}
+
+// Recover queues again, now, the event of every failed delivery of the
+// endpoint id whose event was created at or after since (recoverable),
+// and returns how many it queued: all of them, or past the store's
+// budget none.
+func (hk *Hooks) Recover(ctx context.Context, storeID, id string, since time.Time) (int, error) {
+	e, err := hk.endpointFor(ctx, storeID, id, true)
+	if err != nil {
+		return 0, err
+	}
+	evs, err := hk.rec().recoverable(ctx, e, since)
+	if err != nil || len(evs) == 0 {
+		return 0, err
+	}
+	if _, err := hk.again(ctx, e, evs); err != nil {
+		return 0, err
+	}
+	return len(evs), nil
 }
 
 // Delivery returns the delivery dlvID of the endpoint id with every
 // attempt, as the API shows it.
-func (hk *Hooks) Delivery(ctx context.Context, storeID, id, dlvID string) (v map[string]any, err error) {
-	err = hk.read(ctx, storeID, id, func(e *Endpoint) error {
-		d := hk.Deliv[dlvID]
-		if d == nil || d.EndpointID != e.ID {
-			return ErrNoDelivery
-		}
-		v = d.Detail(e)
-		return nil
-	})
-	return v, err
+func (hk *Hooks) Delivery(ctx context.Context, storeID, id, dlvID string) (map[string]any, error) {
+	e, err := hk.endpointFor(ctx, storeID, id, false)
+	if err != nil {
+		return nil, err
+	}
+	d, err := hk.deliveryOf(ctx, e, dlvID)
+	if err != nil {
+		return nil, err
+	}
+	return d.Detail(e), nil
 }
 
 // DeliveryQuery is a page of an endpoint's delivery log: of one event
@@ -348,32 +383,20 @@ type DeliveryQuery struct {
 
 // Deliveries returns a page of the endpoint id's log, newest first, as
 // the log lists them, and the cursor of the next page ("" when none).
-func (hk *Hooks) Deliveries(ctx context.Context, storeID, id string, q DeliveryQuery) (page []map[string]any, next string, err error) {
-	before := uint64(1<<64 - 1)
-	if q.Cursor != "" {
-		var ok bool
-		if before, ok = parseCursor(id, q.Cursor); !ok {
-			return nil, "", ErrBadCursor
-		}
+func (hk *Hooks) Deliveries(ctx context.Context, storeID, id string, q DeliveryQuery) ([]map[string]any, string, error) {
+	e, err := hk.endpointFor(ctx, storeID, id, false)
+	if err != nil {
+		return nil, "", err
 	}
-	err = hk.read(ctx, storeID, id, func(e *Endpoint) error {
-		page = []map[string]any{}
-		var lastSeq uint64 // of the last delivery on the page
-		for i := len(e.Log) - 1; i >= 0; i-- {
-			d := e.Log[i]
-			if d.Seq >= before || q.EventType != "" && d.Ev.Type != q.EventType || q.Status != "" && d.Status != q.Status {
-				continue
-			}
-			if len(page) == q.Limit {
-				next = cursorFor(e.ID, lastSeq)
-				break
-			}
-			page = append(page, d.Summary())
-			lastSeq = d.Seq
-		}
-		return nil
-	})
-	return page, next, err
+	ds, next, err := hk.rec().logPage(ctx, e, q)
+	if err != nil {
+		return nil, "", err
+	}
+	page := make([]map[string]any, len(ds))
+	for i, d := range ds {
+		page[i] = d.Summary()
+	}
+	return page, next, nil
 }
 
 // Counts is how many deliveries succeeded, failed, and are pending.
@@ -381,50 +404,17 @@ type Counts struct{ Succeeded, Failed, Pending int }
 
 // LastDay counts the deliveries of the endpoint id made in each of the
 // 24 hours before end, oldest hour first, by their status.
-func (hk *Hooks) LastDay(ctx context.Context, storeID, id string, end time.Time) (hours [24]Counts, err error) {
-	start := end.Add(-24 * time.Hour)
-	err = hk.read(ctx, storeID, id, func(e *Endpoint) error {
-		for _, d := range e.Log {
-			at := time.Unix(d.CreatedAt, 0)
-			if at.Before(start) || !at.Before(end) {
-				continue
-			}
-			h := &hours[int(at.Sub(start)/time.Hour)]
-			switch d.Status {
-			case StatusSucceeded:
-				h.Succeeded++
-			case StatusFailed:
-				h.Failed++
-			default:
-				h.Pending++
-			}
-		}
-		return nil
-	})
-	return hours, err
-}
-
-// cursorFor is the next_cursor that continues the log of the endpoint id
-// below seq: seq and a tag of the id, so that every other endpoint
-// refuses it.
-func cursorFor(id string, seq uint64) string {
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 12), seq)
-	return base64.RawURLEncoding.EncodeToString(append(b, cursorTag(id)...))
-}
-
-// parseCursor returns the sequence number of a cursor cursorFor made for
-// the endpoint id, or false for anything else.
-func parseCursor(id, c string) (uint64, bool) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) != 12 || string(b[8:]) != string(cursorTag(id)) {
-		return 0, false
+func (hk *Hooks) LastDay(ctx context.Context, storeID, id string, end time.Time) ([24]Counts, error) {
+	e, err := hk.endpointFor(ctx, storeID, id, false)
+	if err != nil {
+		return [24]Counts{}, err
 	}
-	return binary.BigEndian.Uint64(b), true
+	return hk.rec().lastDay(ctx, e, end)
 }
 
 // ValidCursor reports whether c is a next_cursor of the endpoint id's log.
 func ValidCursor(id, c string) bool {
-	_, ok := parseCursor(id, c)
+	_, _, ok := parseLogCursor(id, c)
 	return ok
 }
 

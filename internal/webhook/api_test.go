@@ -6,14 +6,15 @@ import (
 )
 
 func TestCursor(t *testing.T) {
-	own := cursorFor("we_a", 9)
+	own := logCursor("we_a", 9, "dlv_x")
 	for _, tt := range []struct {
 		name, cursor string
 		want         bool
 	}{
 		{"its own", own, true},
-		{"another endpoint's", cursorFor("we_b", 9), false},
-		{"a sequence number alone", base64.RawURLEncoding.EncodeToString([]byte{0, 0, 0, 0, 0, 0, 0, 9}), false},
+		{"another endpoint's", logCursor("we_b", 9, "dlv_x"), false},
+		{"a score alone", base64.RawURLEncoding.EncodeToString([]byte{0, 0, 0, 0, 0, 0, 0, 9}), false},
+		{"no id", base64.RawURLEncoding.EncodeToString(append([]byte{0, 0, 0, 0, 0, 0, 0, 9}, cursorTag("we_a")...)), false},
 		{"too short", base64.RawURLEncoding.EncodeToString([]byte{1, 2, 3}), false},
 		{"not base64", "!!!", false},
 		{"empty", "", false},
@@ -24,7 +25,7 @@ func TestCursor(t *testing.T) {
 			}
 		})
 	}
-	if seq, ok := parseCursor("we_a", own); !ok || seq != 9 {
-		t.Errorf("parseCursor(%q, %q) = %d, %v; want 9, true", "we_a", own, seq, ok)
+	if score, id, ok := parseLogCursor("we_a", own); !ok || score != 9 || id != "dlv_x" {
+		t.Errorf("parseLogCursor(%q, %q) = %d, %q, %v; want 9, dlv_x, true", "we_a", own, score, id, ok)
 	}
 }

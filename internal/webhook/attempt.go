@@ -50,34 +50,6 @@ func errText(err error) string {
 	return strings.Replace(err.Error(), dns.Error(), bare.Error(), 1)
 }
 
-// recordLocked adds a to d, logged on e, moves e's failure window on
-// (failing.go), and decides what comes next:
-// done on 200 with its body read, failed after the last scheduled retry
-// or when e refuses d now (refusesLocked), otherwise the next
-// attempt after the scheduled wait with up to 10 % jitter (a receiver's
-// Retry-After moves nothing: the schedule is the one docs/api.md
-// promises). hk.Mu must be held.
-func (hk *Hooks) recordLocked(e *Endpoint, d *Delivery, a Attempt) {
-	d.Attempts = append(d.Attempts, a)
-	hk.Pending[e.StoreID] += attemptCost(&a) // d is pending still: endLocked takes its whole logCost back
-	hk.TouchLocked(kindDelivery, d.ID)
-	hk.NoteAttemptLocked(e, a.ok()) // which may disable e: d is then refused too
-	switch status, reason, wait := nextStep(hk.Cfg.Webhooks.RetrySchedule, len(d.Attempts), a.ok(), e.refusalLocked(d)); status {
-	case StatusPending:
-		hk.Outcomes.Retried.Add(1)
-		d.NextAt = time.Now().Add(wait).UnixNano()
-		hk.scheduleLocked(d)
-	default:
-		hk.EndLocked(e, d, status, reason)
-		if status == StatusSucceeded {
-			hk.Outcomes.Succeeded.Add(1)
-		} else {
-			hk.Outcomes.Failed.Add(1)
-		}
-	}
-	hk.trimLogLocked(e) // if d ended, the log holds one more finished delivery
-}
-
 // ok reports whether a succeeded: a 200 whose body was read (not one
 // whose body then timed out).
 func (a *Attempt) ok() bool { return a.Status == http.StatusOK && a.Error == "" }

@@ -25,14 +25,14 @@ const (
 	idemDay    = "hooks:idemday:"
 )
 
-// reserve counts n new deliveries of an event of size bytes against the
-// store's pending budget, or fails with ErrOverBudget, counting nothing,
-// when that would take it past budget.
+// reserve counts n new deliveries, whose events hold size bytes in all,
+// against the store's pending budget, or fails with ErrOverBudget,
+// counting nothing, when that would take it past budget.
 func (r *records) reserve(ctx context.Context, storeID string, n, size int, budget int64) error {
 	if n == 0 {
 		return nil
 	}
-	cost := int64(n) * NewCost(size)
+	cost := int64(size) + int64(n)*pendingOverhead
 	v, err := r.st.Add(ctx, pendingKey+storeID, cost, time.Time{})
 	if err != nil {
 		return err
@@ -46,13 +46,13 @@ func (r *records) reserve(ctx context.Context, storeID string, n, size int, budg
 	return nil
 }
 
-// release gives back what n deliveries of an event of size bytes held of
-// the store's pending budget.
+// release gives back what n deliveries, whose events hold size bytes in
+// all, held of the store's pending budget.
 func (r *records) release(ctx context.Context, storeID string, n, size int) error {
 	if n == 0 {
 		return nil
 	}
-	_, err := r.st.Add(ctx, pendingKey+storeID, -int64(n)*NewCost(size), time.Time{})
+	_, err := r.st.Add(ctx, pendingKey+storeID, -int64(size)-int64(n)*pendingOverhead, time.Time{})
 	return err
 }
 

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +26,10 @@ func startHooks(t *testing.T, workers int) *Hooks {
 		t.Fatal(err)
 	}
 	hk := NewHooks(cfg)
+	hk.St = openQueue(t).st
+	if err := hk.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if err := hk.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +39,7 @@ func startHooks(t *testing.T, workers int) *Hooks {
 
 // TestWorkersBoundAttempts: with webhooks.workers at 2, three endpoints
 // each under their in-flight limit get two attempts under way at once,
-// and the third waits, ready, for a worker.
+// and the third waits, queued, for a worker.
 func TestWorkersBoundAttempts(t *testing.T) {
 	hk := startHooks(t, 2)
 	if got := hk.Workers(); got != 2 {
@@ -57,13 +62,13 @@ func TestWorkersBoundAttempts(t *testing.T) {
 			t.Fatal("two attempts did not start")
 		}
 	}
-	// Both workers are held by the receiver now: the third delivery,
-	// moved to the ready list with the others, stays there.
-	hk.Mu.Lock()
-	ready := len(hk.Ready)
-	hk.Mu.Unlock()
-	if ready != 1 {
-		t.Errorf("with both workers held, %d deliveries ready; want 1", ready)
+	// Both workers are held by the receiver now: the third delivery
+	// stays queued, due.
+	if n := len(hk.send.free); n != 0 {
+		t.Errorf("idle workers with two attempts under way = %d; want 0", n)
+	}
+	if n, err := hk.QueueDepth(context.Background()); err != nil || n != 3 {
+		t.Errorf("QueueDepth() = %d, %v; want 3 (2 under way, 1 waiting)", n, err)
 	}
 }
 

@@ -13,8 +13,9 @@ import (
 
 // An endpoint's delivery log in the state of record (records.go): the
 // sorted set logKey + endpoint id of its deliveries, scored by when each
-// was made (unix nanoseconds; deliveries made in one nanosecond come in
-// the order of their ids), and each delivery's record.
+// was made (unix microseconds, within the 2^53 that Redis's scores hold
+// exactly; deliveries made in one microsecond come in the order of their
+// ids), and each delivery's record.
 
 // logBatch is how many of a log's entries one read takes.
 const logBatch = 100
@@ -132,7 +133,7 @@ func (r *records) recoverable(ctx context.Context, e *Endpoint, since time.Time)
 // oldest hour first, by their status.
 func (r *records) lastDay(ctx context.Context, e *Endpoint, end time.Time) (hours [24]Counts, err error) {
 	start := end.Add(-24 * time.Hour)
-	err = r.walkLog(ctx, e.ID, true, end.UnixNano()-1, "", func(score int64, d *Delivery) bool {
+	err = r.walkLog(ctx, e.ID, true, end.UnixMicro()-1, "", func(score int64, d *Delivery) bool {
 		at := time.Unix(d.CreatedAt, 0)
 		if at.Before(start) {
 			return false
@@ -154,56 +155,62 @@ func (r *records) lastDay(ctx context.Context, e *Endpoint, end time.Time) (hour
 	return hours, err
 }
 
+// logBytesKey + endpoint id counts what the endpoint's finished
+// deliveries hold (LogCost each): added to as each ends, taken from as
+// trim drops them.
+const logBytesKey = "hooks:logbytes:"
+
+// finished counts d, of the endpoint ep, as ended: what it holds is its
+// endpoint's log's.
+func (r *records) finished(ctx context.Context, ep string, d *Delivery) error {
+	_, err := r.st.Add(ctx, logBytesKey+ep, LogCost(d), time.Time{})
+	return err
+}
+
 // trim drops the oldest finished deliveries of the endpoint ep's log
-// beyond size of them all, or beyond budget bytes (LogCost) of finished
-// ones; pending ones stay, whatever their age. It reads the whole log:
-// its caller calls it as deliveries end, not at each. It returns how
-// many it dropped.
+// beyond size of them all, or while its finished ones hold more than
+// budget bytes; pending ones stay, whatever their age. It reads the log's
+// members and counter, and the records of only the oldest, those it may
+// drop: cheap enough for every delivery that ends. It returns how many it
+// dropped.
 func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (int, error) {
-	type entry struct {
-		id       string
-		finished bool
-		cost     int64
-	}
-	var all []entry // oldest first
-	finished, held := 0, int64(0)
-	err := r.walkLog(ctx, ep, false, math.MinInt64, "", func(_ int64, d *Delivery) bool {
-		x := entry{d.ID, d.Status != StatusPending, LogCost(d)}
-		if x.finished {
-			finished++
-			held += x.cost
-		}
-		all = append(all, x)
-		return true
-	})
+	all, err := r.st.ZRange(ctx, logKey+ep, math.MinInt64, math.MaxInt64, 0, false)
 	if err != nil {
 		return 0, err
 	}
-	excess := min(len(all)-size, finished)
-	if over := held - budget; over > 0 {
-		n := 0 // the oldest finished ones that take it back under the budget
-		for _, x := range all {
-			if over <= 0 || n == finished {
-				break
-			}
-			if x.finished {
-				n++
-				over -= x.cost
-			}
-		}
-		excess = max(excess, n)
+	held, err := r.counter(ctx, logBytesKey+ep)
+	if err != nil {
+		return 0, err
 	}
+	excess, over := len(all)-size, held-budget
 	var ws []store.Write
-	for _, x := range all {
-		if len(ws) == 2*excess {
+	var freed int64
+	for _, m := range all { // oldest first
+		if excess <= 0 && over <= 0 {
 			break
 		}
-		if x.finished {
-			ws = append(ws, store.Write{Key: logKey + ep, Member: x.id}, store.Write{Key: HookKey(kindDelivery, x.id)})
+		_, d, err := readRecord[Delivery](ctx, r.st, HookKey(kindDelivery, m.Member))
+		if errors.Is(err, store.ErrNotFound) {
+			ws = append(ws, store.Write{Key: logKey + ep, Member: m.Member})
+			excess--
+			continue
 		}
+		if err != nil {
+			return 0, err
+		}
+		if d.Status == StatusPending {
+			continue
+		}
+		cost := LogCost(d)
+		ws = append(ws, store.Write{Key: logKey + ep, Member: m.Member}, store.Write{Key: HookKey(kindDelivery, m.Member)})
+		excess, over, freed = excess-1, over-cost, freed+cost
 	}
 	if len(ws) == 0 {
 		return 0, nil
 	}
-	return len(ws) / 2, r.st.Apply(ctx, ws)
+	if err := r.st.Apply(ctx, ws); err != nil {
+		return 0, err
+	}
+	_, err = r.st.Add(ctx, logBytesKey+ep, -freed, time.Time{})
+	return len(ws) / 2, err
 }

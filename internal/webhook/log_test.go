@@ -14,7 +14,7 @@ import (
 )
 
 // logged writes a delivery of ep of an event of typ made at at, with
-// status, logged with score (its creation in unix nanoseconds, or
+// status, logged with score (its creation in unix microseconds, or
 // another to make entries of equal score), and returns its id.
 func logged(t *testing.T, st store.Store, ep, typ, status string, at time.Time, score int64) string {
 	t.Helper()
@@ -52,7 +52,7 @@ func TestLogPage(t *testing.T) {
 	var failed []string
 	for i := range 7 {
 		status := []string{StatusSucceeded, StatusFailed}[i%2]
-		score := now.UnixNano() + int64(i/3) // three entries a score
+		score := now.UnixMicro() + int64(i/3) // three entries a score
 		id := logged(t, r.st, e.ID, EventOrderStatus, status, now.Add(time.Duration(i)*time.Second), score)
 		entries = append(entries, store.Scored{Member: id, Score: score})
 		if status == StatusFailed {
@@ -136,7 +136,7 @@ func TestRecoverableAndLastDay(t *testing.T) {
 		{10 * time.Minute, StatusPending},
 	} {
 		at := end.Add(-d.ago)
-		logged(t, r.st, e.ID, EventOrderStatus, d.status, at, at.UnixNano())
+		logged(t, r.st, e.ID, EventOrderStatus, d.status, at, at.UnixMicro())
 	}
 	evs, err := r.recoverable(ctx, e, end.Add(-6*time.Hour))
 	if err != nil || len(evs) != 2 || evs[0].CreatedAt > evs[1].CreatedAt {

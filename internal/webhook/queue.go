@@ -178,12 +178,6 @@ func (q *queue) refresh(ctx context.Context, ep string) error {
 	return q.st.ZAdd(ctx, queueReady, ep, again)
 }
 
-// held reports whether c's lease still holds at now, with margin to
-// spare for the writes that end it.
-func (c claim) held(now time.Time, margin time.Duration) bool {
-	return now.Add(margin).Before(c.until)
-}
-
 // retryAt puts c's delivery back in its endpoint's due set, due at at.
 func (q *queue) retryAt(ctx context.Context, c claim, at time.Time) error {
 	return q.st.ZAdd(ctx, queueDue+c.Endpoint, c.Delivery, at.UnixMilli())

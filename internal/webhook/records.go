@@ -34,6 +34,13 @@ type records struct {
 	st     store.Store
 	now    func() time.Time
 	budget *budgets // nil: none (tests of what budgets leave alone)
+	// failed is told of the deliveries noteAttempt failed, when it
+	// disabled their endpoint. nil: none is.
+	failed func(ctx context.Context, storeID string, ds []*Delivery)
+	// busy reports whether this process has an attempt of the delivery
+	// dlv of the endpoint ep under way; failQueued leaves those to it.
+	// nil: none is.
+	busy func(ep, dlv string) bool
 }
 
 // budgets are a store's limits: what its pending deliveries may hold
@@ -193,7 +200,7 @@ func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) error 
 			return err
 		}
 	}
-	ws := r.endpointGone(id)
+	ws := append(r.endpointGone(id), store.Write{Key: logBytesKey + id})
 	for _, set := range []string{logKey + id, queueDue + id} {
 		ms, err := r.st.ZRange(ctx, set, math.MinInt64, math.MaxInt64, 0, false)
 		if err != nil {
@@ -227,7 +234,7 @@ func (r *records) endpointGone(id string) []store.Write {
 type idemRecord struct {
 	EventID    string            `json:"event_id"`
 	Expires    int64             `json:"expires"`         // unix seconds
-	Event      *Event            `json:"event,omitempty"` // absent in the keys of the working copy
+	Event      *Event            `json:"event,omitempty"` // absent in the keys of earlier builds
 	Deliveries map[string]string `json:"deliveries,omitempty"`
 	Made       int64             `json:"made,omitempty"` // unix nanoseconds of the Insert
 	Done       bool              `json:"done,omitempty"`
@@ -251,7 +258,7 @@ func enqueueRecord(d *Delivery, now time.Time) ([]store.Write, error) {
 	}
 	ws := []store.Write{
 		{Key: HookKey(kindDelivery, d.ID), Val: b},
-		{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: d.NextAt},
+		{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: time.Unix(0, d.NextAt).UnixMicro()},
 	}
 	return append(ws, enqueueWrites(d.EndpointID, d.ID, now)...), nil
 }
@@ -294,7 +301,7 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 		}
 	}
 	if r.budget != nil {
-		if err := r.reserve(ctx, storeID, len(m.Deliveries), len(ev.Body), r.budget.Pending); err != nil {
+		if err := r.reserve(ctx, storeID, len(m.Deliveries), len(m.Deliveries)*len(ev.Body), r.budget.Pending); err != nil {
 			return "", err
 		}
 	}
@@ -305,7 +312,7 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 		}
 		err = r.st.Insert(ctx, k, b, time.Unix(m.Expires, 0))
 		if err != nil && r.budget != nil {
-			r.release(ctx, storeID, len(m.Deliveries), len(ev.Body)) // nothing made: a replay's deliveries are counted
+			r.release(ctx, storeID, len(m.Deliveries), len(m.Deliveries)*len(ev.Body)) // nothing made: a replay's deliveries are counted
 		}
 		switch {
 		case errors.Is(err, store.ErrExists):
@@ -367,7 +374,7 @@ func (r *records) replay(ctx context.Context, k string) (string, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return "", fmt.Errorf("webhooks: an Idempotency-Key's record: %w", err)
 	}
-	if m.Done || m.Event == nil { // a key of the working copy's: made whole
+	if m.Done || m.Event == nil { // a key of an earlier build: made whole
 		return m.EventID, nil
 	}
 	if r.now().Sub(time.Unix(0, m.Made)) < publishDeadline {
@@ -403,7 +410,10 @@ func (r *records) noteAttempt(ctx context.Context, e *Endpoint, ok bool, now tim
 	if err != nil || !disabled {
 		return e, false, err
 	}
-	_, err = r.failQueued(ctx, e, func(*Delivery) bool { return true })
+	failed, err := r.failQueued(ctx, e, func(*Delivery) bool { return true })
+	if r.failed != nil {
+		r.failed(ctx, e.StoreID, failed)
+	}
 	return e, true, err
 }
 
@@ -435,15 +445,16 @@ func moveWindow(e *Endpoint, ok bool, now time.Time, after time.Duration) bool {
 // for e that drop picks, each with the reason e refuses it (disabled, or
 // no longer subscribed to its type), and takes them out of the queue:
 // what a request that disables e, or drops a type, does in the same step
-// as the change. One whose attempt is under way is failed too; the
-// attempt, when it ends, is added to it (a success then counts). It
-// returns how many it failed.
-func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Delivery) bool) (int, error) {
+// as the change. One whose attempt is under way (claimed: its queue
+// score past its own due time) is left to that attempt, whose outcome is
+// judged by the endpoint as it then is. It returns those it failed.
+func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Delivery) bool) ([]*Delivery, error) {
 	queued, err := r.st.ZRange(ctx, queueDue+e.ID, math.MinInt64, math.MaxInt64, 0, false)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	var n []*Delivery
+	now := r.now().UnixMilli()
 	for _, m := range queued {
 		for {
 			raw, d, err := readRecord[Delivery](ctx, r.st, HookKey(kindDelivery, m.Member))
@@ -455,6 +466,9 @@ func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Deli
 			}
 			if d.Status != StatusPending || d.Event == nil || !drop(d) {
 				break
+			}
+			if r.busy != nil && r.busy(e.ID, d.ID) || m.Score > now && time.Unix(0, d.NextAt).UnixMilli() < m.Score {
+				break // under way, here or (claimed) elsewhere
 			}
 			d.Status, d.NextAt, d.Reason = StatusFailed, 0, cmp.Or(e.refusal(d, d.Event.Type), ReasonDisabled)
 			b, err := marshalRecord(d)
@@ -468,7 +482,7 @@ func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Deli
 			if err != nil {
 				return n, err
 			}
-			n++
+			n = append(n, d)
 			if err := r.st.ZRem(ctx, queueDue+e.ID, d.ID); err != nil {
 				return n, err
 			}

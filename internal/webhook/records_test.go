@@ -243,8 +243,8 @@ func TestFailQueued(t *testing.T) {
 	}
 
 	e.Events = []string{EventTest}
-	if n, err := r.failQueued(ctx, e, func(d *Delivery) bool { return e.refusal(d, d.Event.Type) != "" }); err != nil || n != 1 {
-		t.Fatalf("failQueued(refused) = %d, %v; want 1", n, err)
+	if n, err := r.failQueued(ctx, e, func(d *Delivery) bool { return e.refusal(d, d.Event.Type) != "" }); err != nil || len(n) != 1 {
+		t.Fatalf("failQueued(refused) = %d, %v; want 1", len(n), err)
 	}
 	if d := delivery(t, r.st, order); d.Status != StatusFailed || d.Reason != ReasonUnsubscribed {
 		t.Errorf("the order delivery = %s (%q); want failed, %q", d.Status, d.Reason, ReasonUnsubscribed)
@@ -253,8 +253,8 @@ func TestFailQueued(t *testing.T) {
 		t.Errorf("the test call's delivery = %s; want pending", d.Status)
 	}
 	e.Enabled = false
-	if n, err := r.failQueued(ctx, e, func(*Delivery) bool { return true }); err != nil || n != 1 {
-		t.Fatalf("failQueued(all) = %d, %v; want 1", n, err)
+	if n, err := r.failQueued(ctx, e, func(*Delivery) bool { return true }); err != nil || len(n) != 1 {
+		t.Fatalf("failQueued(all) = %d, %v; want 1", len(n), err)
 	}
 	if d := delivery(t, r.st, test.ID); d.Status != StatusFailed || d.Reason != ReasonDisabled {
 		t.Errorf("the test call's delivery once disabled = %s (%q); want failed, %q", d.Status, d.Reason, ReasonDisabled)
@@ -334,7 +334,7 @@ func TestPublishBudgets(t *testing.T) {
 	if held, err := r.pending(ctx, testStore); err != nil || held != 3*NewCost(size) {
 		t.Errorf("pending = %d, %v; want %d", held, err, 3*NewCost(size))
 	}
-	if err := r.release(ctx, testStore, 3, size); err != nil { // the three ended
+	if err := r.release(ctx, testStore, 3, 3*size); err != nil { // the three ended
 		t.Fatal(err)
 	}
 	first, err := r.publish(ctx, testStore, EventOrderStatus, obj, "k1")
@@ -374,7 +374,12 @@ func TestTrim(t *testing.T) {
 			var made []string
 			for i, st := range statuses {
 				at := now.Add(time.Duration(i) * time.Second)
-				made = append(made, logged(t, r.st, "we_a", EventOrderStatus, st, at, at.UnixNano()))
+				made = append(made, logged(t, r.st, "we_a", EventOrderStatus, st, at, at.UnixMicro()))
+				if st != StatusPending {
+					if err := r.finished(ctx, "we_a", delivery(t, r.st, made[i])); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			cost := LogCost(delivery(t, r.st, made[1]))
 			if _, err := r.trim(ctx, "we_a", tt.size, tt.budget*cost); err != nil {

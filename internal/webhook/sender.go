@@ -44,8 +44,79 @@ type sender struct {
 	wake chan struct{} // Poke's
 	wg   sync.WaitGroup
 
-	counts counters
+	counts *counters
+	// configured reports whether a store is in the configuration: the
+	// deliveries of one that is not wait, unsent, until it is again. nil:
+	// every store is.
+	configured func(storeID string) bool
+	// ended is told of each delivery that ended, once its record says
+	// so. nil: none is.
+	ended func(ctx context.Context, storeID string, d *Delivery)
+
+	mu       sync.Mutex                                // guards underWay
+	underWay map[string]map[string]*context.CancelFunc // endpoint id → delivery id → its attempt under way here
 }
+
+// busy reports whether this sender has an attempt of the delivery dlv of
+// the endpoint ep under way.
+func (s *sender) busy(ep, dlv string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.underWay[ep][dlv] != nil
+}
+
+// abandon cuts short this sender's attempts to the endpoint ep, which was
+// deleted: they give their workers back at once. An endpoint deleted by
+// another process is found so by gone within a second.
+func (s *sender) abandon(ep string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cancel := range s.underWay[ep] {
+		(*cancel)()
+	}
+}
+
+// gone abandons the attempts under way to endpoints deleted meanwhile
+// (by another process: one deleted here was abandoned at once).
+func (s *sender) gone(ctx context.Context) {
+	s.mu.Lock()
+	eps := make([]string, 0, len(s.underWay))
+	for ep := range s.underWay {
+		eps = append(eps, ep)
+	}
+	s.mu.Unlock()
+	for _, ep := range eps {
+		if _, err := s.q.st.Get(ctx, HookKey(KindEndpoint, ep)); errors.Is(err, store.ErrNotFound) {
+			s.abandon(ep)
+		}
+	}
+}
+
+// track registers cancel as the attempt of the delivery dlv to ep, under
+// way until the written outcome; the func returned ends that.
+func (s *sender) track(ep, dlv string, cancel *context.CancelFunc) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.underWay == nil {
+		s.underWay = map[string]map[string]*context.CancelFunc{}
+	}
+	if s.underWay[ep] == nil {
+		s.underWay[ep] = map[string]*context.CancelFunc{}
+	}
+	s.underWay[ep][dlv] = cancel
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.underWay[ep], dlv)
+		if len(s.underWay[ep]) == 0 {
+			delete(s.underWay, ep)
+		}
+	}
+}
+
+// parkedWait is how long a delivery of a store no longer configured
+// waits before it is looked at again.
+const parkedWait = time.Hour
 
 // counters are what /metrics counts of webhooks: attempts by outcome, and
 // deliveries by how they ended, attempted or not.
@@ -73,7 +144,7 @@ const pollEvery = time.Second
 
 func newSender(st store.Store, cfg config.WebhookConfig, client *http.Client, workers int, now func() time.Time, log *slog.Logger) *sender {
 	s := &sender{q: &queue{st: st, lease: senderLease(cfg)}, rec: &records{st: st, now: now}, cfg: cfg, client: client, now: now, log: log,
-		free: make(chan struct{}, workers), wake: make(chan struct{}, 1)}
+		free: make(chan struct{}, workers), wake: make(chan struct{}, 1), counts: &counters{}}
 	for range workers {
 		s.free <- struct{}{}
 	}
@@ -95,7 +166,12 @@ func (s *sender) run(ctx context.Context) {
 	defer s.wg.Wait()
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var looked time.Time // for endpoints deleted under attempts (gone)
 	for {
+		if time.Since(looked) >= pollEvery {
+			s.gone(ctx)
+			looked = time.Now()
+		}
 		wait := pollEvery
 		if n := len(s.free); n > 0 {
 			cs, err := s.q.claim(ctx, s.now(), n)
@@ -146,6 +222,10 @@ func (s *sender) work(ctx context.Context, c claim) {
 				"endpoint", c.Endpoint, "delivery", c.Delivery, "err", err)
 			return
 		}
+		if ctx.Err() != nil { // stopping: the place is freed, for the next sender
+			s.giveBack(claim{Endpoint: c.Endpoint, slot: c.slot})
+			return
+		}
 		next, ok, err := s.q.handOff(ctx, c, s.now())
 		if err != nil || !ok {
 			return // with an error, the place frees itself when the lease ends
@@ -154,13 +234,17 @@ func (s *sender) work(ctx context.Context, c claim) {
 	}
 }
 
-// giveBack makes c's delivery due at once and frees its place: for an
-// attempt cut short by a stop. Best effort: otherwise both come back
-// when the lease ends.
+// writeTimeout bounds the writes that follow an attempt made.
+const writeTimeout = 5 * time.Second
+
+// giveBack makes c's delivery (if any) due at once and frees its place:
+// for a stop. Best effort: otherwise both come back when the lease ends.
 func (s *sender) giveBack(c claim) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	s.q.retryAt(ctx, c, s.now())
+	if c.Delivery != "" {
+		s.q.retryAt(ctx, c, s.now())
+	}
 	s.q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, 0)
 	s.q.refresh(ctx, c.Endpoint)
 }
@@ -187,20 +271,29 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	if d.Event == nil {
 		return fmt.Errorf("webhooks: delivery %s has no event", d.ID)
 	}
+	if s.configured != nil && !s.configured(e.StoreID) {
+		return s.q.retryAt(ctx, c, s.now().Add(parkedWait))
+	}
 	if why := e.refusal(d, d.Event.Type); why != "" {
-		return s.write(ctx, c, raw, d, nil, why)
+		_, err := s.write(ctx, c, e.StoreID, raw, d, nil, why)
+		return err
 	}
 	now := s.now()
 	cur, old := e.secrets(now)
 	sig := SignDelivery(cur, old, d.Event.ID, now.Unix(), d.Event.Body)
 	a := Attempt{At: now.UnixNano(), URL: e.URL, Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}
 	actx, cancel := context.WithDeadline(ctx, c.until.Add(-senderMargin))
+	untrack := s.track(e.ID, d.ID, &cancel) // busy until the outcome is written
 	r := egress.Post(actx, s.client, e.URL, DeliveryHeader(sig), d.Event.Body)
 	cancel()
 	if errors.Is(r.Err, context.Canceled) && ctx.Err() != nil {
 		return ctx.Err() // the sender stops: not an attempt
 	}
 	a = a.Complete(r)
+	// The attempt was made: what follows is written whole, a stop
+	// meanwhile or not.
+	ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	refused := ""
 	if !a.ok() {
 		// Judged by the endpoint as it is now: disabled meanwhile, or
@@ -219,7 +312,26 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	} else if _, err := s.noteAttempt(ctx, e, true); err != nil {
 		return err
 	}
-	return s.write(ctx, c, raw, d, &a, refused)
+	status, err := s.write(ctx, c, e.StoreID, raw, d, &a, refused)
+	untrack()
+	if err != nil || status != StatusPending {
+		return err
+	}
+	// An endpoint changed while the outcome was written (disabled, or no
+	// longer taking the type) had its queue failed without this delivery,
+	// busy then: judged again now, it fails as the others did.
+	_, now2, err := s.rec.endpoint(ctx, e.StoreID, e.ID)
+	if errors.Is(err, ErrNoEndpoint) || err == nil && now2.refusal(d, d.Event.Type) == "" {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	failed, err := s.rec.failQueued(ctx, now2, func(x *Delivery) bool { return x.ID == d.ID && now2.refusal(x, x.Event.Type) != "" })
+	if s.rec.failed != nil {
+		s.rec.failed(ctx, e.StoreID, failed)
+	}
+	return err
 }
 
 // noteAttempt moves e's failure window on (records.noteAttempt), and says
@@ -237,7 +349,7 @@ func (s *sender) noteAttempt(ctx context.Context, e *Endpoint, ok bool) (*Endpoi
 // began, decides what follows, and writes the record (fenced: see sender)
 // and then the queue. refused is why d's endpoint refuses it, "" when it
 // does not.
-func (s *sender) write(ctx context.Context, c claim, raw []byte, d *Delivery, a *Attempt, refused string) error {
+func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte, d *Delivery, a *Attempt, refused string) (string, error) {
 	began := len(d.Attempts)
 	for {
 		status, reason, wait := StatusFailed, refused, time.Duration(0)
@@ -245,7 +357,8 @@ func (s *sender) write(ctx context.Context, c claim, raw []byte, d *Delivery, a 
 			d.Attempts = append(d.Attempts, *a)
 			status, reason, wait = nextStep(s.cfg.RetrySchedule, len(d.Attempts), a.ok(), refused)
 		}
-		if d.Status != StatusPending && (a == nil || !a.ok()) {
+		wasPending := d.Status == StatusPending
+		if !wasPending && (a == nil || !a.ok()) {
 			// Ended meanwhile (its endpoint disabled): the attempt is
 			// told, the end kept, but for a success.
 			status, reason = d.Status, d.Reason
@@ -256,46 +369,57 @@ func (s *sender) write(ctx context.Context, c claim, raw []byte, d *Delivery, a 
 		}
 		b, err := marshalRecord(d)
 		if err != nil {
-			return err
+			return "", err
 		}
 		err = s.q.st.CompareAndSwap(ctx, HookKey(kindDelivery, d.ID), raw, b, time.Time{})
 		if errors.Is(err, store.ErrConflict) {
 			var cur *Delivery
 			raw, cur, err = readRecord[Delivery](ctx, s.q.st, HookKey(kindDelivery, d.ID))
 			if errors.Is(err, store.ErrNotFound) {
-				return s.q.remove(ctx, c)
+				return "", s.q.remove(ctx, c)
 			}
 			if err != nil {
-				return err
+				return "", err
 			}
 			if len(cur.Attempts) != began {
-				return nil // another sender attempted it since: its outcome stands, and the queue is its
+				return "", nil // another sender attempted it since: its outcome stands, and the queue is its
 			}
 			d = cur
 			continue
 		}
 		if err != nil {
-			return err
+			return "", err
 		}
-		s.count(a != nil, status)
+		s.count(a != nil, wasPending, status)
 		if status == StatusPending {
-			return s.q.retryAt(ctx, c, time.Unix(0, d.NextAt))
+			return status, s.q.retryAt(ctx, c, time.Unix(0, d.NextAt))
 		}
-		return s.q.remove(ctx, c)
+		if err := s.q.remove(ctx, c); err != nil {
+			return status, err
+		}
+		if s.ended != nil && wasPending {
+			s.ended(ctx, storeID, d)
+		}
+		return status, nil
 	}
 }
 
 // count counts an attempt (when attempted) by what it led to, and the
-// delivery's end.
-func (s *sender) count(attempted bool, status string) {
+// delivery's end when it ended here (not failed meanwhile, and counted
+// then).
+func (s *sender) count(attempted, endedHere bool, status string) {
 	switch status {
 	case StatusSucceeded:
-		s.counts.Ended.Succeeded.Add(1)
+		if endedHere {
+			s.counts.Ended.Succeeded.Add(1)
+		}
 		if attempted {
 			s.counts.Attempts.Succeeded.Add(1)
 		}
 	case StatusFailed:
-		s.counts.Ended.Failed.Add(1)
+		if endedHere {
+			s.counts.Ended.Failed.Add(1)
+		}
 		if attempted {
 			s.counts.Attempts.Failed.Add(1)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"deeplink/internal/config"
@@ -43,6 +44,9 @@ func upgradeRecords(ctx context.Context, st store.Store, cfg *config.Config) (up
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return false, err
 		}
+		if earlier, err := earlierState(ctx, st); err != nil || !earlier {
+			return false, err // a store no earlier build wrote: nothing to do, nothing written
+		}
 		switch err := st.Insert(ctx, upgradingKey, []byte{1}, time.Now().Add(upgradeHold)); {
 		case errors.Is(err, store.ErrExists):
 			select { // another process upgrades: its mark comes, or its hold runs out
@@ -61,6 +65,18 @@ func upgradeRecords(ctx context.Context, st store.Store, cfg *config.Config) (up
 		st.Delete(ctx, upgradingKey)
 		return err == nil, err
 	}
+}
+
+// earlierState reports whether an earlier build wrote endpoints or
+// deliveries to st: whether it lists any in its indexes.
+func earlierState(ctx context.Context, st store.Store) (bool, error) {
+	for _, kind := range []string{KindEndpoint, kindDelivery} {
+		ms, err := st.ZRange(ctx, HookIndex(kind), math.MinInt64, math.MaxInt64, 1, false)
+		if err != nil || len(ms) > 0 {
+			return len(ms) > 0, err
+		}
+	}
+	return false, nil
 }
 
 // upgrade writes the upgrade's records: every write is the same however
@@ -118,6 +134,14 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 	}
 	events := map[string]*Event{}
 	ws = ws[:0]
+	logBytes := map[string]int64{} // endpoint id → what its finished deliveries hold
+	pending := map[string]int64{}  // store id → what its pending deliveries hold
+	storeOf := map[string]string{} // endpoint id → its store's
+	for id, list := range byStore {
+		for _, e := range list {
+			storeOf[e.ID] = id
+		}
+	}
 	for _, m := range dls {
 		_, d, err := readRecord[Delivery](ctx, st, HookKey(kindDelivery, m.Member))
 		if errors.Is(err, store.ErrNotFound) {
@@ -146,11 +170,14 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		}
 		// The log's order: by when it was made, and within one second
 		// by the endpoint's sequence, as the earlier build ordered it.
-		score := d.CreatedAt*int64(time.Second) + int64(d.Seq%uint64(time.Second))
+		score := d.CreatedAt*1e6 + int64(d.Seq%1e6) // microseconds, as the log's scores
 		ws = append(ws, store.Write{Key: HookKey(kindDelivery, d.ID), Val: b},
 			store.Write{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: score})
 		if d.Status == StatusPending {
 			ws = append(ws, enqueueWrites(d.EndpointID, d.ID, time.Unix(0, d.NextAt))...)
+			pending[storeOf[d.EndpointID]] += NewCost(len(d.Event.Body))
+		} else {
+			logBytes[d.EndpointID] += LogCost(d)
 		}
 		if len(ws) >= 1000 { // one Apply a thousand writes: a journal batch of a sensible size
 			if err := st.Apply(ctx, ws); err != nil {
@@ -158,6 +185,12 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 			}
 			ws = ws[:0]
 		}
+	}
+	for id, n := range logBytes {
+		ws = append(ws, store.Write{Key: logBytesKey + id, Val: []byte(strconv.FormatInt(n, 10))})
+	}
+	for id, n := range pending {
+		ws = append(ws, store.Write{Key: pendingKey + id, Val: []byte(strconv.FormatInt(n, 10))})
 	}
 	if err := st.Apply(ctx, ws); err != nil {
 		return err
@@ -171,4 +204,12 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		}
 	}
 	return nil
+}
+
+// ForgetHolds removes the upgrade's hold from st, a store no other
+// process uses (the edge host's embedded one): a process that died
+// holding it would otherwise keep the next start waiting until it
+// expires.
+func ForgetHolds(ctx context.Context, st store.Store) error {
+	return st.Delete(ctx, upgradingKey)
 }

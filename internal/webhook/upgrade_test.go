@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"deeplink/internal/store"
 )
 
 // TestUpgradeRecords: the state the working copy wrote (two endpoints,
@@ -14,27 +18,44 @@ import (
 // deliveries, the pending deliveries queued, the key answering its
 // event. A second upgrade finds it done.
 func TestUpgradeRecords(t *testing.T) {
-	hk := startHooks(t, 1)
-	hk.Stop() // the working copy's dispatcher would send: the deliveries stay pending
-	hk.St = openQueue(t).st
+	st := openQueue(t).st
 	ctx := context.Background()
-	var made []string
-	for range 2 {
-		u := "https://hooks.example.com/"
-		v, err := hk.CreateEndpoint(ctx, testStore, EndpointChange{URL: &u, Events: []string{EventOrderStatus}})
+	now := time.Now()
+	var ws []store.Write
+	old := func(kind, id string, v any) {
+		b, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		made = append(made, v["id"].(string))
+		ws = append(ws, store.Write{Key: HookKey(kind, id), Val: b}, store.Write{Key: HookIndex(kind), Member: id, Val: []byte{1}})
+	}
+	// As the working copy wrote them: endpoints with their next sequence
+	// number, events in records of their own, deliveries without theirs.
+	var made []string
+	for i := range 2 {
+		e := newTestEndpoint()
+		e.StoreID = strings.ToUpper(testStore) // spelt otherwise than the configuration
+		e.CreatedAt, e.CreatedNS, e.NextSeq = now.Unix(), now.UnixNano()+int64(i), 2
+		old(KindEndpoint, e.ID, e)
+		made = append(made, e.ID)
 	}
 	var events []string
-	for _, key := range []string{"", "k1"} {
-		evt, err := hk.Publish(ctx, testStore, EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), key)
-		if err != nil {
-			t.Fatal(err)
+	for i := range 2 {
+		ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), now)
+		old(KindEvent, ev.ID, ev)
+		events = append(events, ev.ID)
+		for _, ep := range made {
+			id := NewID("dlv_")
+			old(kindDelivery, id, &Delivery{ID: id, Seq: uint64(i), EndpointID: ep, EventID: ev.ID, Status: StatusPending, CreatedAt: now.Unix(), NextAt: now.UnixNano()})
 		}
-		events = append(events, evt)
 	}
+	old(kindIdem, testStore+"\x00k1", idem{EventID: events[1], Expires: now.Add(time.Hour).Unix()})
+	if err := st.Apply(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	hk := startHooks(t, 1)
+	hk.Stop() // the deliveries stay pending, for the test to see
+	hk.St = st
 
 	for i, want := range []bool{true, false} {
 		if got, err := upgradeRecords(ctx, hk.St, hk.Cfg); err != nil || got != want {

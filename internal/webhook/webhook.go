@@ -1,13 +1,14 @@
 // Package webhook is the service's webhook engine: the endpoints, events
-// and deliveries of every store and their delivery log, a working copy
-// in memory (Hooks, behind one mutex) written through to a store.Store
-// before a change is answered; the dispatcher that signs and sends the
-// deliveries (the slow part, the HTTP request to the merchant, outside
-// the lock); and the sharing of the state between replicas on one store.
-// The root package serves its HTTP routes and dashboard pages; it is a
-// package of its own so that the edge host (wasm/) can run it natively.
-//
-// Methods named ...Locked need hk.Mu held; the others take it.
+// and deliveries of every store and their delivery log, kept in a
+// store.Store as the state of record and read and written per request
+// (records.go); the delivery queue in the same store (queue.go); and the
+// sender that claims due deliveries from it, signs and sends them
+// (sender.go). Every process on one store (replicas on Redis, the edge
+// host and its module) serves every request and, but the edge module,
+// sends: none holds a copy of the state that others must keep in step.
+// The root package serves its HTTP routes and dashboard pages through
+// the operations of api.go; it is a package of its own so that the edge
+// host (wasm/) can run it natively.
 package webhook
 
 import (
@@ -18,8 +19,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"deeplink/internal/config"
@@ -88,19 +87,6 @@ type Endpoint struct {
 
 	NextSeq uint64 `json:"next_seq"` // sequence of this endpoint's next delivery
 
-	written bool // Enabled as this replica last wrote or read it (shared: takeInEndpointLocked)
-
-	Log      []*Delivery `json:"-"` // oldest first
-	LogBytes int64       `json:"-"` // what log's finished deliveries hold (logCost), against hooks.budget.log
-	Inflight int         `json:"-"` // attempts under way
-	Waiting  []*Delivery `json:"-"` // due while inflight was at its limit
-	Finished int         `json:"-"` // deliveries in log no longer pending
-
-	// The context of e's attempts in the native build, made with the
-	// first; cancelled when e is deleted, so that its attempts under way,
-	// no longer counted anywhere, give their workers back at once.
-	attempts       context.Context
-	cancelAttempts context.CancelFunc
 }
 
 // view is the endpoint as docs/api.md shows it: no secret.
@@ -138,8 +124,6 @@ type Event struct {
 	Type      string          `json:"type"`
 	CreatedAt int64           `json:"created_at"`
 	Body      json.RawMessage `json:"body"`
-
-	Refs int `json:"-"` // deliveries in hooks.deliv that refer to it
 }
 
 // Delivery statuses.
@@ -164,14 +148,9 @@ type Delivery struct {
 	// the same (refusalLocked).
 	WhileDisabled bool   `json:"while_disabled,omitempty"`
 	Reason        string `json:"reason,omitempty"` // why it failed
-	// The event the delivery sends, kept in the delivery's own record by
-	// a sender on the queue (sender.go); nil in the records of the
-	// working copy, whose events have records of their own.
+	// The event the delivery sends. Earlier builds kept events in
+	// records of their own, and left it out: upgradeRecords puts it in.
 	Event *Event `json:"event,omitempty"`
-
-	Ev    *Event `json:"-"`
-	Index int    `json:"-"` // in the hooks' timer heap; -1 when not in it
-	job   *job   // the attempt under way, if any
 }
 
 // attempt is one HTTP request of a delivery. The request headers other
@@ -188,95 +167,59 @@ type Attempt struct {
 	Error        string `json:"error,omitempty"`
 }
 
-// idem remembers the event an Idempotency-Key published.
+// idem is what an earlier build kept of an Idempotency-Key (in its
+// webhooks.json too): the event it published, and until when.
 type idem struct {
 	EventID string `json:"event_id"`
 	Expires int64  `json:"expires"` // unix seconds
 }
 
-// idemEntry is a key of hooks.idem in hooks.idemQueue, with the expiry it
-// had when queued.
-type IdemEntry struct {
-	Key     string
-	Expires int64
-}
-
-// hooks is the webhook state of all stores and the dispatcher's queues.
+// Hooks is the webhook engine of one process: its operations (api.go)
+// work on the state in St; Start runs its sender.
 type Hooks struct {
 	Cfg *config.Config
-	Now func() time.Time // the clock of events' dates and endpoints' failure windows (tests move it)
-	Log *slog.Logger     // the service's: where an endpoint disabled as failing is told (failing.go)
+	Now func() time.Time // the clock of events' dates, failure windows and the queue (tests move it)
+	Log *slog.Logger     // the service's: where an endpoint disabled as failing is told
 	// Failing reports why the store refuses changes now, or nil; and
 	// ReadFailing why reads cannot be answered (a store of its own,
 	// Redis, that does not answer). The service sets them; both answer
 	// from what the store already knows, without a round trip.
 	Failing, ReadFailing func() error
-	d                    *dispatcher
-	Outcomes             struct{ Succeeded, Failed, Retried atomic.Int64 } // attempts by outcome, for /metrics
-	Ended                struct{ Succeeded, Failed atomic.Int64 }          // deliveries by how they ended, attempted or not, for /metrics
+	St                   store.Store // the state; set before Open
+	// NoSend keeps Start from sending: for a process whose host sends
+	// (the edge module).
+	NoSend bool
+	// Alone says that no other process uses St (the embedded store of
+	// this process, or of the edge host): Open frees the claims a
+	// process before it left.
+	Alone  bool
+	Budget budgets // each store's; tests lower them
 
-	St           store.Store     // where the state is kept (store.go); nil keeps nothing
-	Share        *sharing        // with other replicas (share.go); nil when there are none
-	persistMu    sync.Mutex      // one persist at a time, so an older form never overwrites a newer
-	indexed      map[string]bool // kind:id of the records the store's indexes list; persistMu guards
-	persistedGen uint64          // touchGen written by the last persist; persistMu guards
-	PersistBad   atomic.Bool     // the last persist failed: changes try to write what it left first
-
-	Mu        sync.Mutex // guards the fields below
-	Endpoints map[string]*Endpoint
-	ByStore   map[string][]*Endpoint // in creation order
-	Events    map[string]*Event      // events some delivery still refers to
-	Deliv     map[string]*Delivery
-	Idem      map[string]idem // store id + "\x00" + key
-	IdemQueue []IdemEntry     // idem's keys in the order they expire, and ones since replaced (tick skips those)
-	Sched     timerHeap       // pending deliveries by NextAt
-	Ready     []*Delivery     // due, endpoint under its in-flight limit
-	Touched   map[string]bool // kind:id of what changed since the last persist
-	touchGen  uint64          // touches made so far
-	closed    bool
-	Leading   bool // this replica sends the deliveries: always, but for a follower of a shared state (share.go)
-	// NoLead keeps a follower of a shared state from ever taking the
-	// lease: it makes deliveries and changes endpoints, and another
-	// sends (the edge module, whose host's dispatcher sends). Set before
-	// the first Tick.
-	NoLead    bool
-	SendUntil time.Time        // shared: when the lease held runs short (sendingLocked)
-	term      uint64           // shared: leaderships begun and ended; a job of another than the current is dropped
-	Pending   map[string]int64 // store id → what its pending deliveries hold (logCost), against budget.pending
-	IdemCount map[string]int   // store id → its keys in idem, against budget.idem
-	Budget    struct {
-		Pending int64
-		Idem    int
-		Log     int64
-	}
-	wake chan struct{} // Poke's: sched's head changed, or another's change to take in (the edge host's, after its module's)
-
-	// parked is what the saved state held for stores no longer
-	// configured: kept as it was, neither served nor sent, and written
-	// back with every save, so that configuring the store again (a
-	// rollback) finds its endpoints, secrets and log. Set by load only.
-	Parked HooksFile
+	counts    counters
+	send      *sender
+	stop      context.CancelFunc
+	done      chan struct{}
+	closeIdle func()
 }
 
 func NewHooks(cfg *config.Config) *Hooks {
-	hk := &Hooks{
+	return &Hooks{
 		Cfg:         cfg,
 		Now:         time.Now,
 		Log:         slog.Default(),
 		Failing:     func() error { return nil },
 		ReadFailing: func() error { return nil },
-		Endpoints:   map[string]*Endpoint{},
-		ByStore:     map[string][]*Endpoint{},
-		Events:      map[string]*Event{},
-		Deliv:       map[string]*Delivery{},
-		Idem:        map[string]idem{},
-		wake:        make(chan struct{}, 1),
-		Pending:     map[string]int64{},
-		IdemCount:   map[string]int{},
-		Leading:     true,
+		Budget:      budgets{Pending: PendingBudget, Idem: idemBudget, Log: logBudget},
 	}
-	hk.Budget.Pending, hk.Budget.Idem, hk.Budget.Log = PendingBudget, idemBudget, logBudget
-	return hk
+}
+
+// rec is the state of record in hk.St.
+func (hk *Hooks) rec() *records {
+	r := &records{st: hk.St, now: hk.Now, budget: &hk.Budget, failed: hk.failed}
+	if s := hk.send; s != nil {
+		r.busy = s.busy
+	}
+	return r
 }
 
 // newCost is what a new delivery of an event of size bytes counts against
@@ -300,22 +243,4 @@ func LogCost(d *Delivery) int64 {
 	return n
 }
 
-// roomLocked reports whether the store has room in budget.pending for n
-// more pending deliveries of an event of size bytes. hk.Mu must be held.
-func (hk *Hooks) RoomLocked(storeID string, n, size int) bool {
-	return hk.Pending[storeID]+int64(n)*NewCost(size) <= hk.Budget.Pending
-}
-
 func NewID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }
-
-// queueDepth returns the deliveries waiting to be sent: scheduled, due,
-// parked on a busy endpoint, and under way.
-func (hk *Hooks) QueueDepth() int {
-	hk.Mu.Lock()
-	defer hk.Mu.Unlock()
-	n := len(hk.Sched) // ready deliveries hold a place of their endpoint's inflight
-	for _, e := range hk.Endpoints {
-		n += len(e.Waiting) + e.Inflight
-	}
-	return n
-}

@@ -13,15 +13,11 @@ type StartArgs struct {
 	Config  []byte `json:"config"`   // the configuration file's bytes; empty for the demo
 	BaseURL string `json:"base_url"` // the demo's own address
 	// Worker: an instance that serves only the requests Primary does not
-	// send to the primary; it keeps no webhook state.
+	// send to the primary.
 	Worker bool `json:"worker,omitempty"`
 	// UserAgent is the User-Agent of the webhook requests the host's
-	// dispatcher sends, which the delivery log shows.
+	// sender sends, which the delivery log shows.
 	UserAgent string `json:"user_agent,omitempty"`
-	// Name is the instance's name in the webhook lock's tokens
-	// (webhook.Hooks.ShareWith), so that the host can free the lock of
-	// an instance that died holding it (webhook.ClearLockOf).
-	Name string `json:"name,omitempty"`
 }
 
 // RoutePath is the path net/http's ServeMux matches routes against of
@@ -43,18 +39,17 @@ func RoutePath(escaped string) string {
 	return strings.Join(segs, "/")
 }
 
-// Primary reports whether a request for path (its RoutePath) goes to the edge host's
-// primary instance, the one that holds the webhook state's working copy
-// and makes the deliveries (the host sends them): the webhook, event and dashboard routes (and
-// the edgefault build's test routes), but the dashboard's Settings, which
-// shows no webhook state, and whose association check waits on another
-// site for seconds that the primary's other requests would wait too. Any
-// instance serves the others.
-func Primary(path string) bool {
-	if path == "/dashboard/settings" || strings.HasPrefix(path, "/dashboard/settings/") {
-		return false
-	}
-	if strings.HasPrefix(path, "/dashboard") || strings.HasPrefix(path, "/__fault/") {
+// Primary reports whether a request for path (its RoutePath) goes to the
+// edge host's primary instance: the edgefault build's test routes, which
+// fault the instance they run on. Any instance serves the others.
+func Primary(path string) bool { return strings.HasPrefix(path, "/__fault/") }
+
+// Queues reports whether a change for path (its RoutePath) may queue
+// webhook deliveries (a publish, a test call, a retry, recover, or their
+// dashboard pages): the edge host has its sender look at the queue at
+// once after one.
+func Queues(path string) bool {
+	if strings.HasPrefix(path, "/dashboard/webhooks/") {
 		return true
 	}
 	rest, ok := strings.CutPrefix(path, "/stores/")
@@ -62,7 +57,7 @@ func Primary(path string) bool {
 		return false
 	}
 	_, rest, _ = strings.Cut(rest, "/")
-	return rest == "webhooks" || strings.HasPrefix(rest, "webhooks/") || rest == "events" || strings.HasPrefix(rest, "events/")
+	return strings.HasPrefix(rest, "webhooks/") || rest == "events"
 }
 
 // Waits reports whether a request for path (its RoutePath) waits on another site (the
