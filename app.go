@@ -153,7 +153,9 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 	}
 	srv.demo = demo
 	srv.hooks.St = a.store
-	srv.hooks.Alone = st.db != nil // the embedded store of this process
+	if st.db != nil { // the embedded store of this process
+		srv.hooks.Alone, srv.hooks.SendSt = true, st.db.NoWait()
+	}
 	if dir != "" {
 		if err := srv.hooks.ImportHooksFile(ctx, dir, filepath.Join(dir, legacyMovedDir)); err != nil {
 			a.store.Close()

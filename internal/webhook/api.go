@@ -284,6 +284,7 @@ func (hk *Hooks) again(ctx context.Context, e *Endpoint, evs []*Event) ([]*Deliv
 	for i, ev := range evs {
 		d := newDelivery(e.ID, ev, now)
 		d.NextAt += int64(i) * int64(time.Microsecond) // one after the other in the log, in the order asked
+		d.LoggedAt += int64(i)
 		d.Explicit, d.WhileDisabled = true, !e.Enabled
 		w, err := enqueueRecord(d, now)
 		if err != nil {

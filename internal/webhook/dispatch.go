@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 	"time"
 
 	"deeplink/internal/egress"
+	"deeplink/internal/store"
 )
 
 // Delivery: the sender (sender.go) claims due deliveries from the queue in
@@ -82,7 +84,7 @@ func (hk *Hooks) Start() error {
 	if err != nil {
 		return err
 	}
-	s := newSender(hk.St, w, client, workers, hk.Now, hk.Log)
+	s := newSender(hk.sendSt(), w, client, workers, hk.Now, hk.Log)
 	s.counts = &hk.counts
 	s.configured = func(id string) bool { return hk.Cfg.Store(id) != nil }
 	s.ended = hk.ended
@@ -116,18 +118,76 @@ func (hk *Hooks) Poke() {
 	}
 }
 
+// sendSt is the store the sender writes through.
+func (hk *Hooks) sendSt() store.Store {
+	if hk.SendSt != nil {
+		return hk.SendSt
+	}
+	return hk.St
+}
+
 // ended is what follows a delivery of the store that ended: what it held
 // of the store's pending budget is given back, and counted as its
-// endpoint's log's, which is trimmed.
+// endpoint's log's, which is trimmed (trims).
 func (hk *Hooks) ended(ctx context.Context, storeID string, d *Delivery) {
-	r := hk.rec()
-	err := errors.Join(r.release(ctx, storeID, 1, len(d.event().Body)), r.finished(ctx, d.EndpointID, d))
-	if err == nil {
-		_, err = r.trim(ctx, d.EndpointID, hk.Cfg.Webhooks.DeliveryLogSize, hk.Budget.Log)
+	r := &records{st: hk.sendSt(), now: hk.Now}
+	if err := errors.Join(r.release(ctx, storeID, 1, len(d.event().Body)), r.finished(ctx, d.EndpointID, d)); err != nil {
+		hk.Log.Warn("webhooks: cannot account for a delivery that ended", "endpoint", d.EndpointID, "err", err)
 	}
-	if err != nil {
-		hk.Log.Warn("webhooks: cannot account for a delivery that ended; its log is trimmed as the next ends", "endpoint", d.EndpointID, "err", err)
+	hk.trims.soon(d.EndpointID, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		defer cancel()
+		if _, err := r.trim(ctx, d.EndpointID, hk.Cfg.Webhooks.DeliveryLogSize, hk.Budget.Log); err != nil {
+			hk.Log.Warn("webhooks: cannot trim a delivery log; trying again as the next delivery ends", "endpoint", d.EndpointID, "err", err)
+		}
+	})
+}
+
+// trimEvery is how often one process trims an endpoint's log at most:
+// trimming reads the log's members.
+const trimEvery = 100 * time.Millisecond
+
+// trims runs each endpoint's trim at most every trimEvery, and once more
+// after the last call that came meanwhile: the log is trimmed within
+// trimEvery of a delivery's end.
+type trims struct {
+	mu sync.Mutex                // guards by
+	by map[string]*endpointTrims // endpoint id → its trims
+}
+
+type endpointTrims struct {
+	last    time.Time // when the last one began
+	pending bool      // one is due: running, or waiting for trimEvery
+}
+
+// soon runs f for the endpoint ep now, or within trimEvery when one ran
+// less than that ago (only once however often soon is called meanwhile).
+func (t *trims) soon(ep string, f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.by == nil {
+		t.by = map[string]*endpointTrims{}
 	}
+	s := t.by[ep]
+	if s == nil {
+		s = &endpointTrims{}
+		t.by[ep] = s
+	}
+	if s.pending {
+		return
+	}
+	s.pending = true
+	run := func() {
+		t.mu.Lock()
+		s.last, s.pending = time.Now(), false
+		t.mu.Unlock()
+		f()
+	}
+	if wait := trimEvery - time.Since(s.last); wait > 0 {
+		time.AfterFunc(wait, run)
+		return
+	}
+	go run()
 }
 
 // Tick does the timed housekeeping of the stores configured: an endpoint

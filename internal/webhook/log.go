@@ -157,22 +157,28 @@ func (r *records) lastDay(ctx context.Context, e *Endpoint, end time.Time) (hour
 
 // logBytesKey + endpoint id counts what the endpoint's finished
 // deliveries hold (LogCost each): added to as each ends, taken from as
-// trim drops them.
-const logBytesKey = "hooks:logbytes:"
+// trim drops them. doneKey + endpoint id lists the finished ones, by
+// their place in the log, so that trim finds the oldest without reading
+// the pending ones before them.
+const (
+	logBytesKey = "hooks:logbytes:"
+	doneKey     = "hooks:done:"
+)
 
 // finished counts d, of the endpoint ep, as ended: what it holds is its
-// endpoint's log's.
+// endpoint's log's, and it may be trimmed.
 func (r *records) finished(ctx context.Context, ep string, d *Delivery) error {
-	_, err := r.st.Add(ctx, logBytesKey+ep, LogCost(d), time.Time{})
-	return err
+	if _, err := r.st.Add(ctx, logBytesKey+ep, LogCost(d), time.Time{}); err != nil {
+		return err
+	}
+	return r.st.ZAdd(ctx, doneKey+ep, d.ID, d.LoggedAt)
 }
 
 // trim drops the oldest finished deliveries of the endpoint ep's log
 // beyond size of them all, or while its finished ones hold more than
 // budget bytes; pending ones stay, whatever their age. It reads the log's
-// members and counter, and the records of only the oldest, those it may
-// drop: cheap enough for every delivery that ends. It returns how many it
-// dropped.
+// members and counter, and the records of only those it drops: cheap
+// enough for every delivery that ends. It returns how many it dropped.
 func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (int, error) {
 	all, err := r.st.ZRange(ctx, logKey+ep, math.MinInt64, math.MaxInt64, 0, false)
 	if err != nil {
@@ -183,27 +189,35 @@ func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (
 		return 0, err
 	}
 	excess, over := len(all)-size, held-budget
+	if excess <= 0 && over <= 0 {
+		return 0, nil
+	}
+	limit := max(excess, 0)
+	if over > 0 {
+		limit += logBatch // as many more as their bytes take
+	}
+	done, err := r.st.ZRange(ctx, doneKey+ep, math.MinInt64, math.MaxInt64, limit, false)
+	if err != nil {
+		return 0, err
+	}
 	var ws []store.Write
 	var freed int64
-	for _, m := range all { // oldest first
+	for _, m := range done { // oldest first
 		if excess <= 0 && over <= 0 {
 			break
 		}
+		ws = append(ws, store.Write{Key: logKey + ep, Member: m.Member}, store.Write{Key: doneKey + ep, Member: m.Member},
+			store.Write{Key: HookKey(kindDelivery, m.Member)})
+		excess--
 		_, d, err := readRecord[Delivery](ctx, r.st, HookKey(kindDelivery, m.Member))
 		if errors.Is(err, store.ErrNotFound) {
-			ws = append(ws, store.Write{Key: logKey + ep, Member: m.Member})
-			excess--
 			continue
 		}
 		if err != nil {
 			return 0, err
 		}
-		if d.Status == StatusPending {
-			continue
-		}
 		cost := LogCost(d)
-		ws = append(ws, store.Write{Key: logKey + ep, Member: m.Member}, store.Write{Key: HookKey(kindDelivery, m.Member)})
-		excess, over, freed = excess-1, over-cost, freed+cost
+		over, freed = over-cost, freed+cost
 	}
 	if len(ws) == 0 {
 		return 0, nil
@@ -212,5 +226,5 @@ func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (
 		return 0, err
 	}
 	_, err = r.st.Add(ctx, logBytesKey+ep, -freed, time.Time{})
-	return len(ws) / 2, err
+	return len(ws) / 3, err
 }

@@ -201,7 +201,7 @@ func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) error 
 		}
 	}
 	ws := append(r.endpointGone(id), store.Write{Key: logBytesKey + id})
-	for _, set := range []string{logKey + id, queueDue + id} {
+	for _, set := range []string{logKey + id, queueDue + id, doneKey + id} {
 		ms, err := r.st.ZRange(ctx, set, math.MinInt64, math.MaxInt64, 0, false)
 		if err != nil {
 			return err
@@ -258,7 +258,7 @@ func enqueueRecord(d *Delivery, now time.Time) ([]store.Write, error) {
 	}
 	ws := []store.Write{
 		{Key: HookKey(kindDelivery, d.ID), Val: b},
-		{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: time.Unix(0, d.NextAt).UnixMicro()},
+		{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt},
 	}
 	return append(ws, enqueueWrites(d.EndpointID, d.ID, now)...), nil
 }
@@ -267,7 +267,7 @@ func enqueueRecord(d *Delivery, now time.Time) ([]store.Write, error) {
 // now.
 func newDelivery(ep string, ev *Event, now time.Time) *Delivery {
 	return &Delivery{ID: NewID("dlv_"), EndpointID: ep, EventID: ev.ID, Status: StatusPending,
-		CreatedAt: now.Unix(), NextAt: now.UnixNano(), Event: ev}
+		CreatedAt: now.Unix(), NextAt: now.UnixNano(), LoggedAt: now.UnixMicro(), Event: ev}
 }
 
 // publish makes an event of typ for the store and a delivery of it to

@@ -164,13 +164,14 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 			}
 			d.Event = ev
 		}
+		// The log's order: by when it was made, and within one second
+		// by the endpoint's sequence, as the earlier build ordered it.
+		d.LoggedAt = d.CreatedAt*1e6 + int64(d.Seq%1e6) // microseconds, as the log's scores
+		score := d.LoggedAt
 		b, err := marshalRecord(d)
 		if err != nil {
 			return fmt.Errorf("webhooks: delivery %s: %w", d.ID, err)
 		}
-		// The log's order: by when it was made, and within one second
-		// by the endpoint's sequence, as the earlier build ordered it.
-		score := d.CreatedAt*1e6 + int64(d.Seq%1e6) // microseconds, as the log's scores
 		ws = append(ws, store.Write{Key: HookKey(kindDelivery, d.ID), Val: b},
 			store.Write{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: score})
 		if d.Status == StatusPending {
@@ -178,6 +179,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 			pending[storeOf[d.EndpointID]] += NewCost(len(d.Event.Body))
 		} else {
 			logBytes[d.EndpointID] += LogCost(d)
+			ws = append(ws, store.Write{Key: doneKey + d.EndpointID, Member: d.ID, Val: member, Score: score})
 		}
 		if len(ws) >= 1000 { // one Apply a thousand writes: a journal batch of a sensible size
 			if err := st.Apply(ctx, ws); err != nil {

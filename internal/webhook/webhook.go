@@ -148,6 +148,10 @@ type Delivery struct {
 	// the same (refusalLocked).
 	WhileDisabled bool   `json:"while_disabled,omitempty"`
 	Reason        string `json:"reason,omitempty"` // why it failed
+	// LoggedAt is the delivery's score in its endpoint's log (unix
+	// microseconds of when it was made): its place among the finished
+	// ones, for trimming.
+	LoggedAt int64 `json:"logged_at,omitempty"`
 	// The event the delivery sends. Earlier builds kept events in
 	// records of their own, and left it out: upgradeRecords puts it in.
 	Event *Event `json:"event,omitempty"`
@@ -186,6 +190,10 @@ type Hooks struct {
 	// from what the store already knows, without a round trip.
 	Failing, ReadFailing func() error
 	St                   store.Store // the state; set before Open
+	// SendSt, when set, is St as the sender writes it: a view whose
+	// changes are not waited for (embedded.DB.NoWait), since nobody is
+	// answered for them; nil: St.
+	SendSt store.Store
 	// NoSend keeps Start from sending: for a process whose host sends
 	// (the edge module).
 	NoSend bool
@@ -196,6 +204,7 @@ type Hooks struct {
 	Budget budgets // each store's; tests lower them
 
 	counts    counters
+	trims     trims
 	send      *sender
 	stop      context.CancelFunc
 	done      chan struct{}

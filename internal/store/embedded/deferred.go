@@ -18,11 +18,20 @@ import (
 //
 // A Deferred is for one run of changes; it is safe for concurrent use.
 type Deferred struct {
-	db *DB
+	db     *DB
+	unkept bool // NoWait's: Wait waits for nothing
 
 	mu      sync.Mutex // guards batches
 	batches []*batch   // the batches of the changes made, in order
 }
+
+// NoWait returns a view of db whose changes are made and journaled as
+// the DB's own, in order with them, but never waited for: they are as
+// durable as the journal's next write makes them (within a second), and
+// a crash may lose the last of them. For a caller whose changes nobody
+// is answered for (the webhook sender's attempts: one whose outcome a
+// crash lost is made again).
+func (db *DB) NoWait() *Deferred { return &Deferred{db: db, unkept: true} }
 
 // deferKey carries a Deferred to DB.commit in its methods' contexts.
 type deferKey struct{}
@@ -49,7 +58,7 @@ func (d *Deferred) Wait(ctx context.Context) error {
 
 // add notes the batch of a change made through d.
 func (d *Deferred) add(t ticket) {
-	if t.b == nil {
+	if t.b == nil || d.unkept {
 		return
 	}
 	d.mu.Lock()
