@@ -22,7 +22,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"deeplink/internal/egress"
-	"deeplink/internal/store"
 	"deeplink/internal/webhook"
 )
 
@@ -478,20 +477,6 @@ func TestDeliveryLogBytes(t *testing.T) {
 	assert.Equal(t, []string{w2.whDeliveryOf(t, dead, evt)}, whField(w2.whDeliveries(t, dead, ""), "id"), "the pending delivery")
 }
 
-// whLogHeld is what the endpoint ep's finished deliveries hold of its
-// log's budget, as the engine counts it in the store ("hooks:logbytes:"
-// and the endpoint's id).
-func whLogHeld(t *testing.T, w *whApp, ep string) int64 {
-	t.Helper()
-	b, err := w.app.store.Get(t.Context(), "hooks:logbytes:"+ep)
-	if errors.Is(err, store.ErrNotFound) {
-		return 0
-	}
-	require.NoError(t, err)
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	require.NoError(t, err)
-	return n
-}
 
 func TestRotateSecretSignatures(t *testing.T) {
 	cases := []struct {

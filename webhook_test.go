@@ -1333,7 +1333,21 @@ func TestChecksBeforeTheRefusal(t *testing.T) {
 // store's id).
 func whPendingHeld(t *testing.T, w *whApp, storeID string) int64 {
 	t.Helper()
-	b, err := w.app.store.Get(t.Context(), "hooks:pending:"+storeID)
+	return whCounter(t, w, "hooks:pending:"+storeID)
+}
+
+// whLogHeld is what the endpoint ep's finished deliveries hold of its
+// log's budget, as the engine counts it in the store ("hooks:logbytes:"
+// and the endpoint's id).
+func whLogHeld(t *testing.T, w *whApp, ep string) int64 {
+	t.Helper()
+	return whCounter(t, w, "hooks:logbytes:"+ep)
+}
+
+// whCounter is the engine's counter key in the store, 0 when it has none.
+func whCounter(t *testing.T, w *whApp, key string) int64 {
+	t.Helper()
+	b, err := w.app.store.Get(t.Context(), key)
 	if errors.Is(err, store.ErrNotFound) {
 		return 0
 	}
