@@ -5,7 +5,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -263,4 +266,50 @@ func TestReplicaOnRedisRestartedEmpty(t *testing.T) {
 		d := a.deliveries(t, ep)
 		return len(d) == 1 && d[0]["event_id"] == evt && d[0]["status"] == "succeeded"
 	}, "the delivery after Redis came back empty never succeeded")
+}
+
+// TestRedisStalled: a Redis that stops answering (SIGSTOP: its
+// connections stay open, and nothing comes back) costs a webhook request
+// at most storeDeadline and a little: a publish and a read answer 503
+// with Retry-After, well within the client's 4 s; and they work again
+// once Redis answers.
+func TestRedisStalled(t *testing.T) {
+	rd := redistest.New(t, redistest.Persistent...)
+	c := whFast()
+	c.DataDir = t.TempDir()
+	cfg := whParseConfig(t, c)
+	cfg.Storage.Backend, cfg.Storage.RedisURL, cfg.Storage.RedisPrefix = "redis", rd.URL(), "stall:"
+	a, err := newApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	require.NoError(t, err)
+	w := &whApp{t: t, cfg: cfg, app: a, srv: httptest.NewServer(a.srv.handler())}
+	t.Cleanup(w.close)
+	ep, _ := w.whEndpoint(t, "https://hooks.example.com/")
+
+	rd.Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { rd.Signal(syscall.SIGCONT) }) // before the app's close, which needs Redis
+	client := &http.Client{Timeout: 4 * time.Second}
+	for _, tt := range []struct {
+		name, method, path, body string
+	}{
+		{"publish", http.MethodPost, "/stores/" + whStoreA + "/events", `{"type":"order.status.updated","data":{"object":{"id":"o1","status":"pending"}}}`},
+		{"list deliveries", http.MethodGet, whEndpointPath(whStoreA, ep) + "/deliveries", ""},
+		{"create an endpoint", http.MethodPost, whHooksPath(whStoreA), `{"url":"https://hooks.example.com/2","events":["order.status.updated"]}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, w.srv.URL+tt.path, strings.NewReader(tt.body))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-API-Key", whKeyA)
+			resp, err := client.Do(req)
+			require.NoError(t, err, "no answer within the client's 4 s")
+			resp.Body.Close()
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+		})
+	}
+	rd.Signal(syscall.SIGCONT)
+	require.Eventually(t, func() bool {
+		r, err := w.try(whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries", key: whKeyA})
+		return err == nil && r.status == http.StatusOK
+	}, 30*time.Second, 10*time.Millisecond, "reads answer again once Redis does")
 }
