@@ -601,3 +601,57 @@ func writeTestConfig(t *testing.T, dir string, extra map[string]any) string {
 	require.NoError(t, os.WriteFile(path, cfg, 0o600))
 	return path
 }
+
+// TestWebhooksOfAnEarlierBuild starts on a data_dir that the build of
+// the working copy wrote (testdata/webhooks-earlier-build, made as
+// testdata/webhooks-earlier-build.json says): once upgraded, its
+// endpoints are listed in the order they were made, each log holds its
+// deliveries with their events byte for byte, the Idempotency-Key
+// answers its event, and the pending deliveries are queued and go out
+// when due.
+func TestWebhooksOfAnEarlierBuild(t *testing.T) {
+	var fx struct {
+		Endpoints, Descriptions, Events []string
+		Key                             string `json:"idempotency_key"`
+		KeyedEvent                      string `json:"keyed_event"`
+	}
+	b, err := os.ReadFile("testdata/webhooks-earlier-build.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &fx))
+	dir := t.TempDir()
+	require.NoError(t, os.CopyFS(dir, os.DirFS("testdata/webhooks-earlier-build")))
+	conf := whFast()
+	conf.DataDir = dir
+	conf.Retry = []string{"1h", "1h", "1h"} // an attempt due at the start (to the refused address) leaves it pending
+	w := whStart(t, conf)
+
+	eps := w.do(t, whReq{method: "GET", path: whHooksPath(whStoreA), key: whKeyA}).list()
+	assert.Equal(t, fx.Endpoints, whField(eps, "id"), "the endpoints, in the order they were made")
+	assert.Equal(t, fx.Descriptions, whField(eps, "description"))
+	for _, ep := range fx.Endpoints {
+		ds := w.whDeliveries(t, ep, "")
+		assert.ElementsMatch(t, fx.Events, whField(ds, "event_id"), "the log of %s", ep)
+		for _, d := range ds {
+			assert.Equal(t, webhook.StatusPending, d["status"])
+			detail := w.do(t, whReq{method: "GET", path: whEndpointPath(whStoreA, ep) + "/deliveries/" + d["id"].(string), key: whKeyA}).data()
+			assert.Contains(t, detail["request_body"], `"id":"`+d["event_id"].(string)+`"`, "its event")
+			if d["event_id"] != fx.KeyedEvent {
+				assert.Contains(t, detail["request_body"], `"note":"<&>"`, "its event, byte for byte")
+			}
+		}
+	}
+	assert.Equal(t, fx.KeyedEvent, w.whPublish(t, whStoreA, whKeyA, whOrder("o3", "completed"), fx.Key), "the Idempotency-Key")
+	depth, err := w.app.srv.hooks.QueueDepth(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, len(fx.Endpoints)*len(fx.Events), depth, "the pending deliveries queued")
+
+	rc := whNewReceiver(t, false, nil)
+	w.whPatch(t, fx.Endpoints[0], map[string]any{"url": rc.URL})
+	advance(w.app, 3*time.Hour) // past every next attempt
+	w.app.srv.hooks.Poke()
+	var got []string
+	for range fx.Events {
+		got = append(got, rc.next(t, whWait).header.Get("Webhook-Id"))
+	}
+	assert.ElementsMatch(t, fx.Events, got, "the pending deliveries of the first endpoint, sent")
+}
