@@ -477,7 +477,6 @@ func TestDeliveryLogBytes(t *testing.T) {
 	assert.Equal(t, []string{w2.whDeliveryOf(t, dead, evt)}, whField(w2.whDeliveries(t, dead, ""), "id"), "the pending delivery")
 }
 
-
 func TestRotateSecretSignatures(t *testing.T) {
 	cases := []struct {
 		grace string

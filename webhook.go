@@ -47,7 +47,7 @@ func (s *server) webhookRoutes(mux *http.ServeMux) {
 		"POST " + ep + "/recover":                        s.handleRecover,
 		"POST /stores/{store_id}/events":                 s.handlePublish,
 	} {
-		mux.HandleFunc(pattern, s.withStore(s.bounded(h)))
+		mux.HandleFunc(pattern, s.bounded(s.withStore(h)))
 	}
 }
 
@@ -55,16 +55,17 @@ func (s *server) webhookRoutes(mux *http.ServeMux) {
 // (Redis): a stalled Redis costs it that long, then 503 with Retry-After.
 const storeDeadline = 2 * time.Second
 
-// bounded runs h with storeDeadline on its context when the state is in
-// a store of its own; the embedded store's waits are the disk's.
-func (s *server) bounded(h func(http.ResponseWriter, *http.Request, *StoreConfig)) func(http.ResponseWriter, *http.Request, *StoreConfig) {
-	return func(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+// bounded runs h, the key checks and budgets included, with
+// storeDeadline on its context when the state is in a store of its own;
+// the embedded store's waits are the disk's.
+func (s *server) bounded(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if s.remote {
 			ctx, cancel := context.WithTimeout(r.Context(), storeDeadline)
 			defer cancel()
 			r = r.WithContext(ctx)
 		}
-		h(w, r, st)
+		h(w, r)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"deeplink/internal/store"
@@ -170,17 +169,24 @@ func (hk *Hooks) ChangeEndpoint(ctx context.Context, storeID, id string, c Endpo
 	if err != nil {
 		return nil, err
 	}
+	// The change is made: its queue is failed whole, a client gone or a
+	// deadline passed meanwhile or not.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sweepTimeout)
+	defer cancel()
 	switch {
 	case disabled:
-		err = hk.failQueued(ctx, e, func(*Delivery) bool { return true })
+		err = hk.failQueued(fctx, e, func(*Delivery) bool { return true })
 	case c.Events != nil:
-		err = hk.failQueued(ctx, e, func(d *Delivery) bool { return e.refusal(d, d.Event.Type) != "" })
+		err = hk.failQueued(fctx, e, func(d *Delivery) bool { return e.refusal(d, d.Event.Type) != "" })
 	}
 	if err != nil {
 		return nil, err
 	}
 	return e.View(), nil
 }
+
+// sweepTimeout bounds failing an endpoint's queue once its change is made.
+const sweepTimeout = 30 * time.Second
 
 // failQueued fails what is queued for e that drop picks
 // (records.failQueued), and gives back what they held.
@@ -200,29 +206,23 @@ func (hk *Hooks) failed(ctx context.Context, storeID string, ds []*Delivery) {
 }
 
 // DeleteEndpoint deletes the endpoint id of the store, its log and what
-// is queued for it.
+// is queued for it, and gives back what its pending deliveries held.
 func (hk *Hooks) DeleteEndpoint(ctx context.Context, storeID, id string) error {
 	if _, err := hk.endpointFor(ctx, storeID, id, true); err != nil {
 		return err
 	}
-	r := hk.rec()
-	var held []*Delivery // pending: what they hold is given back
-	r.walkLog(ctx, id, false, math.MinInt64, "", func(_ int64, d *Delivery) bool {
-		if d.Status == StatusPending {
-			held = append(held, d)
-		}
-		return true
-	})
-	if err := r.deleteEndpoint(ctx, storeID, id); err != nil {
-		return err
-	}
+	pending, err := hk.rec().deleteEndpoint(ctx, storeID, id)
 	if s := hk.send; s != nil {
 		s.abandon(id)
 	}
-	for _, d := range held {
-		r.release(ctx, storeID, 1, len(d.Event.Body))
+	size := 0
+	for _, d := range pending {
+		size += len(d.event().Body)
 	}
-	return nil
+	if rerr := hk.rec().release(context.WithoutCancel(ctx), storeID, len(pending), size); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // RotateSecret gives the endpoint id of the store a new secret; the old
@@ -282,7 +282,7 @@ func (hk *Hooks) again(ctx context.Context, e *Endpoint, evs []*Event) ([]*Deliv
 	var ws []store.Write
 	ds := make([]*Delivery, len(evs))
 	for i, ev := range evs {
-		d := newDelivery(e.ID, ev, now)
+		d := newDelivery(e.StoreID, e.ID, ev, now)
 		d.NextAt += int64(i) * int64(time.Microsecond) // one after the other in the log, in the order asked
 		d.LoggedAt += int64(i)
 		d.Explicit, d.WhileDisabled = true, !e.Enabled
@@ -293,6 +293,7 @@ func (hk *Hooks) again(ctx context.Context, e *Endpoint, evs []*Event) ([]*Deliv
 		ws, ds[i] = append(ws, w...), d
 	}
 	if err := r.st.Apply(ctx, ws); err != nil {
+		r.release(context.WithoutCancel(ctx), e.StoreID, len(evs), size) // not answered 2xx: given back
 		return nil, err
 	}
 	hk.Poke()

@@ -130,6 +130,9 @@ func (hk *Hooks) sendSt() store.Store {
 // of the store's pending budget is given back, and counted as its
 // endpoint's log's, which is trimmed (trims).
 func (hk *Hooks) ended(ctx context.Context, storeID string, d *Delivery) {
+	// The delivery has ended, whatever befell the caller's context.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	r := &records{st: hk.sendSt(), now: hk.Now}
 	if err := errors.Join(r.release(ctx, storeID, 1, len(d.event().Body)), r.finished(ctx, d.EndpointID, d)); err != nil {
 		hk.Log.Warn("webhooks: cannot account for a delivery that ended", "endpoint", d.EndpointID, "err", err)

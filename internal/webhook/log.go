@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -206,17 +208,22 @@ func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (
 		if excess <= 0 && over <= 0 {
 			break
 		}
-		ws = append(ws, store.Write{Key: logKey + ep, Member: m.Member}, store.Write{Key: doneKey + ep, Member: m.Member},
-			store.Write{Key: HookKey(kindDelivery, m.Member)})
+		ws = append(ws, store.Write{Key: logKey + ep, Member: m.Member}, store.Write{Key: doneKey + ep, Member: m.Member})
 		excess--
-		_, d, err := readRecord[Delivery](ctx, r.st, HookKey(kindDelivery, m.Member))
+		// Taken, so that of trims racing (on two replicas) one counts
+		// what it held.
+		b, err := r.st.Take(ctx, HookKey(kindDelivery, m.Member))
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return 0, err
 		}
-		cost := LogCost(d)
+		var d Delivery
+		if err := json.Unmarshal(b, &d); err != nil {
+			return 0, fmt.Errorf("webhooks: delivery %s: %w", m.Member, err)
+		}
+		cost := LogCost(&d)
 		over, freed = over-cost, freed+cost
 	}
 	if len(ws) == 0 {
@@ -226,5 +233,5 @@ func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (
 		return 0, err
 	}
 	_, err = r.st.Add(ctx, logBytesKey+ep, -freed, time.Time{})
-	return len(ws) / 3, err
+	return len(ws) / 2, err
 }

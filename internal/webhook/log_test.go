@@ -19,7 +19,7 @@ import (
 func logged(t *testing.T, st store.Store, ep, typ, status string, at time.Time, score int64) string {
 	t.Helper()
 	ev := newEvent(typ, json.RawMessage(`{"id":"o1","status":"pending"}`), at)
-	d := newDelivery(ep, ev, at)
+	d := newDelivery(testStore, ep, ev, at)
 	d.Status = status
 	b, err := marshalRecord(d)
 	if err != nil {

@@ -173,47 +173,70 @@ func (r *records) changeEndpoint(ctx context.Context, storeID, id string, f func
 	}
 }
 
-// deleteEndpoint deletes the endpoint id of the store: its record first
-// (a sender then drops what it claims of it), then its place in the
-// store's list, its log and deliveries, and its queue.
-func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) error {
+// deleteEndpoint deletes the endpoint id of the store: its deliveries
+// and their log and queue first, then its record (a sender then drops
+// what it claims of it), then its place in the store's list; so that one
+// cut short is made whole by being asked again. A pending delivery is
+// deleted by CompareAndSwap, so that one a sender ends meanwhile is its
+// (ended: given back once): it returns the pending ones it deleted.
+func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) ([]*Delivery, error) {
 	if _, _, err := r.endpoint(ctx, storeID, id); err != nil {
-		return err
+		return nil, err
 	}
-	if err := r.st.Delete(ctx, HookKey(KindEndpoint, id)); err != nil {
-		return err
-	}
-	for {
-		raw, ids, err := r.endpointIDs(ctx, storeID)
-		if err != nil {
-			return err
-		}
-		if !slices.Contains(ids, id) {
-			break
-		}
-		next, _ := json.Marshal(slices.DeleteFunc(ids, func(x string) bool { return x == id }))
-		err = r.st.CompareAndSwap(ctx, listKey+storeID, raw, next, time.Time{})
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, store.ErrConflict) {
-			return err
-		}
-	}
-	ws := append(r.endpointGone(id), store.Write{Key: logBytesKey + id})
+	var pending []*Delivery
+	var ws []store.Write
 	for _, set := range []string{logKey + id, queueDue + id, doneKey + id} {
 		ms, err := r.st.ZRange(ctx, set, math.MinInt64, math.MaxInt64, 0, false)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, m := range ms {
 			ws = append(ws, store.Write{Key: set, Member: m.Member})
-			if set == logKey+id {
-				ws = append(ws, store.Write{Key: HookKey(kindDelivery, m.Member)})
+			if set != logKey+id {
+				continue
+			}
+			for {
+				raw, d, err := readRecord[Delivery](ctx, r.st, HookKey(kindDelivery, m.Member))
+				if errors.Is(err, store.ErrNotFound) {
+					break
+				}
+				if err != nil {
+					return nil, err
+				}
+				if d.Status != StatusPending {
+					ws = append(ws, store.Write{Key: HookKey(kindDelivery, m.Member)})
+					break
+				}
+				err = r.st.CompareAndSwap(ctx, HookKey(kindDelivery, m.Member), raw, nil, time.Time{})
+				if errors.Is(err, store.ErrConflict) {
+					continue // ended meanwhile: deleted as finished
+				}
+				if err != nil {
+					return nil, err
+				}
+				pending = append(pending, d)
+				break
 			}
 		}
 	}
-	return r.st.Apply(ctx, ws)
+	ws = append(ws, store.Write{Key: logBytesKey + id})
+	if err := r.st.Apply(ctx, ws); err != nil {
+		return pending, err
+	}
+	if err := r.st.Apply(ctx, r.endpointGone(id)); err != nil {
+		return pending, err
+	}
+	for {
+		raw, ids, err := r.endpointIDs(ctx, storeID)
+		if err != nil || !slices.Contains(ids, id) {
+			return pending, err
+		}
+		next, _ := json.Marshal(slices.DeleteFunc(ids, func(x string) bool { return x == id }))
+		err = r.st.CompareAndSwap(ctx, listKey+storeID, raw, next, time.Time{})
+		if !errors.Is(err, store.ErrConflict) {
+			return pending, err
+		}
+	}
 }
 
 // endpointGone are the writes that remove an endpoint's record, its
@@ -232,6 +255,7 @@ func (r *records) endpointGone(id string) []store.Write {
 // whose Apply a crash cut short makes what is missing; one of a publish
 // still under way waits for it.
 type idemRecord struct {
+	Store      string            `json:"store,omitempty"`
 	EventID    string            `json:"event_id"`
 	Expires    int64             `json:"expires"`         // unix seconds
 	Event      *Event            `json:"event,omitempty"` // absent in the keys of earlier builds
@@ -263,10 +287,10 @@ func enqueueRecord(d *Delivery, now time.Time) ([]store.Write, error) {
 	return append(ws, enqueueWrites(d.EndpointID, d.ID, now)...), nil
 }
 
-// newDelivery is a pending delivery of ev to the endpoint ep, made at
-// now.
-func newDelivery(ep string, ev *Event, now time.Time) *Delivery {
-	return &Delivery{ID: NewID("dlv_"), EndpointID: ep, EventID: ev.ID, Status: StatusPending,
+// newDelivery is a pending delivery of ev to the endpoint ep of the store
+// storeID, made at now.
+func newDelivery(storeID, ep string, ev *Event, now time.Time) *Delivery {
+	return &Delivery{ID: NewID("dlv_"), EndpointID: ep, StoreID: storeID, EventID: ev.ID, Status: StatusPending,
 		CreatedAt: now.Unix(), NextAt: now.UnixNano(), LoggedAt: now.UnixMicro(), Event: ev}
 }
 
@@ -283,7 +307,7 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 		return "", err
 	}
 	ev := newEvent(typ, object, now)
-	m := idemRecord{EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{}, Made: now.UnixNano()}
+	m := idemRecord{Store: storeID, EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{}, Made: now.UnixNano()}
 	for _, e := range eps {
 		if e.Enabled && e.subscribed(typ) {
 			m.Deliveries[NewID("dlv_")] = e.ID
@@ -300,21 +324,12 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 			return "", err
 		}
 	}
-	if r.budget != nil {
-		if err := r.reserve(ctx, storeID, len(m.Deliveries), len(m.Deliveries)*len(ev.Body), r.budget.Pending); err != nil {
-			return "", err
-		}
-	}
 	if key != "" {
 		b, err := json.Marshal(m)
 		if err != nil {
 			return "", err
 		}
-		err = r.st.Insert(ctx, k, b, time.Unix(m.Expires, 0))
-		if err != nil && r.budget != nil {
-			r.release(ctx, storeID, len(m.Deliveries), len(m.Deliveries)*len(ev.Body)) // nothing made: a replay's deliveries are counted
-		}
-		switch {
+		switch err := r.st.Insert(ctx, k, b, time.Unix(m.Expires, 0)); {
 		case errors.Is(err, store.ErrExists):
 			return r.replay(ctx, k)
 		case err != nil:
@@ -329,23 +344,39 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 	return ev.ID, r.make(ctx, k, key != "", m, nil)
 }
 
-// make writes the deliveries m lists but those in have (already
-// written), logged and queued, and, when keyed, m marked done, last, in
-// one Apply.
-func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, have map[string]bool) error {
+// make writes the deliveries m lists but those in have (written whole
+// already), logged and queued, counted against the store's budget (none
+// made past it), and, when keyed, m marked done, last, in one Apply. A
+// delivery in have whose log or queue entries an earlier Apply did not
+// get to is given them again.
+func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, have map[string]*Delivery) error {
 	now := r.now()
 	var ws []store.Write
+	made := 0
 	for id, ep := range m.Deliveries {
-		if have[id] {
-			continue
+		d := have[id]
+		if d == nil {
+			d = newDelivery(m.Store, ep, m.Event, now)
+			d.ID = id
+			made++
 		}
-		d := newDelivery(ep, m.Event, now)
-		d.ID = id
 		w, err := enqueueRecord(d, now)
 		if err != nil {
 			return err
 		}
+		if have[id] != nil {
+			w = w[1:] // the record is there: its log and queue entries, again
+			if d.Status != StatusPending {
+				w = w[:1]
+			}
+		}
 		ws = append(ws, w...)
+	}
+	size := made * len(m.Event.Body)
+	if r.budget != nil {
+		if err := r.reserve(ctx, m.Store, made, size, r.budget.Pending); err != nil {
+			return err
+		}
 	}
 	if keyed {
 		m.Done = true
@@ -358,7 +389,13 @@ func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, 
 	if len(ws) == 0 {
 		return nil
 	}
-	return r.st.Apply(ctx, ws)
+	err := r.st.Apply(ctx, ws)
+	if err != nil && r.budget != nil {
+		// Not answered 2xx: given back (were some of it written, their
+		// end gives back what they hold: the count errs low, not high).
+		r.release(context.WithoutCancel(ctx), m.Store, made, size)
+	}
+	return err
 }
 
 // replay answers a publish whose Idempotency-Key k is taken: the first
@@ -380,11 +417,11 @@ func (r *records) replay(ctx context.Context, k string) (string, error) {
 	if r.now().Sub(time.Unix(0, m.Made)) < publishDeadline {
 		return "", ErrPublishUnderWay
 	}
-	have := map[string]bool{}
+	have := map[string]*Delivery{}
 	for id := range m.Deliveries {
-		switch _, err := r.st.Get(ctx, HookKey(kindDelivery, id)); {
+		switch _, d, err := readRecord[Delivery](ctx, r.st, HookKey(kindDelivery, id)); {
 		case err == nil:
-			have[id] = true
+			have[id] = d
 		case !errors.Is(err, store.ErrNotFound):
 			return "", err
 		}
@@ -399,6 +436,26 @@ func (r *records) replay(ctx context.Context, k string) (string, error) {
 // once (failQueued). It writes e only when that changes it, and returns
 // e as it then is, and whether this disabled it.
 func (r *records) noteAttempt(ctx context.Context, e *Endpoint, ok bool, now time.Time, after time.Duration) (*Endpoint, bool, error) {
+	e, disabled, err := r.moveWindowOf(ctx, e, ok, now, after)
+	if err != nil || !disabled {
+		return e, disabled, err
+	}
+	return e, true, r.failAll(ctx, e)
+}
+
+// failAll fails what is queued for e, disabled (failQueued), and tells
+// r.failed of them.
+func (r *records) failAll(ctx context.Context, e *Endpoint) error {
+	failed, err := r.failQueued(ctx, e, func(*Delivery) bool { return true })
+	if r.failed != nil {
+		r.failed(ctx, e.StoreID, failed)
+	}
+	return err
+}
+
+// moveWindowOf is noteAttempt without failing the queue: for a sender,
+// which writes its attempt's outcome first.
+func (r *records) moveWindowOf(ctx context.Context, e *Endpoint, ok bool, now time.Time, after time.Duration) (*Endpoint, bool, error) {
 	if !windowChanges(e, ok, now, after) {
 		return e, false, nil
 	}
@@ -407,14 +464,10 @@ func (r *records) noteAttempt(ctx context.Context, e *Endpoint, ok bool, now tim
 		disabled = moveWindow(e, ok, now, after)
 		return nil
 	})
-	if err != nil || !disabled {
+	if err != nil {
 		return e, false, err
 	}
-	failed, err := r.failQueued(ctx, e, func(*Delivery) bool { return true })
-	if r.failed != nil {
-		r.failed(ctx, e.StoreID, failed)
-	}
-	return e, true, err
+	return e, disabled, nil
 }
 
 // windowChanges reports whether moveWindow would change e.

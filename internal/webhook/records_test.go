@@ -201,7 +201,7 @@ func TestDeleteEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	dlv := members(t, r.st, logKey+e.ID)[0]
-	if err := r.deleteEndpoint(ctx, testStore, e.ID); err != nil {
+	if _, err := r.deleteEndpoint(ctx, testStore, e.ID); err != nil {
 		t.Fatal(err)
 	}
 	if eps, _ := r.storeEndpoints(ctx, testStore); len(eps) != 1 || eps[0].ID != kept.ID {
@@ -215,7 +215,7 @@ func TestDeleteEndpoint(t *testing.T) {
 	if _, err := r.st.Get(ctx, HookKey(kindDelivery, dlv)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the deleted endpoint's delivery: %v; want ErrNotFound", err)
 	}
-	if err := r.deleteEndpoint(ctx, testStore, e.ID); !errors.Is(err, ErrNoEndpoint) {
+	if _, err := r.deleteEndpoint(ctx, testStore, e.ID); !errors.Is(err, ErrNoEndpoint) {
 		t.Errorf("deleting it again: %v; want ErrNoEndpoint", err)
 	}
 }
@@ -232,7 +232,7 @@ func TestFailQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	order := putDelivery(t, r.st, e.ID, *now)
-	test := newDelivery(e.ID, newEvent(EventTest, json.RawMessage(`{"id":"test"}`), *now), *now)
+	test := newDelivery(testStore, e.ID, newEvent(EventTest, json.RawMessage(`{"id":"test"}`), *now), *now)
 	test.Explicit = true
 	ws, err := enqueueRecord(test, *now)
 	if err != nil {
@@ -395,5 +395,41 @@ func TestTrim(t *testing.T) {
 				t.Errorf("log after trim(%d, %d deliveries' bytes) = %q; want %q", tt.size, tt.budget, got, want)
 			}
 		})
+	}
+}
+
+// TestPublishCutShortAfterItsRecords: a replay of a publish whose Apply
+// kept its deliveries' records and not their queue entries (a prefix of
+// it) queues them again.
+func TestPublishCutShortAfterItsRecords(t *testing.T) {
+	r, now := openRecords(t)
+	ctx := context.Background()
+	e := newTestEndpoint()
+	if err := r.createEndpoint(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), *now)
+	d := newDelivery(testStore, e.ID, ev, *now)
+	m := idemRecord{Store: testStore, EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{d.ID: e.ID}, Made: now.UnixNano()}
+	b, _ := json.Marshal(m)
+	ws, err := enqueueRecord(d, *now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The key, then the Apply's first write alone: the record.
+	if err := r.st.Apply(ctx, append([]store.Write{{Key: HookKey(kindIdem, testStore+"\x00k1"), Val: b, Exp: time.Unix(m.Expires, 0)}}, ws[0])); err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(publishDeadline)
+	if got, err := r.publish(ctx, testStore, EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), "k1"); err != nil || got != ev.ID {
+		t.Fatalf("replay = %q, %v; want %q", got, err, ev.ID)
+	}
+	for _, set := range []string{logKey + e.ID, queueDue + e.ID} {
+		if ms := members(t, r.st, set); !slices.Equal(ms, []string{d.ID}) {
+			t.Errorf("%s after the replay = %q; want %q", set, ms, d.ID)
+		}
+	}
+	if ms := members(t, r.st, queueReady); !slices.Contains(ms, e.ID) {
+		t.Errorf("endpoints due after the replay = %q; want %s among them", ms, e.ID)
 	}
 }

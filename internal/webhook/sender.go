@@ -234,6 +234,19 @@ func (s *sender) work(ctx context.Context, c claim) {
 	}
 }
 
+// orphan drops c's delivery, whose endpoint is gone (a publish that read
+// the endpoint before its delete wrote after it): its record and queue
+// entry go, and what it held of its store's budget is given back.
+func (s *sender) orphan(ctx context.Context, c claim, raw []byte, d *Delivery) error {
+	err := s.q.st.CompareAndSwap(ctx, HookKey(kindDelivery, d.ID), raw, nil, time.Time{})
+	if err == nil && d.StoreID != "" {
+		err = s.rec.release(ctx, d.StoreID, 1, len(d.event().Body))
+	} else if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		err = nil // changed meanwhile: another's to account for
+	}
+	return errors.Join(err, s.q.remove(ctx, c))
+}
+
 // writeTimeout bounds the writes that follow an attempt made.
 const writeTimeout = 5 * time.Second
 
@@ -263,7 +276,7 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	}
 	_, e, err := readRecord[Endpoint](ctx, s.q.st, HookKey(KindEndpoint, c.Endpoint))
 	if errors.Is(err, store.ErrNotFound) {
-		return s.q.remove(ctx, c)
+		return s.orphan(ctx, c, raw, d)
 	}
 	if err != nil {
 		return err
@@ -283,7 +296,8 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	sig := SignDelivery(cur, old, d.Event.ID, now.Unix(), d.Event.Body)
 	a := Attempt{At: now.UnixNano(), URL: e.URL, Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}
 	actx, cancel := context.WithDeadline(ctx, c.until.Add(-senderMargin))
-	untrack := s.track(e.ID, d.ID, &cancel) // busy until the outcome is written
+	untrack := sync.OnceFunc(s.track(e.ID, d.ID, &cancel)) // busy until the outcome is written
+	defer untrack()
 	r := egress.Post(actx, s.client, e.URL, DeliveryHeader(sig), d.Event.Body)
 	cancel()
 	if errors.Is(r.Err, context.Canceled) && ctx.Err() != nil {
@@ -295,22 +309,33 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	refused := ""
+	var disabled *Endpoint // by this failure: its queue fails once the outcome is written
 	if !a.ok() {
 		// Judged by the endpoint as it is now: disabled meanwhile, or
 		// by this failure (its failure window), it takes no retry.
 		_, cur, err := s.rec.endpoint(ctx, e.StoreID, e.ID)
 		if errors.Is(err, ErrNoEndpoint) {
-			return s.q.remove(ctx, c)
+			return s.orphan(ctx, c, raw, d)
 		}
 		if err != nil {
 			return err
 		}
-		if e, err = s.noteAttempt(ctx, cur, false); err != nil {
+		if e, err = s.moveWindow(ctx, cur, false); err != nil {
 			return err
 		}
+		if !e.Enabled && cur.Enabled {
+			disabled = e
+		}
 		refused = e.refusal(d, d.Event.Type)
-	} else if _, err := s.noteAttempt(ctx, e, true); err != nil {
+	} else if _, err := s.moveWindow(ctx, e, true); err != nil {
 		return err
+	}
+	if disabled != nil {
+		defer func() {
+			if err := s.rec.failAll(ctx, disabled); err != nil {
+				s.log.Warn("webhooks: cannot fail the queue of an endpoint disabled as failing; its deliveries fail as they come due", "endpoint", disabled.ID, "err", err)
+			}
+		}()
 	}
 	status, err := s.write(ctx, c, e.StoreID, raw, d, &a, refused)
 	untrack()
@@ -334,10 +359,10 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	return err
 }
 
-// noteAttempt moves e's failure window on (records.noteAttempt), and says
-// so when that disabled e.
-func (s *sender) noteAttempt(ctx context.Context, e *Endpoint, ok bool) (*Endpoint, error) {
-	e, disabled, err := s.rec.noteAttempt(ctx, e, ok, s.now(), s.cfg.DisableAfter.D())
+// moveWindow moves e's failure window on (records.moveWindowOf), and
+// says so when that disabled e.
+func (s *sender) moveWindow(ctx context.Context, e *Endpoint, ok bool) (*Endpoint, error) {
+	e, disabled, err := s.rec.moveWindowOf(ctx, e, ok, s.now(), s.cfg.DisableAfter.D())
 	if disabled {
 		s.log.Warn("webhooks: endpoint disabled: every attempt failed for webhooks.disable_after; a PATCH with enabled true turns it back on",
 			"store", e.StoreID, "endpoint", e.ID, "failing_since", time.Unix(0, e.FailingSince).UTC().Format(time.RFC3339), "disable_after", s.cfg.DisableAfter.D().String())

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -235,4 +236,23 @@ func eventually(t *testing.T, cond func() bool, what string) {
 			t.Fatal(what)
 		}
 	}
+}
+
+// TestSenderEndpointDeletedMidAttempt: an attempt whose endpoint another
+// process deleted while it was under way is cut short within a second,
+// its delivery dropped, and it is no longer counted under way.
+func TestSenderEndpointDeletedMidAttempt(t *testing.T) {
+	st := openQueue(t).st
+	rc, arrived := blockingReceiver(t, 1)
+	putEndpoint(t, st, "we_a", rc)
+	id := putDelivery(t, st, "we_a", time.Now())
+	s := startSender(t, st, 1, 0)
+	waitFor(t, arrived, "the attempt")
+	if err := st.Delete(context.Background(), HookKey(KindEndpoint, "we_a")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool {
+		_, err := st.Get(context.Background(), HookKey(kindDelivery, id))
+		return errors.Is(err, store.ErrNotFound) && !s.busy("we_a", id)
+	}, "the delivery of the deleted endpoint never dropped, or its attempt still counted under way")
 }

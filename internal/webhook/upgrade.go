@@ -167,6 +167,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		// The log's order: by when it was made, and within one second
 		// by the endpoint's sequence, as the earlier build ordered it.
 		d.LoggedAt = d.CreatedAt*1e6 + int64(d.Seq%1e6) // microseconds, as the log's scores
+		d.StoreID = storeOf[d.EndpointID]
 		score := d.LoggedAt
 		b, err := marshalRecord(d)
 		if err != nil {

@@ -148,6 +148,9 @@ type Delivery struct {
 	// the same (refusalLocked).
 	WhileDisabled bool   `json:"while_disabled,omitempty"`
 	Reason        string `json:"reason,omitempty"` // why it failed
+	// StoreID is the store of the delivery's endpoint: what its budget
+	// is given back to should the endpoint be gone when it ends.
+	StoreID string `json:"store_id,omitempty"`
 	// LoggedAt is the delivery's score in its endpoint's log (unix
 	// microseconds of when it was made): its place among the finished
 	// ones, for trimming.
