@@ -111,7 +111,7 @@ func (hk *Hooks) CreateEndpoint(ctx context.Context, storeID string, c EndpointC
 	if err := hk.rec().createEndpoint(ctx, e); err != nil {
 		return nil, err
 	}
-	v := e.View()
+	v := e.view()
 	v["secret"] = e.Secret
 	return v, nil
 }
@@ -128,7 +128,7 @@ func (hk *Hooks) StoreEndpoints(ctx context.Context, storeID string) ([]map[stri
 	}
 	list := make([]map[string]any, len(eps))
 	for i, e := range eps {
-		list[i] = e.View()
+		list[i] = e.view()
 	}
 	return list, nil
 }
@@ -139,7 +139,7 @@ func (hk *Hooks) Endpoint(ctx context.Context, storeID, id string) (map[string]a
 	if err != nil {
 		return nil, err
 	}
-	return e.View(), nil
+	return e.view(), nil
 }
 
 // Secret returns the signing secret of the endpoint id of the store.
@@ -182,7 +182,7 @@ func (hk *Hooks) ChangeEndpoint(ctx context.Context, storeID, id string, c Endpo
 	if err != nil {
 		return nil, err
 	}
-	return e.View(), nil
+	return e.view(), nil
 }
 
 // sweepTimeout bounds failing an endpoint's queue once its change is made.
@@ -242,7 +242,7 @@ func (hk *Hooks) RotateSecret(ctx context.Context, storeID, id string) (map[stri
 	if err != nil {
 		return nil, err
 	}
-	v := e.View()
+	v := e.view()
 	v["secret"] = e.Secret
 	return v, nil
 }
@@ -329,12 +329,12 @@ func (hk *Hooks) Retry(ctx context.Context, storeID, id, dlvID string) (map[stri
 	if err != nil {
 		return nil, err
 	}
-	return ds[0].Summary(), nil
+	return ds[0].summary(), nil
 }
 
 // deliveryOf returns e's delivery id, or ErrNoDelivery.
 func (hk *Hooks) deliveryOf(ctx context.Context, e *Endpoint, id string) (*Delivery, error) {
-	_, d, err := readRecord[Delivery](ctx, hk.St, HookKey(kindDelivery, id))
+	_, d, err := readRecord[Delivery](ctx, hk.St, hookKey(kindDelivery, id))
 	if errors.Is(err, store.ErrNotFound) || err == nil && (d.EndpointID != e.ID || d.event() == nil) {
 		return nil, ErrNoDelivery
 	}
@@ -396,7 +396,7 @@ func (hk *Hooks) Deliveries(ctx context.Context, storeID, id string, q DeliveryQ
 	}
 	page := make([]map[string]any, len(ds))
 	for i, d := range ds {
-		page[i] = d.Summary()
+		page[i] = d.summary()
 	}
 	return page, next, nil
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // complete fills in a from the outcome of its request.
-func (a Attempt) Complete(r egress.Result) Attempt {
+func (a Attempt) complete(r egress.Result) Attempt {
 	a.DurationMS = r.Duration.Milliseconds()
 	a.Status = r.Status
 	a.ResponseBody = string(r.Body)

@@ -10,7 +10,7 @@ import (
 func (d *Delivery) event() *Event { return d.Event }
 
 // summary is a delivery as the log lists it.
-func (d *Delivery) Summary() map[string]any {
+func (d *Delivery) summary() map[string]any {
 	m := map[string]any{
 		"id": d.ID, "endpoint_id": d.EndpointID, "event_id": d.EventID, "event_type": d.event().Type,
 		"status": d.Status, "created_at": d.CreatedAt, "attempt_count": len(d.Attempts),
@@ -31,7 +31,7 @@ func (d *Delivery) Summary() map[string]any {
 
 // detail is a delivery with every attempt as docs/api.md shows it.
 func (d *Delivery) Detail(e *Endpoint) map[string]any {
-	m := d.Summary()
+	m := d.summary()
 	m["url"] = e.URL
 	atts := []map[string]any{}
 	for _, a := range d.Attempts {

@@ -20,7 +20,7 @@ func TestEndpointRecordOfAnEarlierBuild(t *testing.T) {
 		if err := json.Unmarshal([]byte(tt.rec), &e); err != nil {
 			t.Fatal(err)
 		}
-		if got := e.View()["disabled_reason"]; got != tt.want {
+		if got := e.view()["disabled_reason"]; got != tt.want {
 			t.Errorf("disabled_reason of %s = %v; want %v", e.ID, got, tt.want)
 		}
 		if e.FailingSince != 0 {

@@ -45,7 +45,7 @@ func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, 
 			if after != "" && m.Score == from && (rev && m.Member >= after || !rev && m.Member <= after) {
 				continue
 			}
-			_, d, err := readRecord[Delivery](ctx, r.st, HookKey(kindDelivery, m.Member))
+			_, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, m.Member))
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
@@ -158,7 +158,7 @@ func (r *records) lastDay(ctx context.Context, e *Endpoint, end time.Time) (hour
 }
 
 // logBytesKey + endpoint id counts what the endpoint's finished
-// deliveries hold (LogCost each): added to as each ends, taken from as
+// deliveries hold (logCost each): added to as each ends, taken from as
 // trim drops them. doneKey + endpoint id lists the finished ones, by
 // their place in the log, so that trim finds the oldest without reading
 // the pending ones before them.
@@ -170,7 +170,7 @@ const (
 // finished counts d, of the endpoint ep, as ended: what it holds is its
 // endpoint's log's, and it may be trimmed.
 func (r *records) finished(ctx context.Context, ep string, d *Delivery) error {
-	if _, err := r.st.Add(ctx, logBytesKey+ep, LogCost(d), time.Time{}); err != nil {
+	if _, err := r.st.Add(ctx, logBytesKey+ep, logCost(d), time.Time{}); err != nil {
 		return err
 	}
 	return r.st.ZAdd(ctx, doneKey+ep, d.ID, d.LoggedAt)
@@ -212,7 +212,7 @@ func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (
 		excess--
 		// Taken, so that of trims racing (on two replicas) one counts
 		// what it held.
-		b, err := r.st.Take(ctx, HookKey(kindDelivery, m.Member))
+		b, err := r.st.Take(ctx, hookKey(kindDelivery, m.Member))
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -223,7 +223,7 @@ func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (
 		if err := json.Unmarshal(b, &d); err != nil {
 			return 0, fmt.Errorf("webhooks: delivery %s: %w", m.Member, err)
 		}
-		cost := LogCost(&d)
+		cost := logCost(&d)
 		over, freed = over-cost, freed+cost
 	}
 	if len(ws) == 0 {

@@ -26,7 +26,7 @@ func logged(t *testing.T, st store.Store, ep, typ, status string, at time.Time, 
 		t.Fatal(err)
 	}
 	if err := st.Apply(context.Background(), []store.Write{
-		{Key: HookKey(kindDelivery, d.ID), Val: b},
+		{Key: hookKey(kindDelivery, d.ID), Val: b},
 		{Key: logKey + ep, Member: d.ID, Val: member, Score: score},
 	}); err != nil {
 		t.Fatal(err)

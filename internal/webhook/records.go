@@ -46,7 +46,7 @@ type records struct {
 // budgets are a store's limits: what its pending deliveries may hold
 // (NewCost each), how many Idempotency-Keys it may have made in a day and
 // the day before, and what an endpoint's finished deliveries may hold in
-// its log (LogCost each).
+// its log (logCost each).
 type budgets struct {
 	Pending int64
 	Idem    int
@@ -85,7 +85,7 @@ func (r *records) storeEndpoints(ctx context.Context, storeID string) ([]*Endpoi
 	}
 	list := make([]*Endpoint, 0, len(ids))
 	for _, id := range ids {
-		_, e, err := readRecord[Endpoint](ctx, r.st, HookKey(KindEndpoint, id))
+		_, e, err := readRecord[Endpoint](ctx, r.st, hookKey(KindEndpoint, id))
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -99,7 +99,7 @@ func (r *records) storeEndpoints(ctx context.Context, storeID string) ([]*Endpoi
 
 // endpoint returns the endpoint id of the store, with its record's bytes.
 func (r *records) endpoint(ctx context.Context, storeID, id string) ([]byte, *Endpoint, error) {
-	raw, e, err := readRecord[Endpoint](ctx, r.st, HookKey(KindEndpoint, id))
+	raw, e, err := readRecord[Endpoint](ctx, r.st, hookKey(KindEndpoint, id))
 	if errors.Is(err, store.ErrNotFound) || err == nil && e.StoreID != storeID {
 		return nil, nil, ErrNoEndpoint
 	}
@@ -116,7 +116,7 @@ func (r *records) createEndpoint(ctx context.Context, e *Endpoint) error {
 	}
 	// The record first: listed, it is whole. One never listed (a crash,
 	// or the cap) is no one's.
-	if err := r.st.Apply(ctx, append(placesWrites(e.ID), store.Write{Key: HookKey(KindEndpoint, e.ID), Val: b})); err != nil {
+	if err := r.st.Apply(ctx, append(placesWrites(e.ID), store.Write{Key: hookKey(KindEndpoint, e.ID), Val: b})); err != nil {
 		return err
 	}
 	for {
@@ -126,7 +126,7 @@ func (r *records) createEndpoint(ctx context.Context, e *Endpoint) error {
 		}
 		live := ids[:0:0]
 		for _, id := range ids { // without those a delete left listed
-			if _, err := r.st.Get(ctx, HookKey(KindEndpoint, id)); err == nil {
+			if _, err := r.st.Get(ctx, hookKey(KindEndpoint, id)); err == nil {
 				live = append(live, id)
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
@@ -163,7 +163,7 @@ func (r *records) changeEndpoint(ctx context.Context, storeID, id string, f func
 		if err != nil {
 			return nil, err
 		}
-		switch err := r.st.CompareAndSwap(ctx, HookKey(KindEndpoint, id), raw, b, time.Time{}); {
+		switch err := r.st.CompareAndSwap(ctx, hookKey(KindEndpoint, id), raw, b, time.Time{}); {
 		case errors.Is(err, store.ErrConflict):
 			continue
 		case err != nil:
@@ -196,7 +196,7 @@ func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) ([]*De
 				continue
 			}
 			for {
-				raw, d, err := readRecord[Delivery](ctx, r.st, HookKey(kindDelivery, m.Member))
+				raw, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, m.Member))
 				if errors.Is(err, store.ErrNotFound) {
 					break
 				}
@@ -204,10 +204,10 @@ func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) ([]*De
 					return nil, err
 				}
 				if d.Status != StatusPending {
-					ws = append(ws, store.Write{Key: HookKey(kindDelivery, m.Member)})
+					ws = append(ws, store.Write{Key: hookKey(kindDelivery, m.Member)})
 					break
 				}
-				err = r.st.CompareAndSwap(ctx, HookKey(kindDelivery, m.Member), raw, nil, time.Time{})
+				err = r.st.CompareAndSwap(ctx, hookKey(kindDelivery, m.Member), raw, nil, time.Time{})
 				if errors.Is(err, store.ErrConflict) {
 					continue // ended meanwhile: deleted as finished
 				}
@@ -242,7 +242,7 @@ func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) ([]*De
 // endpointGone are the writes that remove an endpoint's record, its
 // places and its entry among the endpoints with something due.
 func (r *records) endpointGone(id string) []store.Write {
-	ws := []store.Write{{Key: HookKey(KindEndpoint, id)}, {Key: queueReady, Member: id}}
+	ws := []store.Write{{Key: hookKey(KindEndpoint, id)}, {Key: queueReady, Member: id}}
 	for _, w := range placesWrites(id) {
 		ws = append(ws, store.Write{Key: w.Key, Member: w.Member})
 	}
@@ -264,10 +264,10 @@ type idemRecord struct {
 	Done       bool              `json:"done,omitempty"`
 }
 
-// ErrPublishUnderWay: a publish with the same Idempotency-Key began
+// errPublishUnderWay: a publish with the same Idempotency-Key began
 // within publishDeadline and has not written its deliveries yet; the
 // caller answers 503, and the client's retry finds them.
-var ErrPublishUnderWay = fmt.Errorf("webhooks: a publish with this Idempotency-Key is under way: %w", store.ErrUnavailable)
+var errPublishUnderWay = fmt.Errorf("webhooks: a publish with this Idempotency-Key is under way: %w", store.ErrUnavailable)
 
 // publishDeadline is how long a publish may take before a replay of its
 // Idempotency-Key takes it for cut short and makes what it did not.
@@ -281,7 +281,7 @@ func enqueueRecord(d *Delivery, now time.Time) ([]store.Write, error) {
 		return nil, err
 	}
 	ws := []store.Write{
-		{Key: HookKey(kindDelivery, d.ID), Val: b},
+		{Key: hookKey(kindDelivery, d.ID), Val: b},
 		{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt},
 	}
 	return append(ws, enqueueWrites(d.EndpointID, d.ID, now)...), nil
@@ -313,7 +313,7 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 			m.Deliveries[NewID("dlv_")] = e.ID
 		}
 	}
-	k := HookKey(kindIdem, storeID+"\x00"+key)
+	k := hookKey(kindIdem, storeID+"\x00"+key)
 	if key != "" && r.budget != nil {
 		if err := r.idemRoom(ctx, storeID, now, r.budget.Idem); errors.Is(err, ErrOverBudget) {
 			if evt, err := r.replay(ctx, k); !errors.Is(err, store.ErrNotFound) {
@@ -415,11 +415,11 @@ func (r *records) replay(ctx context.Context, k string) (string, error) {
 		return m.EventID, nil
 	}
 	if r.now().Sub(time.Unix(0, m.Made)) < publishDeadline {
-		return "", ErrPublishUnderWay
+		return "", errPublishUnderWay
 	}
 	have := map[string]*Delivery{}
 	for id := range m.Deliveries {
-		switch _, d, err := readRecord[Delivery](ctx, r.st, HookKey(kindDelivery, id)); {
+		switch _, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, id)); {
 		case err == nil:
 			have[id] = d
 		case !errors.Is(err, store.ErrNotFound):
@@ -510,7 +510,7 @@ func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Deli
 	now := r.now().UnixMilli()
 	for _, m := range queued {
 		for {
-			raw, d, err := readRecord[Delivery](ctx, r.st, HookKey(kindDelivery, m.Member))
+			raw, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, m.Member))
 			if errors.Is(err, store.ErrNotFound) {
 				break
 			}
@@ -528,7 +528,7 @@ func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Deli
 			if err != nil {
 				return n, err
 			}
-			err = r.st.CompareAndSwap(ctx, HookKey(kindDelivery, d.ID), raw, b, time.Time{})
+			err = r.st.CompareAndSwap(ctx, hookKey(kindDelivery, d.ID), raw, b, time.Time{})
 			if errors.Is(err, store.ErrConflict) {
 				continue // an attempt's outcome came first: judged again
 			}

@@ -167,12 +167,12 @@ func TestPublishCutShort(t *testing.T) {
 	ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), *now)
 	m := idemRecord{EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{NewID("dlv_"): e.ID}, Made: now.UnixNano()}
 	b, _ := json.Marshal(m)
-	if err := r.st.Insert(ctx, HookKey(kindIdem, testStore+"\x00k1"), b, time.Unix(m.Expires, 0)); err != nil {
+	if err := r.st.Insert(ctx, hookKey(kindIdem, testStore+"\x00k1"), b, time.Unix(m.Expires, 0)); err != nil {
 		t.Fatal(err)
 	}
 	obj := json.RawMessage(`{"id":"o1","status":"pending"}`)
-	if _, err := r.publish(ctx, testStore, EventOrderStatus, obj, "k1"); !errors.Is(err, ErrPublishUnderWay) {
-		t.Errorf("replay at once = %v; want ErrPublishUnderWay", err)
+	if _, err := r.publish(ctx, testStore, EventOrderStatus, obj, "k1"); !errors.Is(err, errPublishUnderWay) {
+		t.Errorf("replay at once = %v; want errPublishUnderWay", err)
 	}
 	*now = now.Add(publishDeadline)
 	for range 2 {
@@ -212,7 +212,7 @@ func TestDeleteEndpoint(t *testing.T) {
 			t.Errorf("%s after the delete = %q; want empty", set, ms)
 		}
 	}
-	if _, err := r.st.Get(ctx, HookKey(kindDelivery, dlv)); !errors.Is(err, store.ErrNotFound) {
+	if _, err := r.st.Get(ctx, hookKey(kindDelivery, dlv)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the deleted endpoint's delivery: %v; want ErrNotFound", err)
 	}
 	if _, err := r.deleteEndpoint(ctx, testStore, e.ID); !errors.Is(err, ErrNoEndpoint) {
@@ -360,7 +360,7 @@ func TestTrim(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		size   int
-		budget int64 // in deliveries' LogCost
+		budget int64 // in deliveries' logCost
 		want   []int // indexes into statuses kept
 	}{
 		{"all fit", 6, 10, []int{0, 1, 2, 3, 4, 5}},
@@ -381,7 +381,7 @@ func TestTrim(t *testing.T) {
 					}
 				}
 			}
-			cost := LogCost(delivery(t, r.st, made[1]))
+			cost := logCost(delivery(t, r.st, made[1]))
 			if _, err := r.trim(ctx, "we_a", tt.size, tt.budget*cost); err != nil {
 				t.Fatal(err)
 			}
@@ -417,7 +417,7 @@ func TestPublishCutShortAfterItsRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The key, then the Apply's first write alone: the record.
-	if err := r.st.Apply(ctx, append([]store.Write{{Key: HookKey(kindIdem, testStore+"\x00k1"), Val: b, Exp: time.Unix(m.Expires, 0)}}, ws[0])); err != nil {
+	if err := r.st.Apply(ctx, append([]store.Write{{Key: hookKey(kindIdem, testStore+"\x00k1"), Val: b, Exp: time.Unix(m.Expires, 0)}}, ws[0])); err != nil {
 		t.Fatal(err)
 	}
 	*now = now.Add(publishDeadline)

@@ -86,7 +86,7 @@ func (s *sender) gone(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	for _, ep := range eps {
-		if _, err := s.q.st.Get(ctx, HookKey(KindEndpoint, ep)); errors.Is(err, store.ErrNotFound) {
+		if _, err := s.q.st.Get(ctx, hookKey(KindEndpoint, ep)); errors.Is(err, store.ErrNotFound) {
 			s.abandon(ep)
 		}
 	}
@@ -238,7 +238,7 @@ func (s *sender) work(ctx context.Context, c claim) {
 // the endpoint before its delete wrote after it): its record and queue
 // entry go, and what it held of its store's budget is given back.
 func (s *sender) orphan(ctx context.Context, c claim, raw []byte, d *Delivery) error {
-	err := s.q.st.CompareAndSwap(ctx, HookKey(kindDelivery, d.ID), raw, nil, time.Time{})
+	err := s.q.st.CompareAndSwap(ctx, hookKey(kindDelivery, d.ID), raw, nil, time.Time{})
 	if err == nil && d.StoreID != "" {
 		err = s.rec.release(ctx, d.StoreID, 1, len(d.event().Body))
 	} else if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
@@ -267,14 +267,14 @@ var errGone = errors.New("webhooks: gone")
 
 // attempt makes c's attempt and writes its outcome, then the queue.
 func (s *sender) attempt(ctx context.Context, c claim) error {
-	raw, d, err := readRecord[Delivery](ctx, s.q.st, HookKey(kindDelivery, c.Delivery))
+	raw, d, err := readRecord[Delivery](ctx, s.q.st, hookKey(kindDelivery, c.Delivery))
 	if errors.Is(err, store.ErrNotFound) || err == nil && d.Status != StatusPending {
 		return s.q.remove(ctx, c) // deleted with its endpoint, or ended by another
 	}
 	if err != nil {
 		return err
 	}
-	_, e, err := readRecord[Endpoint](ctx, s.q.st, HookKey(KindEndpoint, c.Endpoint))
+	_, e, err := readRecord[Endpoint](ctx, s.q.st, hookKey(KindEndpoint, c.Endpoint))
 	if errors.Is(err, store.ErrNotFound) {
 		return s.orphan(ctx, c, raw, d)
 	}
@@ -303,7 +303,7 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	if errors.Is(r.Err, context.Canceled) && ctx.Err() != nil {
 		return ctx.Err() // the sender stops: not an attempt
 	}
-	a = a.Complete(r)
+	a = a.complete(r)
 	// The attempt was made: what follows is written whole, a stop
 	// meanwhile or not.
 	ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
@@ -396,10 +396,10 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 		if err != nil {
 			return "", err
 		}
-		err = s.q.st.CompareAndSwap(ctx, HookKey(kindDelivery, d.ID), raw, b, time.Time{})
+		err = s.q.st.CompareAndSwap(ctx, hookKey(kindDelivery, d.ID), raw, b, time.Time{})
 		if errors.Is(err, store.ErrConflict) {
 			var cur *Delivery
-			raw, cur, err = readRecord[Delivery](ctx, s.q.st, HookKey(kindDelivery, d.ID))
+			raw, cur, err = readRecord[Delivery](ctx, s.q.st, hookKey(kindDelivery, d.ID))
 			if errors.Is(err, store.ErrNotFound) {
 				return "", s.q.remove(ctx, c)
 			}

@@ -50,7 +50,7 @@ func putEndpoint(t *testing.T, st store.Store, id, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := append(placesWrites(id), store.Write{Key: HookKey(KindEndpoint, id), Val: b})
+	ws := append(placesWrites(id), store.Write{Key: hookKey(KindEndpoint, id), Val: b})
 	if err := st.Apply(context.Background(), ws); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func putDelivery(t *testing.T, st store.Store, ep string, at time.Time) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := append(enqueueWrites(ep, d.ID, at), store.Write{Key: HookKey(kindDelivery, d.ID), Val: b})
+	ws := append(enqueueWrites(ep, d.ID, at), store.Write{Key: hookKey(kindDelivery, d.ID), Val: b})
 	if err := st.Apply(context.Background(), ws); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func putDelivery(t *testing.T, st store.Store, ep string, at time.Time) string {
 
 func delivery(t *testing.T, st store.Store, id string) *Delivery {
 	t.Helper()
-	_, d, err := readRecord[Delivery](context.Background(), st, HookKey(kindDelivery, id))
+	_, d, err := readRecord[Delivery](context.Background(), st, hookKey(kindDelivery, id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,14 +170,14 @@ func TestSenderFencing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			id := putDelivery(t, st, "we_a", time.Now())
 			c := claim{Endpoint: "we_a", Delivery: id, slot: "0", until: time.Now().Add(time.Minute)}
-			raw, d, err := readRecord[Delivery](ctx, st, HookKey(kindDelivery, id))
+			raw, d, err := readRecord[Delivery](ctx, st, hookKey(kindDelivery, id))
 			if err != nil {
 				t.Fatal(err)
 			}
 			other := *d
 			tt.change(&other)
 			b, _ := marshalRecord(&other)
-			if err := st.Put(ctx, HookKey(kindDelivery, id), b, time.Time{}); err != nil {
+			if err := st.Put(ctx, hookKey(kindDelivery, id), b, time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 			a := Attempt{Status: 500, Error: "the receiver answered 500"}
@@ -248,11 +248,11 @@ func TestSenderEndpointDeletedMidAttempt(t *testing.T) {
 	id := putDelivery(t, st, "we_a", time.Now())
 	s := startSender(t, st, 1, 0)
 	waitFor(t, arrived, "the attempt")
-	if err := st.Delete(context.Background(), HookKey(KindEndpoint, "we_a")); err != nil {
+	if err := st.Delete(context.Background(), hookKey(KindEndpoint, "we_a")); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, func() bool {
-		_, err := st.Get(context.Background(), HookKey(kindDelivery, id))
+		_, err := st.Get(context.Background(), hookKey(kindDelivery, id))
 		return errors.Is(err, store.ErrNotFound) && !s.busy("we_a", id)
 	}, "the delivery of the deleted endpoint never dropped, or its attempt still counted under way")
 }

@@ -25,8 +25,8 @@ const (
 	kindIdem     = "idem"
 )
 
-func HookKey(kind, id string) string { return "hooks:" + kind + ":" + id }
-func HookIndex(kind string) string   { return "hooks:index:" + kind }
+func hookKey(kind, id string) string { return "hooks:" + kind + ":" + id }
+func hookIndex(kind string) string   { return "hooks:index:" + kind }
 
 // marshalRecord encodes v as JSON without escaping HTML: an event's body
 // is kept byte for byte as it is sent ("<" stays "<").
@@ -84,7 +84,7 @@ func (hk *Hooks) forgetClaims(ctx context.Context) error {
 				return err
 			}
 			for _, m := range later {
-				_, d, err := readRecord[Delivery](ctx, hk.St, HookKey(kindDelivery, m.Member))
+				_, d, err := readRecord[Delivery](ctx, hk.St, hookKey(kindDelivery, m.Member))
 				if errors.Is(err, store.ErrNotFound) {
 					continue
 				}
@@ -127,8 +127,8 @@ func (hk *Hooks) ImportHooksFile(ctx context.Context, dir, moved string) error {
 	add := func(kind, id string, v any, exp time.Time) {
 		b, merr := marshalRecord(v)
 		err = errors.Join(err, merr)
-		ws = append(ws, store.Write{Key: HookKey(kind, id), Val: b, Exp: exp},
-			store.Write{Key: HookIndex(kind), Member: id, Val: []byte{1}})
+		ws = append(ws, store.Write{Key: hookKey(kind, id), Val: b, Exp: exp},
+			store.Write{Key: hookIndex(kind), Member: id, Val: []byte{1}})
 	}
 	for _, e := range f.Endpoints {
 		add(KindEndpoint, e.ID, e, time.Time{})

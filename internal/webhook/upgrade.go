@@ -71,7 +71,7 @@ func upgradeRecords(ctx context.Context, st store.Store, cfg *config.Config) (up
 // deliveries to st: whether it lists any in its indexes.
 func earlierState(ctx context.Context, st store.Store) (bool, error) {
 	for _, kind := range []string{KindEndpoint, kindDelivery} {
-		ms, err := st.ZRange(ctx, HookIndex(kind), math.MinInt64, math.MaxInt64, 1, false)
+		ms, err := st.ZRange(ctx, hookIndex(kind), math.MinInt64, math.MaxInt64, 1, false)
 		if err != nil || len(ms) > 0 {
 			return len(ms) > 0, err
 		}
@@ -83,7 +83,7 @@ func earlierState(ctx context.Context, st store.Store) (bool, error) {
 // often it is made, so that an upgrade cut short is made again whole.
 func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 	index := func(kind string) ([]store.Scored, error) {
-		return st.ZRange(ctx, HookIndex(kind), math.MinInt64, math.MaxInt64, 0, false)
+		return st.ZRange(ctx, hookIndex(kind), math.MinInt64, math.MaxInt64, 0, false)
 	}
 	eps, err := index(KindEndpoint)
 	if err != nil {
@@ -92,7 +92,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 	byStore := map[string][]*Endpoint{}
 	var ws []store.Write
 	for _, m := range eps {
-		_, e, err := readRecord[Endpoint](ctx, st, HookKey(KindEndpoint, m.Member))
+		_, e, err := readRecord[Endpoint](ctx, st, hookKey(KindEndpoint, m.Member))
 		if errors.Is(err, store.ErrNotFound) {
 			continue // its write cut short
 		}
@@ -105,7 +105,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 			if err != nil {
 				return err
 			}
-			ws = append(ws, store.Write{Key: HookKey(KindEndpoint, e.ID), Val: b})
+			ws = append(ws, store.Write{Key: hookKey(KindEndpoint, e.ID), Val: b})
 		}
 		byStore[e.StoreID] = append(byStore[e.StoreID], e)
 		ws = append(ws, placesWrites(e.ID)...)
@@ -143,7 +143,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		}
 	}
 	for _, m := range dls {
-		_, d, err := readRecord[Delivery](ctx, st, HookKey(kindDelivery, m.Member))
+		_, d, err := readRecord[Delivery](ctx, st, hookKey(kindDelivery, m.Member))
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -153,7 +153,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		if d.Event == nil {
 			ev, ok := events[d.EventID]
 			if !ok {
-				_, ev, err = readRecord[Event](ctx, st, HookKey(KindEvent, d.EventID))
+				_, ev, err = readRecord[Event](ctx, st, hookKey(KindEvent, d.EventID))
 				if err != nil && !errors.Is(err, store.ErrNotFound) {
 					return err
 				}
@@ -173,13 +173,13 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		if err != nil {
 			return fmt.Errorf("webhooks: delivery %s: %w", d.ID, err)
 		}
-		ws = append(ws, store.Write{Key: HookKey(kindDelivery, d.ID), Val: b},
+		ws = append(ws, store.Write{Key: hookKey(kindDelivery, d.ID), Val: b},
 			store.Write{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: score})
 		if d.Status == StatusPending {
 			ws = append(ws, enqueueWrites(d.EndpointID, d.ID, time.Unix(0, d.NextAt))...)
 			pending[storeOf[d.EndpointID]] += NewCost(len(d.Event.Body))
 		} else {
-			logBytes[d.EndpointID] += LogCost(d)
+			logBytes[d.EndpointID] += logCost(d)
 			ws = append(ws, store.Write{Key: doneKey + d.EndpointID, Member: d.ID, Val: member, Score: score})
 		}
 		if len(ws) >= 1000 { // one Apply a thousand writes: a journal batch of a sensible size

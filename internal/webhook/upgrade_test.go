@@ -27,7 +27,7 @@ func TestUpgradeRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ws = append(ws, store.Write{Key: HookKey(kind, id), Val: b}, store.Write{Key: HookIndex(kind), Member: id, Val: []byte{1}})
+		ws = append(ws, store.Write{Key: hookKey(kind, id), Val: b}, store.Write{Key: hookIndex(kind), Member: id, Val: []byte{1}})
 	}
 	// As the working copy wrote them: endpoints with their next sequence
 	// number, events in records of their own, deliveries without theirs.

@@ -90,7 +90,7 @@ type Endpoint struct {
 }
 
 // view is the endpoint as docs/api.md shows it: no secret.
-func (e *Endpoint) View() map[string]any {
+func (e *Endpoint) view() map[string]any {
 	return map[string]any{
 		"id": e.ID, "url": e.URL, "description": e.Description, "events": e.Events,
 		"enabled": e.Enabled, "disabled_reason": e.disabledReason(), "created_at": e.CreatedAt, "updated_at": e.UpdatedAt,
@@ -247,7 +247,7 @@ func attemptCost(a *Attempt) int64 {
 // logCost is what the delivery d holds: its event and its attempts. It
 // counts against its store's budget.pending while d is pending, and
 // against its endpoint's budget.log once d has ended.
-func LogCost(d *Delivery) int64 {
+func logCost(d *Delivery) int64 {
 	n := NewCost(len(d.event().Body))
 	for i := range d.Attempts {
 		n += attemptCost(&d.Attempts[i])
