@@ -187,6 +187,11 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 				return err
 			}
 			ws = ws[:0]
+			// The hold is renewed as the upgrade goes on: another process
+			// waits for it however long it takes.
+			if err := st.Extend(ctx, upgradingKey, time.Now().Add(upgradeHold)); err != nil {
+				return err
+			}
 		}
 	}
 	for id, n := range logBytes {

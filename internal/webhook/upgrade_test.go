@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -96,5 +97,42 @@ func TestUpgradeRecords(t *testing.T) {
 	}
 	if evt, err := r.publish(ctx, testStore, EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), "k1"); err != nil || evt != events[1] {
 		t.Errorf("publishing k1 again = %q, %v; want %q", evt, err, events[1])
+	}
+}
+
+// TestUpgradeRecordsInBatches: an upgrade of more than one batch of
+// writes makes them all, renewing its hold between batches, and lets the
+// hold go at its end.
+func TestUpgradeRecordsInBatches(t *testing.T) {
+	st := openQueue(t).st
+	ctx := context.Background()
+	now := time.Now()
+	e := newTestEndpoint()
+	eb, _ := json.Marshal(e)
+	ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), now)
+	evb, _ := json.Marshal(ev)
+	ws := []store.Write{
+		{Key: hookKey(KindEndpoint, e.ID), Val: eb}, {Key: hookIndex(KindEndpoint), Member: e.ID, Val: []byte{1}},
+		{Key: hookKey(KindEvent, ev.ID), Val: evb}, {Key: hookIndex(KindEvent), Member: ev.ID, Val: []byte{1}},
+	}
+	const n = 400 // four writes each: past a batch of a thousand
+	for i := range n {
+		id := NewID("dlv_")
+		b, _ := json.Marshal(&Delivery{ID: id, Seq: uint64(i), EndpointID: e.ID, EventID: ev.ID, Status: StatusPending, CreatedAt: now.Unix(), NextAt: now.UnixNano()})
+		ws = append(ws, store.Write{Key: hookKey(kindDelivery, id), Val: b}, store.Write{Key: hookIndex(kindDelivery), Member: id, Val: []byte{1}})
+	}
+	if err := st.Apply(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := upgradeRecords(ctx, st, startHooks(t, 1).Cfg); err != nil || !ok {
+		t.Fatalf("upgradeRecords = %v, %v; want true", ok, err)
+	}
+	for _, set := range []string{logKey + e.ID, queueDue + e.ID} {
+		if got := len(members(t, st, set)); got != n {
+			t.Errorf("%s after the upgrade: %d; want %d", set, got, n)
+		}
+	}
+	if _, err := st.Get(ctx, upgradingKey); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the upgrade's hold after it: %v; want none", err)
 	}
 }
