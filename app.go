@@ -48,7 +48,7 @@ type appStore interface {
 }
 
 // newApp restores the state (in cfg.DataDir, or in Redis) and starts the
-// timed work and the webhook dispatcher. With Redis unreachable it fails
+// timed work and the webhook sender. With Redis unreachable it fails
 // with an error wrapping store.ErrUnavailable, and run tries again.
 func newApp(cfg *Config, logger *slog.Logger, demo bool) (*app, error) {
 	return newAppAt(cfg, logger, demo, time.Now)
@@ -183,7 +183,7 @@ func (a *app) tick(now time.Time) {
 	}
 }
 
-// Close stops the timed work and the webhook dispatcher and writes the
+// Close stops the timed work and the webhook sender and writes the
 // state. Requests must have finished.
 func (a *app) Close() error {
 	if a.done != nil {

@@ -5,9 +5,8 @@ package main
 // wasm/ drives. The host owns the listener and calls handle with each
 // request; the module has no goroutines of its own between calls, so the
 // host also calls tick for the timed work. The module makes webhook
-// deliveries; the host's own dispatcher sends them (wasip1 has no
-// outgoing sockets), working the webhook state the two share through the
-// host's store.
+// deliveries; the host's own sender sends them (wasip1 has no outgoing
+// sockets), from the queue in the host's store.
 //
 // Calling convention: the host asks for an input buffer with buffer(n),
 // writes n bytes there and calls a function with n. Functions that answer
@@ -183,7 +182,7 @@ func pathOf(uri string) string {
 
 // wasmTick does the timed work due at now (unix nanoseconds), at most
 // once a second: the guards' sweeps, the fairness counts written, the
-// webhook state's copy caught up. It returns nothing.
+// webhook housekeeping. It returns nothing.
 //
 //go:wasmexport tick
 func wasmTick(nowNanos int64) uint64 {
@@ -194,8 +193,8 @@ func wasmTick(nowNanos int64) uint64 {
 	return result(nil)
 }
 
-// wasmStop writes what the instance holds (the primary's webhook state,
-// its share of the fairness counts). The host calls nothing after it but
+// wasmStop writes what the instance holds (its share of the fairness
+// counts). The host calls nothing after it but
 // a request the stop cut off, which draining answers 503. It returns ""
 // or the error.
 //

@@ -10,7 +10,7 @@ import (
 )
 
 // The webhook routes of docs/api.md: endpoints, events and the delivery
-// log. Their state and its dispatcher are the engine of internal/webhook;
+// log. Their state and its sender are the engine of internal/webhook;
 // the handlers here read and check the request, call one of its
 // operations (which answers once what it changed is written), and write
 // the answer.

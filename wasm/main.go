@@ -217,7 +217,7 @@ func run() error {
 		return err
 	}
 	h.client, h.requests = client, requests
-	// The dispatcher waits for a store that does not answer (Redis down)
+	// The sender waits for a store that does not answer (Redis down)
 	// as the instances do.
 	for h.hooks, err = startHooks(cfg, state.store, !state.remote); err != nil && state.backend.Failing != nil && state.backend.Failing() != nil; h.hooks, err = startHooks(cfg, state.store, !state.remote) {
 		slog.Warn("webhooks: the store does not answer: sending once it does", "err", err)
@@ -276,7 +276,7 @@ func run() error {
 	loops.Wait()
 	endHooks()
 	<-hooksTicked
-	// The dispatcher first: its attempts under way are cancelled, their
+	// The sender first: its attempts under way are cancelled, their
 	// deliveries pending, to be sent after a restart.
 	if err := errors.Join(stopHooks(h.hooks), h.stop(), state.close()); err != nil {
 		return errors.Join(serveFailed, fmt.Errorf("writing state: %w", err))

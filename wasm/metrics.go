@@ -8,7 +8,7 @@ import (
 
 // metrics serves /metrics: the primary answers it (and logs it) with the
 // gauges of the shared state, and the host puts before them the requests
-// it counted (every instance's) and after them its dispatcher's webhook
+// it counted (every instance's) and after them its sender's webhook
 // metrics, in the native build's order. An answer other than 200 is sent
 // as it is.
 func (h *host) metrics(req []byte) (*wire.Response, error) {

@@ -26,7 +26,7 @@ import (
 
 // hostState is the store the host keeps and lends the modules.
 type hostState struct {
-	// store is the store itself: the host's webhook dispatcher works
+	// store is the store itself: the host's webhook sender works
 	// it (hooks.go); the modules see it through view.
 	store store.Store
 	// backend is what the store tells of itself beyond the contract.

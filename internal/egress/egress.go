@@ -32,7 +32,7 @@ const MaxResponseBody = 4 << 10
 const MaxResponseHeader = 64 << 10
 
 // MaxInFlight is the most webhook requests either build makes at once:
-// the native dispatcher's largest pool and the edge host's cap. With at
+// the native sender's largest pool and the edge host's cap. With at
 // most 4 in flight per endpoint and 5 endpoints per store, it leaves
 // room for every endpoint of 51 stores to be slow at once.
 const MaxInFlight = 1024

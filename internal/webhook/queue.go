@@ -9,7 +9,7 @@ import (
 	"deeplink/internal/store"
 )
 
-// The delivery queue kept in a store.Store, so that dispatchers on any
+// The delivery queue kept in a store.Store, so that senders on any
 // number of replicas share the sending, each claiming what it sends
 // under a lease (as asynq and river do), with no lock shared by all:
 //
@@ -25,10 +25,10 @@ import (
 //     died frees itself when the lease ends; the endpoint has fewer
 //     places until then.
 //   - The endpoints with something due are listed in queueReady, scored
-//     by the earliest due time known, so that a dispatcher looks only at
+//     by the earliest due time known, so that a sender looks only at
 //     those: a slow endpoint's backlog never stands before another's
 //     delivery. Claiming an endpoint there holds it for readyHold, so
-//     that dispatchers do not all look at one at once; and whoever
+//     that senders do not all look at one at once; and whoever
 //     changes an endpoint's due set sets its entry again (refresh).
 //   - A worker that ends an attempt keeps its place for the endpoint's
 //     next due delivery (handOff), as long as there is one.

@@ -146,7 +146,7 @@ func newSignerKeys(cur, old *secretKeys) *signer {
 }
 
 // signDelivery returns the signature headers of one attempt at unix time
-// t: what the dispatcher calls. Signers are cached per (cur, old) pair, so
+// t: what the sender calls. Signers are cached per (cur, old) pair, so
 // repeated attempts cost only the strings. A secret that is not
 // whsec_+base64 (never made by newSecret) still gets an
 // X-Webhook-Signature; its Standard Webhooks key is then empty.
