@@ -163,13 +163,7 @@ func TestPublishCutShort(t *testing.T) {
 	if err := r.createEndpoint(ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	// What a publish that died after its Insert left.
-	ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), *now)
-	m := idemRecord{EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{NewID("dlv_"): e.ID}, Made: now.UnixNano()}
-	b, _ := json.Marshal(m)
-	if err := r.st.Insert(ctx, hookKey(kindIdem, testStore+"\x00k1"), b, time.Unix(m.Expires, 0)); err != nil {
-		t.Fatal(err)
-	}
+	ev, _ := cutShort(t, r, e.ID, *now, 0) // a publish that died after its Insert
 	obj := json.RawMessage(`{"id":"o1","status":"pending"}`)
 	if _, err := r.publish(ctx, testStore, EventOrderStatus, obj, "k1"); !errors.Is(err, errPublishUnderWay) {
 		t.Errorf("replay at once = %v; want errPublishUnderWay", err)
@@ -408,18 +402,7 @@ func TestPublishCutShortAfterItsRecords(t *testing.T) {
 	if err := r.createEndpoint(ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), *now)
-	d := newDelivery(testStore, e.ID, ev, *now)
-	m := idemRecord{Store: testStore, EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{d.ID: e.ID}, Made: now.UnixNano()}
-	b, _ := json.Marshal(m)
-	ws, err := enqueueRecord(d, *now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The key, then the Apply's first write alone: the record.
-	if err := r.st.Apply(ctx, append([]store.Write{{Key: hookKey(kindIdem, testStore+"\x00k1"), Val: b, Exp: time.Unix(m.Expires, 0)}}, ws[0])); err != nil {
-		t.Fatal(err)
-	}
+	ev, d := cutShort(t, r, e.ID, *now, 1) // its Apply's first write alone: the record
 	*now = now.Add(publishDeadline)
 	if got, err := r.publish(ctx, testStore, EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), "k1"); err != nil || got != ev.ID {
 		t.Fatalf("replay = %q, %v; want %q", got, err, ev.ID)
@@ -432,4 +415,24 @@ func TestPublishCutShortAfterItsRecords(t *testing.T) {
 	if ms := members(t, r.st, queueReady); !slices.Contains(ms, e.ID) {
 		t.Errorf("endpoints due after the replay = %q; want %s among them", ms, e.ID)
 	}
+}
+
+// cutShort writes what a publish with the key k1 of an order event to
+// the endpoint ep left when it died after its Insert, having made the
+// first kept writes of its Apply, and returns its event and delivery.
+func cutShort(t *testing.T, r *records, ep string, now time.Time, kept int) (*Event, *Delivery) {
+	t.Helper()
+	ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), now)
+	d := newDelivery(testStore, ep, ev, now)
+	m := idemRecord{Store: testStore, EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{d.ID: ep}, Made: now.UnixNano()}
+	b, _ := json.Marshal(m)
+	ws, err := enqueueRecord(d, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := store.Write{Key: hookKey(kindIdem, testStore+"\x00k1"), Val: b, Exp: time.Unix(m.Expires, 0)}
+	if err := r.st.Apply(context.Background(), append([]store.Write{key}, ws[:kept]...)); err != nil {
+		t.Fatal(err)
+	}
+	return ev, d
 }
