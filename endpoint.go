@@ -221,8 +221,8 @@ func (s *server) handleRotateSecret(w http.ResponseWriter, r *http.Request, st *
 }
 
 // endpointCapMessage is the url field's error of an endpoint past the
-// store's 5 (webhook.MaxEndpointsPerStore).
-const endpointCapMessage = "this store already has 5 webhook endpoints, the most allowed; delete one first"
+// store's 5 (webhook.MaxEndpointsPerStore): the engine's words.
+var endpointCapMessage = webhook.ErrEndpointCap.Error()
 
 func (s *server) handleTestEndpoint(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
 	evt, dlv, err := s.hooks.SendTest(r.Context(), st.ID, r.PathValue("endpoint_id"))

@@ -73,7 +73,7 @@ func (s *server) bounded(h http.HandlerFunc) http.HandlerFunc {
 // take changes: a change is refused so before its body is read, as one
 // without a body is. It goes after the store, key and endpoint checks.
 func (s *server) writable(w http.ResponseWriter, r *http.Request) bool {
-	if err := s.hooks.Writable(r.Context()); err != nil {
+	if err := s.hooks.Writable(); err != nil {
 		s.writeHookError(w, err, true)
 		return false
 	}

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,8 +25,8 @@ var (
 	// pending deliveries or of remembered Idempotency-Keys; nothing was
 	// made.
 	ErrOverBudget = errors.New("this store's undelivered webhooks, or its remembered Idempotency-Keys, are over their memory budget")
-	// ErrUnwritable: changes cannot be written now (the store refuses
-	// them, or the last write failed).
+	// ErrUnwritable: changes cannot be written now: the store refuses
+	// them.
 	ErrUnwritable = fmt.Errorf("webhooks: changes cannot be written now: %w", store.ErrUnavailable)
 	// ErrUnreadable: the store of its own that holds the state (Redis)
 	// does not answer, and reads wait for it as changes do.
@@ -70,11 +69,9 @@ func (c *EndpointChange) apply(e *Endpoint, now int64) {
 }
 
 // Writable returns ErrUnwritable while the store refuses changes, and
-// nil otherwise: for a caller that refuses a change before it reads the
-// request's body, as the change itself would refuse.
-func (hk *Hooks) Writable(ctx context.Context) error { return hk.refusal() }
-
-func (hk *Hooks) refusal() error {
+// nil otherwise: every change refuses so, and a caller may before it
+// reads the request's body.
+func (hk *Hooks) Writable() error {
 	if hk.Failing() != nil {
 		return ErrUnwritable
 	}
@@ -93,7 +90,7 @@ func (hk *Hooks) endpointFor(ctx context.Context, storeID, id string, change boo
 		return nil, err
 	}
 	if change {
-		return e, hk.refusal()
+		return e, hk.Writable()
 	}
 	return e, nil
 }
@@ -102,7 +99,7 @@ func (hk *Hooks) endpointFor(ctx context.Context, storeID, id string, change boo
 // says otherwise, and returns it as the API shows it, with its secret.
 // ErrEndpointCap when the store has MaxEndpointsPerStore already.
 func (hk *Hooks) CreateEndpoint(ctx context.Context, storeID string, c EndpointChange) (map[string]any, error) {
-	if err := hk.refusal(); err != nil {
+	if err := hk.Writable(); err != nil {
 		return nil, err
 	}
 	made := time.Now()
@@ -156,11 +153,11 @@ func (hk *Hooks) Secret(ctx context.Context, storeID, id string) (string, error)
 // it; dropping event types fails what is queued of those (failQueued),
 // before the answer.
 func (hk *Hooks) ChangeEndpoint(ctx context.Context, storeID, id string, c EndpointChange) (map[string]any, error) {
-	if _, err := hk.endpointFor(ctx, storeID, id, true); err != nil {
-		return nil, err
-	}
 	var disabled bool
 	e, err := hk.rec().changeEndpoint(ctx, storeID, id, func(e *Endpoint) error {
+		if err := hk.Writable(); err != nil {
+			return err
+		}
 		was := e.Enabled
 		c.apply(e, time.Now().Unix())
 		disabled = was && !e.Enabled
@@ -171,13 +168,13 @@ func (hk *Hooks) ChangeEndpoint(ctx context.Context, storeID, id string, c Endpo
 	}
 	// The change is made: its queue is failed whole, a client gone or a
 	// deadline passed meanwhile or not.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sweepTimeout)
+	fctx, cancel := sweeping(ctx)
 	defer cancel()
 	switch {
 	case disabled:
-		err = hk.failQueued(fctx, e, func(*Delivery) bool { return true })
+		_, err = hk.rec().failQueued(fctx, e, func(*Delivery) bool { return true })
 	case c.Events != nil:
-		err = hk.failQueued(fctx, e, func(d *Delivery) bool { return e.refusal(d, d.Event.Type) != "" })
+		_, err = hk.rec().failQueued(fctx, e, func(d *Delivery) bool { return e.refusal(d, d.Event.Type) != "" })
 	}
 	if err != nil {
 		return nil, err
@@ -188,12 +185,10 @@ func (hk *Hooks) ChangeEndpoint(ctx context.Context, storeID, id string, c Endpo
 // sweepTimeout bounds failing an endpoint's queue once its change is made.
 const sweepTimeout = 30 * time.Second
 
-// failQueued fails what is queued for e that drop picks
-// (records.failQueued), and gives back what they held.
-func (hk *Hooks) failQueued(ctx context.Context, e *Endpoint, drop func(*Delivery) bool) error {
-	ds, err := hk.rec().failQueued(ctx, e, drop)
-	hk.failed(ctx, e.StoreID, ds)
-	return err
+// sweeping is ctx for that: detached from the request's deadline,
+// bounded by sweepTimeout.
+func sweeping(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), sweepTimeout)
 }
 
 // failed counts ds, deliveries of the store failed without an attempt,
@@ -229,10 +224,10 @@ func (hk *Hooks) DeleteEndpoint(ctx context.Context, storeID, id string) error {
 // one also signs for webhooks.secret_rotation_grace. It returns the
 // endpoint as the API shows it, with the new secret.
 func (hk *Hooks) RotateSecret(ctx context.Context, storeID, id string) (map[string]any, error) {
-	if _, err := hk.endpointFor(ctx, storeID, id, true); err != nil {
-		return nil, err
-	}
 	e, err := hk.rec().changeEndpoint(ctx, storeID, id, func(e *Endpoint) error {
+		if err := hk.Writable(); err != nil {
+			return err
+		}
 		now := time.Now()
 		e.OldSecret, e.OldSecretEnd = e.Secret, now.Add(hk.Cfg.Webhooks.SecretRotationGrace.D()).Unix()
 		e.Secret = NewSecret()
@@ -304,7 +299,7 @@ func (hk *Hooks) again(ctx context.Context, e *Endpoint, evs []*Event) ([]*Deliv
 // enabled endpoint subscribed to typ. A key seen in the last 24 hours
 // returns that event's id and sends nothing.
 func (hk *Hooks) Publish(ctx context.Context, storeID, typ string, object json.RawMessage, key string) (string, error) {
-	if err := hk.refusal(); err != nil {
+	if err := hk.Writable(); err != nil {
 		return "", err
 	}
 	id, err := hk.rec().publish(ctx, storeID, typ, object, key)
@@ -412,16 +407,4 @@ func (hk *Hooks) LastDay(ctx context.Context, storeID, id string, end time.Time)
 		return [24]Counts{}, err
 	}
 	return hk.rec().lastDay(ctx, e, end)
-}
-
-// ValidCursor reports whether c is a next_cursor of the endpoint id's log.
-func ValidCursor(id, c string) bool {
-	_, _, ok := parseLogCursor(id, c)
-	return ok
-}
-
-// cursorTag is the part of an endpoint's cursors that names it.
-func cursorTag(id string) []byte {
-	h := sha256.Sum256([]byte(id))
-	return h[:4]
 }

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -199,6 +200,9 @@ func (t *trims) soon(ep string, f func()) {
 // window is kept); a rotation's old secret that no longer signs goes.
 // The store forgets expired Idempotency-Keys by itself.
 func (hk *Hooks) Tick(now time.Time) error {
+	if hk.NoSend {
+		return nil // the process that sends keeps house: the edge host, for its module
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r := hk.rec()
@@ -214,7 +218,7 @@ func (hk *Hooks) Tick(now time.Time) error {
 				_, disabled, err := r.noteAttempt(ctx, e, false, hk.Now(), after)
 				errs = errors.Join(errs, err)
 				if disabled {
-					hk.warnDisabled(e)
+					warnDisabled(hk.Log, e, after)
 				}
 			}
 			if e.OldSecret != "" && now.Unix() >= e.OldSecretEnd {
@@ -231,11 +235,11 @@ func (hk *Hooks) Tick(now time.Time) error {
 	return errs
 }
 
-// warnDisabled says, at WARN, that e was disabled as failing.
-func (hk *Hooks) warnDisabled(e *Endpoint) {
-	hk.Log.Warn("webhooks: endpoint disabled: every attempt failed for webhooks.disable_after; a PATCH with enabled true turns it back on",
+// warnDisabled says, at WARN, that e was disabled as failing for after.
+func warnDisabled(log *slog.Logger, e *Endpoint, after time.Duration) {
+	log.Warn("webhooks: endpoint disabled: every attempt failed for webhooks.disable_after; a PATCH with enabled true turns it back on",
 		"store", e.StoreID, "endpoint", e.ID, "failing_since", time.Unix(0, e.FailingSince).UTC().Format(time.RFC3339),
-		"disable_after", hk.Cfg.Webhooks.DisableAfter.D().String())
+		"disable_after", after.String())
 }
 
 // QueueDepth returns the deliveries of the stores configured that wait to

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -234,4 +235,16 @@ func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (
 	}
 	_, err = r.st.Add(ctx, logBytesKey+ep, -freed, time.Time{})
 	return len(ws) / 2, err
+}
+
+// ValidCursor reports whether c is a next_cursor of the endpoint id's log.
+func ValidCursor(id, c string) bool {
+	_, _, ok := parseLogCursor(id, c)
+	return ok
+}
+
+// cursorTag is the part of an endpoint's cursors that names it.
+func cursorTag(id string) []byte {
+	h := sha256.Sum256([]byte(id))
+	return h[:4]
 }

@@ -178,6 +178,12 @@ func (q *queue) refresh(ctx context.Context, ep string) error {
 	return q.st.ZAdd(ctx, queueReady, ep, again)
 }
 
+// claimed reports whether d, pending, sits in its endpoint's due set at
+// score past its own due time: claimed, its score the lease's end.
+func claimed(d *Delivery, score int64) bool {
+	return time.Unix(0, d.NextAt).UnixMilli() < score
+}
+
 // retryAt puts c's delivery back in its endpoint's due set, due at at.
 func (q *queue) retryAt(ctx context.Context, c claim, at time.Time) error {
 	return q.st.ZAdd(ctx, queueDue+c.Endpoint, c.Delivery, at.UnixMilli())

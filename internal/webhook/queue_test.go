@@ -39,8 +39,8 @@ func enqueue(t *testing.T, q *queue, ep string, n int) {
 	}
 }
 
-// claimed is the deliveries of cs, sorted.
-func claimed(cs []claim) []string {
+// claimedIDs is the deliveries of cs, sorted.
+func claimedIDs(cs []claim) []string {
 	var ds []string
 	for _, c := range cs {
 		ds = append(ds, c.Delivery)
@@ -69,11 +69,11 @@ func TestQueuePlaces(t *testing.T) {
 
 	cs := mustClaim(t, a, t0, 10)
 	want := []string{"we_other/0", "we_slow/0", "we_slow/1", "we_slow/2", "we_slow/3"}
-	if got := claimed(cs); !slices.Equal(got, want) {
+	if got := claimedIDs(cs); !slices.Equal(got, want) {
 		t.Fatalf("claim(10) = %q; want %q", got, want)
 	}
 	if got := mustClaim(t, b, t0.Add(2*readyHold), 10); len(got) != 0 {
-		t.Errorf("another replica's claim with every place taken = %q; want none", claimed(got))
+		t.Errorf("another replica's claim with every place taken = %q; want none", claimedIDs(got))
 	}
 	i := slices.IndexFunc(cs, func(c claim) bool { return c.Delivery == "we_slow/0" })
 	first := cs[i]
@@ -92,7 +92,7 @@ func TestQueueLease(t *testing.T) {
 	a := openQueue(t)
 	b := &queue{st: a.st, lease: a.lease}
 	enqueue(t, a, "we_a", 1)
-	if got := claimed(mustClaim(t, a, t0, 1)); !slices.Equal(got, []string{"we_a/0"}) {
+	if got := claimedIDs(mustClaim(t, a, t0, 1)); !slices.Equal(got, []string{"we_a/0"}) {
 		t.Fatalf("claim = %q; want we_a/0", got)
 	}
 	for _, tt := range []struct {
@@ -103,7 +103,7 @@ func TestQueueLease(t *testing.T) {
 		{a.lease - time.Millisecond, nil},
 		{a.lease, []string{"we_a/0"}},
 	} {
-		if got := claimed(mustClaim(t, b, t0.Add(tt.at), 1)); !slices.Equal(got, tt.want) {
+		if got := claimedIDs(mustClaim(t, b, t0.Add(tt.at), 1)); !slices.Equal(got, tt.want) {
 			t.Errorf("claim at t0+%v by another = %q; want %q", tt.at, got, tt.want)
 		}
 	}
@@ -116,7 +116,7 @@ func TestQueueSlowEndpoint(t *testing.T) {
 	q := openQueue(t)
 	enqueue(t, q, "we_slow", 100)
 	if got := mustClaim(t, q, t0, PerEndpointInFlight); len(got) != PerEndpointInFlight {
-		t.Fatalf("claim = %q; want %d of we_slow", claimed(got), PerEndpointInFlight)
+		t.Fatalf("claim = %q; want %d of we_slow", claimedIDs(got), PerEndpointInFlight)
 	}
 	enqueue(t, q, "we_fast", 1)
 	for _, at := range []time.Duration{0, 2 * readyHold, 10 * readyHold} {
@@ -126,7 +126,7 @@ func TestQueueSlowEndpoint(t *testing.T) {
 		if err := q.refresh(context.Background(), "we_fast"); err != nil {
 			t.Fatal(err)
 		}
-		if got := claimed(mustClaim(t, q, t0.Add(at), 1)); !slices.Equal(got, []string{"we_fast/0"}) {
+		if got := claimedIDs(mustClaim(t, q, t0.Add(at), 1)); !slices.Equal(got, []string{"we_fast/0"}) {
 			t.Errorf("claim(1) at t0+%v = %q; want we_fast/0", at, got)
 		}
 	}
@@ -140,7 +140,7 @@ func TestQueueMissingPlaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustClaim(t, q, t0, 1) // finds no place, and makes them
-	if got := claimed(mustClaim(t, q, t0.Add(2*readyHold), 1)); !slices.Equal(got, []string{"we_a/0"}) {
+	if got := claimedIDs(mustClaim(t, q, t0.Add(2*readyHold), 1)); !slices.Equal(got, []string{"we_a/0"}) {
 		t.Errorf("claim after the places were made = %q; want we_a/0", got)
 	}
 }

@@ -119,28 +119,41 @@ func (r *records) createEndpoint(ctx context.Context, e *Endpoint) error {
 	if err := r.st.Apply(ctx, append(placesWrites(e.ID), store.Write{Key: hookKey(KindEndpoint, e.ID), Val: b})); err != nil {
 		return err
 	}
-	for {
-		raw, ids, err := r.endpointIDs(ctx, e.StoreID)
-		if err != nil {
-			return err
-		}
+	err = r.editList(ctx, e.StoreID, func(ids []string) ([]string, error) {
 		live := ids[:0:0]
 		for _, id := range ids { // without those a delete left listed
 			if _, err := r.st.Get(ctx, hookKey(KindEndpoint, id)); err == nil {
 				live = append(live, id)
 			} else if !errors.Is(err, store.ErrNotFound) {
-				return err
+				return nil, err
 			}
 		}
 		if len(live) >= MaxEndpointsPerStore {
-			r.st.Apply(ctx, r.endpointGone(e.ID))
-			return ErrEndpointCap
+			return nil, ErrEndpointCap
 		}
-		next, _ := json.Marshal(append(live, e.ID))
-		switch err := r.st.CompareAndSwap(ctx, listKey+e.StoreID, raw, next, time.Time{}); {
-		case errors.Is(err, store.ErrConflict):
-			continue // another change to the list came first: counted again
-		default:
+		return append(live, e.ID), nil
+	})
+	if errors.Is(err, ErrEndpointCap) {
+		r.st.Apply(ctx, r.endpointGone(e.ID))
+	}
+	return err
+}
+
+// editList sets the store's list of endpoint ids to what f makes of it,
+// by CompareAndSwap: a change made meanwhile by another is read again
+// and f applied to it. An error from f is returned, nothing written.
+func (r *records) editList(ctx context.Context, storeID string, f func(ids []string) ([]string, error)) error {
+	for {
+		raw, ids, err := r.endpointIDs(ctx, storeID)
+		if err != nil {
+			return err
+		}
+		next, err := f(ids)
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal(next)
+		if err := r.st.CompareAndSwap(ctx, listKey+storeID, raw, b, time.Time{}); !errors.Is(err, store.ErrConflict) {
 			return err
 		}
 	}
@@ -226,17 +239,9 @@ func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) ([]*De
 	if err := r.st.Apply(ctx, r.endpointGone(id)); err != nil {
 		return pending, err
 	}
-	for {
-		raw, ids, err := r.endpointIDs(ctx, storeID)
-		if err != nil || !slices.Contains(ids, id) {
-			return pending, err
-		}
-		next, _ := json.Marshal(slices.DeleteFunc(ids, func(x string) bool { return x == id }))
-		err = r.st.CompareAndSwap(ctx, listKey+storeID, raw, next, time.Time{})
-		if !errors.Is(err, store.ErrConflict) {
-			return pending, err
-		}
-	}
+	return pending, r.editList(ctx, storeID, func(ids []string) ([]string, error) {
+		return slices.DeleteFunc(ids, func(x string) bool { return x == id }), nil
+	})
 }
 
 // endpointGone are the writes that remove an endpoint's record, its
@@ -440,17 +445,8 @@ func (r *records) noteAttempt(ctx context.Context, e *Endpoint, ok bool, now tim
 	if err != nil || !disabled {
 		return e, disabled, err
 	}
-	return e, true, r.failAll(ctx, e)
-}
-
-// failAll fails what is queued for e, disabled (failQueued), and tells
-// r.failed of them.
-func (r *records) failAll(ctx context.Context, e *Endpoint) error {
-	failed, err := r.failQueued(ctx, e, func(*Delivery) bool { return true })
-	if r.failed != nil {
-		r.failed(ctx, e.StoreID, failed)
-	}
-	return err
+	_, err = r.failQueued(ctx, e, func(*Delivery) bool { return true })
+	return e, true, err
 }
 
 // moveWindowOf is noteAttempt without failing the queue: for a sender,
@@ -500,13 +496,16 @@ func moveWindow(e *Endpoint, ok bool, now time.Time, after time.Duration) bool {
 // what a request that disables e, or drops a type, does in the same step
 // as the change. One whose attempt is under way (claimed: its queue
 // score past its own due time) is left to that attempt, whose outcome is
-// judged by the endpoint as it then is. It returns those it failed.
-func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Delivery) bool) ([]*Delivery, error) {
+// judged by the endpoint as it then is. It tells r.failed of those it
+// failed, and returns them.
+func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Delivery) bool) (n []*Delivery, err error) {
 	queued, err := r.st.ZRange(ctx, queueDue+e.ID, math.MinInt64, math.MaxInt64, 0, false)
 	if err != nil {
 		return nil, err
 	}
-	var n []*Delivery
+	if r.failed != nil {
+		defer func() { r.failed(ctx, e.StoreID, n) }()
+	}
 	now := r.now().UnixMilli()
 	for _, m := range queued {
 		for {
@@ -520,7 +519,7 @@ func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Deli
 			if d.Status != StatusPending || d.Event == nil || !drop(d) {
 				break
 			}
-			if r.busy != nil && r.busy(e.ID, d.ID) || m.Score > now && time.Unix(0, d.NextAt).UnixMilli() < m.Score {
+			if r.busy != nil && r.busy(e.ID, d.ID) || m.Score > now && claimed(d, m.Score) {
 				break // under way, here or (claimed) elsewhere
 			}
 			d.Status, d.NextAt, d.Reason = StatusFailed, 0, cmp.Or(e.refusal(d, d.Event.Type), ReasonDisabled)

@@ -313,17 +313,17 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	if !a.ok() {
 		// Judged by the endpoint as it is now: disabled meanwhile, or
 		// by this failure (its failure window), it takes no retry.
-		_, cur, err := s.rec.endpoint(ctx, e.StoreID, e.ID)
+		_, fresh, err := s.rec.endpoint(ctx, e.StoreID, e.ID)
 		if errors.Is(err, ErrNoEndpoint) {
 			return s.orphan(ctx, c, raw, d)
 		}
 		if err != nil {
 			return err
 		}
-		if e, err = s.moveWindow(ctx, cur, false); err != nil {
+		if e, err = s.moveWindow(ctx, fresh, false); err != nil {
 			return err
 		}
-		if !e.Enabled && cur.Enabled {
+		if !e.Enabled && fresh.Enabled {
 			disabled = e
 		}
 		refused = e.refusal(d, d.Event.Type)
@@ -332,7 +332,7 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	}
 	if disabled != nil {
 		defer func() {
-			if err := s.rec.failAll(ctx, disabled); err != nil {
+			if _, err := s.rec.failQueued(ctx, disabled, func(*Delivery) bool { return true }); err != nil {
 				s.log.Warn("webhooks: cannot fail the queue of an endpoint disabled as failing; its deliveries fail as they come due", "endpoint", disabled.ID, "err", err)
 			}
 		}()
@@ -352,10 +352,7 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	if err != nil {
 		return err
 	}
-	failed, err := s.rec.failQueued(ctx, now2, func(x *Delivery) bool { return x.ID == d.ID && now2.refusal(x, x.Event.Type) != "" })
-	if s.rec.failed != nil {
-		s.rec.failed(ctx, e.StoreID, failed)
-	}
+	_, err = s.rec.failQueued(ctx, now2, func(x *Delivery) bool { return x.ID == d.ID && now2.refusal(x, x.Event.Type) != "" })
 	return err
 }
 
@@ -364,8 +361,7 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 func (s *sender) moveWindow(ctx context.Context, e *Endpoint, ok bool) (*Endpoint, error) {
 	e, disabled, err := s.rec.moveWindowOf(ctx, e, ok, s.now(), s.cfg.DisableAfter.D())
 	if disabled {
-		s.log.Warn("webhooks: endpoint disabled: every attempt failed for webhooks.disable_after; a PATCH with enabled true turns it back on",
-			"store", e.StoreID, "endpoint", e.ID, "failing_since", time.Unix(0, e.FailingSince).UTC().Format(time.RFC3339), "disable_after", s.cfg.DisableAfter.D().String())
+		warnDisabled(s.log, e, s.cfg.DisableAfter.D())
 	}
 	return e, err
 }

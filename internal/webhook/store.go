@@ -75,10 +75,7 @@ func (hk *Hooks) forgetClaims(ctx context.Context) error {
 			return err
 		}
 		for _, ep := range ids {
-			var ws []store.Write
-			for _, w := range placesWrites(ep) {
-				ws = append(ws, store.Write{Key: w.Key, Member: w.Member, Val: w.Val, Score: 0})
-			}
+			ws := placesWrites(ep) // all free
 			later, err := hk.St.ZRange(ctx, queueDue+ep, now+1, math.MaxInt64, 0, false)
 			if err != nil {
 				return err
@@ -91,8 +88,8 @@ func (hk *Hooks) forgetClaims(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				if at := time.Unix(0, d.NextAt).UnixMilli(); d.Status == StatusPending && at < m.Score {
-					ws = append(ws, store.Write{Key: queueDue + ep, Member: m.Member, Val: member, Score: at})
+				if d.Status == StatusPending && claimed(d, m.Score) {
+					ws = append(ws, store.Write{Key: queueDue + ep, Member: m.Member, Val: member, Score: time.Unix(0, d.NextAt).UnixMilli()})
 				}
 			}
 			if err := hk.St.Apply(ctx, ws); err != nil {
