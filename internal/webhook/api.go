@@ -182,10 +182,13 @@ func (hk *Hooks) ChangeEndpoint(ctx context.Context, storeID, id string, c Endpo
 	return e.view(), nil
 }
 
-// sweepTimeout bounds failing an endpoint's queue once its change is made.
+// sweepTimeout bounds work over an endpoint's whole log or queue (recover,
+// a delete, failing its queue once a change is made): on a store of its
+// own that answers, however far, it is not cut off at the request's
+// deadline, which a stalled one still meets at its first call.
 const sweepTimeout = 30 * time.Second
 
-// sweeping is ctx for that: detached from the request's deadline,
+// sweeping is ctx for such work: detached from the request's deadline,
 // bounded by sweepTimeout.
 func sweeping(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), sweepTimeout)
@@ -206,6 +209,8 @@ func (hk *Hooks) DeleteEndpoint(ctx context.Context, storeID, id string) error {
 	if _, err := hk.endpointFor(ctx, storeID, id, true); err != nil {
 		return err
 	}
+	ctx, cancel := sweeping(ctx)
+	defer cancel()
 	pending, err := hk.rec().deleteEndpoint(ctx, storeID, id)
 	if s := hk.send; s != nil {
 		s.abandon(id)
@@ -214,7 +219,7 @@ func (hk *Hooks) DeleteEndpoint(ctx context.Context, storeID, id string) error {
 	for _, d := range pending {
 		size += len(d.event().Body)
 	}
-	if rerr := hk.rec().release(context.WithoutCancel(ctx), storeID, len(pending), size); err == nil {
+	if rerr := hk.rec().release(ctx, storeID, len(pending), size); err == nil {
 		err = rerr
 	}
 	return err
@@ -345,7 +350,9 @@ func (hk *Hooks) Recover(ctx context.Context, storeID, id string, since time.Tim
 	if err != nil {
 		return 0, err
 	}
-	evs, err := hk.rec().recoverable(ctx, e, since)
+	wctx, cancel := sweeping(ctx)
+	defer cancel()
+	evs, err := hk.rec().recoverable(wctx, e, since)
 	if err != nil || len(evs) == 0 {
 		return 0, err
 	}

@@ -308,27 +308,27 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	// meanwhile or not.
 	ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
+	// Judged by the endpoint as it is now: a success closes its failure
+	// window even if a failure opened it meanwhile; a failure moves the
+	// window on, and takes no retry if the endpoint was disabled
+	// meanwhile, or by this failure.
+	_, fresh, err := s.rec.endpoint(ctx, e.StoreID, e.ID)
+	if errors.Is(err, ErrNoEndpoint) {
+		return s.orphan(ctx, c, raw, d)
+	}
+	if err != nil {
+		return err
+	}
+	if e, err = s.moveWindow(ctx, fresh, a.ok()); err != nil {
+		return err
+	}
 	refused := ""
 	var disabled *Endpoint // by this failure: its queue fails once the outcome is written
 	if !a.ok() {
-		// Judged by the endpoint as it is now: disabled meanwhile, or
-		// by this failure (its failure window), it takes no retry.
-		_, fresh, err := s.rec.endpoint(ctx, e.StoreID, e.ID)
-		if errors.Is(err, ErrNoEndpoint) {
-			return s.orphan(ctx, c, raw, d)
-		}
-		if err != nil {
-			return err
-		}
-		if e, err = s.moveWindow(ctx, fresh, false); err != nil {
-			return err
-		}
 		if !e.Enabled && fresh.Enabled {
 			disabled = e
 		}
 		refused = e.refusal(d, d.Event.Type)
-	} else if _, err := s.moveWindow(ctx, e, true); err != nil {
-		return err
 	}
 	if disabled != nil {
 		defer func() {

@@ -256,3 +256,31 @@ func TestSenderEndpointDeletedMidAttempt(t *testing.T) {
 		return errors.Is(err, store.ErrNotFound) && !s.busy("we_a", id)
 	}, "the delivery of the deleted endpoint never dropped, or its attempt still counted under way")
 }
+
+// TestSenderSuccessClosesAWindowOpenedMeanwhile: a success closes the
+// endpoint's failure window even when a failure of another attempt
+// opened it while this one was under way.
+func TestSenderSuccessClosesAWindowOpenedMeanwhile(t *testing.T) {
+	st := openQueue(t).st
+	r := &records{st: st, now: time.Now}
+	answered := make(chan struct{}, 1)
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		// Another attempt's failure, while this one is under way.
+		if _, err := r.changeEndpoint(context.Background(), testStore, "we_a", func(e *Endpoint) error {
+			e.FailingSince = time.Now().UnixNano()
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+		answered <- struct{}{}
+	}))
+	t.Cleanup(rc.Close)
+	putEndpoint(t, st, "we_a", rc.URL)
+	id := putDelivery(t, st, "we_a", time.Now())
+	startSender(t, st, 1, 0)
+	waitFor(t, answered, "the attempt")
+	eventually(t, func() bool { return delivery(t, st, id).Status == StatusSucceeded }, "the delivery never succeeded")
+	if _, e, err := r.endpoint(context.Background(), testStore, "we_a"); err != nil || e.FailingSince != 0 {
+		t.Errorf("failing since %v, %v after the success; want the window closed", e.FailingSince, err)
+	}
+}
