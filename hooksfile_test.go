@@ -18,21 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// editSavedHooks rewrites the webhook state saved at path with edit
-// applied to the state's bytes, under a checksum that matches them: as
-// another build, or another configuration, would have saved it.
-func editSavedHooks(t *testing.T, path string, edit func(state []byte) []byte) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var top map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(b, &top))
-	state := edit(top["state"])
-	sum := sha256.Sum256(state)
-	out := webhook.HooksFilePrefix + hex.EncodeToString(sum[:]) + `","state":` + string(state) + "}\n"
-	require.NoError(t, os.WriteFile(path, []byte(out), 0o600))
-}
-
 // savedState is a small webhook state as an earlier build kept it in
 // webhooks.json (an endpoint, an event, a delivery and an idempotency
 // key), the state object alone.

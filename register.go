@@ -102,12 +102,6 @@ func (s *server) storeNamed(w http.ResponseWriter, id string) *StoreConfig {
 	return st
 }
 
-// authorized reports whether the request carries one of st's API keys
-// (keyIndex).
-func authorized(st *StoreConfig, r *http.Request) bool {
-	return keyIndex(st, r.Header.Get("X-API-Key")) >= 0
-}
-
 // handleRegister is POST /stores/{store_id}/auth/auth-code (docs/api.md),
 // behind serveStore. Checks run in this order, the first that fails
 // answering (the order the external contract fixes): store, the

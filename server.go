@@ -308,16 +308,6 @@ func (r *recorder) code() int {
 	return r.status
 }
 
-// copyTo sends the recorded response to w.
-func (r *recorder) copyTo(w http.ResponseWriter) {
-	h := w.Header()
-	for k, v := range r.header {
-		h[k] = v
-	}
-	w.WriteHeader(r.code())
-	w.Write(r.body.Bytes())
-}
-
 // statusWriter records the status and size of a response.
 type statusWriter struct {
 	http.ResponseWriter
