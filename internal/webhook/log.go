@@ -5,9 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
@@ -171,7 +169,14 @@ const (
 // finished counts d, of the endpoint ep, as ended: what it holds is its
 // endpoint's log's, and it may be trimmed.
 func (r *records) finished(ctx context.Context, ep string, d *Delivery) error {
-	if _, err := r.st.Add(ctx, logBytesKey+ep, logCost(d), time.Time{}); err != nil {
+	if d.written == 0 { // not written here: its record's length again
+		b, err := marshalRecord(d)
+		if err != nil {
+			return err
+		}
+		d.written = len(b)
+	}
+	if _, err := r.st.Add(ctx, logBytesKey+ep, logCost(d.written), time.Time{}); err != nil {
 		return err
 	}
 	return r.st.ZAdd(ctx, doneKey+ep, d.ID, d.LoggedAt)
@@ -220,11 +225,7 @@ func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (
 		if err != nil {
 			return 0, err
 		}
-		var d Delivery
-		if err := json.Unmarshal(b, &d); err != nil {
-			return 0, fmt.Errorf("webhooks: delivery %s: %w", m.Member, err)
-		}
-		cost := logCost(&d)
+		cost := logCost(len(b))
 		over, freed = over-cost, freed+cost
 	}
 	if len(ws) == 0 {

@@ -85,7 +85,7 @@ func (r *records) storeEndpoints(ctx context.Context, storeID string) ([]*Endpoi
 	}
 	list := make([]*Endpoint, 0, len(ids))
 	for _, id := range ids {
-		_, e, err := readRecord[Endpoint](ctx, r.st, hookKey(KindEndpoint, id))
+		_, e, err := endpointMemo.read(ctx, r.st, hookKey(KindEndpoint, id))
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -99,7 +99,7 @@ func (r *records) storeEndpoints(ctx context.Context, storeID string) ([]*Endpoi
 
 // endpoint returns the endpoint id of the store, with its record's bytes.
 func (r *records) endpoint(ctx context.Context, storeID, id string) ([]byte, *Endpoint, error) {
-	raw, e, err := readRecord[Endpoint](ctx, r.st, hookKey(KindEndpoint, id))
+	raw, e, err := endpointMemo.read(ctx, r.st, hookKey(KindEndpoint, id))
 	if errors.Is(err, store.ErrNotFound) || err == nil && e.StoreID != storeID {
 		return nil, nil, ErrNoEndpoint
 	}
@@ -531,6 +531,7 @@ func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Deli
 			if errors.Is(err, store.ErrConflict) {
 				continue // an attempt's outcome came first: judged again
 			}
+			d.written = len(b)
 			if err != nil {
 				return n, err
 			}

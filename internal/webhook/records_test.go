@@ -375,7 +375,11 @@ func TestTrim(t *testing.T) {
 					}
 				}
 			}
-			cost := logCost(delivery(t, r.st, made[1]))
+			raw, err := r.st.Get(ctx, hookKey(kindDelivery, made[1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cost := logCost(len(raw))
 			if _, err := r.trim(ctx, "we_a", tt.size, tt.budget*cost); err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -274,7 +273,7 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	if err != nil {
 		return err
 	}
-	_, e, err := readRecord[Endpoint](ctx, s.q.st, hookKey(KindEndpoint, c.Endpoint))
+	_, e, err := endpointMemo.read(ctx, s.q.st, hookKey(KindEndpoint, c.Endpoint))
 	if errors.Is(err, store.ErrNotFound) {
 		return s.orphan(ctx, c, raw, d)
 	}
@@ -411,6 +410,7 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 		if err != nil {
 			return "", err
 		}
+		d.written = len(b)
 		s.count(a != nil, wasPending, status)
 		if status == StatusPending {
 			return status, s.q.retryAt(ctx, c, time.Unix(0, d.NextAt))
@@ -455,9 +455,15 @@ func readRecord[T any](ctx context.Context, st store.Store, key string) ([]byte,
 	if err != nil {
 		return nil, nil, err
 	}
+	v, err := decodeRecord[T](key, b)
+	return b, v, err
+}
+
+// decodeRecord decodes b, the JSON record key, as a T.
+func decodeRecord[T any](key string, b []byte) (*T, error) {
 	v := new(T)
-	if err := json.NewDecoder(bytes.NewReader(b)).Decode(v); err != nil {
-		return nil, nil, fmt.Errorf("webhooks: record %s: %w", key, err)
+	if err := json.Unmarshal(b, v); err != nil {
+		return nil, fmt.Errorf("webhooks: record %s: %w", key, err)
 	}
-	return b, v, nil
+	return v, nil
 }

@@ -92,7 +92,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 	byStore := map[string][]*Endpoint{}
 	var ws []store.Write
 	for _, m := range eps {
-		_, e, err := readRecord[Endpoint](ctx, st, hookKey(KindEndpoint, m.Member))
+		_, e, err := endpointMemo.read(ctx, st, hookKey(KindEndpoint, m.Member))
 		if errors.Is(err, store.ErrNotFound) {
 			continue // its write cut short
 		}
@@ -179,7 +179,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 			ws = append(ws, enqueueWrites(d.EndpointID, d.ID, time.Unix(0, d.NextAt))...)
 			pending[storeOf[d.EndpointID]] += NewCost(len(d.Event.Body))
 		} else {
-			logBytes[d.EndpointID] += logCost(d)
+			logBytes[d.EndpointID] += logCost(len(b))
 			ws = append(ws, store.Write{Key: doneKey + d.EndpointID, Member: d.ID, Val: member, Score: score})
 		}
 		if len(ws) >= 1000 { // one Apply a thousand writes: a journal batch of a sensible size

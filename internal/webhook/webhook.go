@@ -35,7 +35,7 @@ const (
 	// state, until delivered or given up (the retry schedule: about 45 h
 	// by default), so a store publishing to an endpoint that never
 	// answers would pile them up without end. Each pending delivery
-	// counts what it holds (logCost: its event's bytes, its attempts and
+	// counts what it holds (NewCost: its event's bytes and
 	// pendingOverhead) against the store's pendingBudget; past it, what
 	// would add one answers 503 (over its memory budget) until
 	// deliveries end.
@@ -51,9 +51,6 @@ const (
 	// 0.5 GB: 5 endpoints × 1000 deliveries × 9 attempts × 4 KiB, and
 	// events of up to 64 KiB. Pending deliveries are not dropped for it.
 	logBudget = 16 << 20
-	// attemptOverhead is what an attempt counts beyond its strings: its
-	// numbers, and the maps and JSON it is shown and saved as.
-	attemptOverhead = 256
 )
 
 // endpoint is a merchant's webhook URL. Secrets leave the service only
@@ -158,6 +155,11 @@ type Delivery struct {
 	// The event the delivery sends. Earlier builds kept events in
 	// records of their own, and left it out: upgradeRecords puts it in.
 	Event *Event `json:"event,omitempty"`
+
+	// written is the length of d's record as this process last wrote
+	// it, ended: what d holds in its endpoint's log (logCost). Not in
+	// the record.
+	written int
 }
 
 // attempt is one HTTP request of a delivery. The request headers other
@@ -238,21 +240,9 @@ func (hk *Hooks) rec() *records {
 // its store's budget.pending: its logCost before any attempt.
 func NewCost(size int) int64 { return int64(size) + pendingOverhead }
 
-// attemptCost is what the attempt a adds to its delivery's logCost: the
-// answer it keeps, up to 4 KiB, and the rest.
-func attemptCost(a *Attempt) int64 {
-	return int64(len(a.URL)+len(a.Signature)+len(a.StdSignature)+len(a.ResponseBody)+len(a.Error)) + attemptOverhead
-}
-
-// logCost is what the delivery d holds: its event and its attempts. It
-// counts against its store's budget.pending while d is pending, and
-// against its endpoint's budget.log once d has ended.
-func logCost(d *Delivery) int64 {
-	n := NewCost(len(d.event().Body))
-	for i := range d.Attempts {
-		n += attemptCost(&d.Attempts[i])
-	}
-	return n
-}
+// logCost is what a finished delivery holds in its endpoint's log, its
+// record n bytes long: the record, and the entries that list it. It
+// counts against its endpoint's budget.log.
+func logCost(n int) int64 { return int64(n) + pendingOverhead }
 
 func NewID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }

@@ -1,0 +1,87 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+
+	"deeplink/internal/store"
+)
+
+// endpointMemo remembers the decoding of endpoint records: each is read
+// at each publish to its store and twice at each attempt to it, and seldom
+// changes, and decoding them was a tenth of a delivery's CPU.
+//
+// It is not a cache of state. Every read still gets the record's bytes
+// from the store, and a decoding is used only for the very bytes it was
+// made from, so no two processes, and no two reads, can disagree through
+// it: what they see is what the store holds.
+var endpointMemo = recordMemo{limit: 1 << 20}
+
+// recordMemo maps endpoint records' keys to their bytes and the
+// Endpoints they decode to. It keeps two generations, of up to limit bytes of records
+// each: when the newer is full, it becomes the older, and the older goes.
+type recordMemo struct {
+	limit int
+
+	mu       sync.Mutex // guards the fields below
+	new, old map[string]memoEntry
+	newBytes int
+}
+
+type memoEntry struct {
+	raw []byte
+	v   *Endpoint // never handed out: callers get a clone
+}
+
+// read reads the record key: its bytes, and the Endpoint they decode to, the
+// caller's to change.
+func (m *recordMemo) read(ctx context.Context, st store.Store, key string) ([]byte, *Endpoint, error) {
+	raw, err := st.Get(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v := m.get(key, raw); v != nil {
+		return raw, v, nil
+	}
+	v, err := decodeRecord[Endpoint](key, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.put(key, raw, v)
+	return raw, v, nil
+}
+
+// get returns a clone of the value raw stands for, when key's record was
+// last remembered with raw; nil otherwise.
+func (m *recordMemo) get(key string, raw []byte) *Endpoint {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	en, ok := m.new[key]
+	if !ok {
+		en, ok = m.old[key]
+	}
+	if ok && bytes.Equal(en.raw, raw) {
+		return en.v.clone()
+	}
+	return nil
+}
+
+// put remembers that key's record raw decodes to v (both copied).
+func (m *recordMemo) put(key string, raw []byte, v *Endpoint) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.new == nil || m.newBytes+len(raw) > m.limit {
+		m.old, m.new, m.newBytes = m.new, make(map[string]memoEntry), 0
+	}
+	m.new[key] = memoEntry{raw: bytes.Clone(raw), v: v.clone()}
+	m.newBytes += len(raw)
+}
+
+// clone returns a copy of e that shares nothing its holder may change.
+func (e *Endpoint) clone() *Endpoint {
+	c := *e
+	c.Events = slices.Clone(e.Events)
+	return &c
+}
