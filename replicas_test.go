@@ -152,6 +152,14 @@ func TestReplicas(t *testing.T) {
 		}
 	})
 
+	t.Run("signed out on E, refused on A and B", func(t *testing.T) {
+		tok := ctToken(t, a.redeem(t, ctStoreA, b.mustRegister(t)))
+		ctStatus(t, e.do(t, http.MethodPost, "/stores/"+ctStoreA+"/auth/logout", nil, "Authorization", "Bearer "+tok), http.StatusNoContent)
+		for _, s := range replicas {
+			ctError(t, s.me(t, ctStoreA, tok), http.StatusUnauthorized, "unauthorized")
+		}
+	})
+
 	t.Run("Redis stopped, then back", func(t *testing.T) {
 		waiting := a.mustRegister(t) // redeemed once Redis is back: an outage uses no code up
 		rd.Stop(t, syscall.SIGKILL)  // appendfsync always: nothing acknowledged is lost

@@ -93,6 +93,8 @@ func (s *server) routes() *http.ServeMux {
 	mux.HandleFunc("OPTIONS /stores/{store_id}/auth/token", s.preflight(tokenCORS))
 	mux.HandleFunc("GET /stores/{store_id}/auth/me", s.handleMe)
 	mux.HandleFunc("OPTIONS /stores/{store_id}/auth/me", s.preflight(meCORS))
+	mux.HandleFunc("POST /stores/{store_id}/auth/logout", s.handleLogout)
+	mux.HandleFunc("OPTIONS /stores/{store_id}/auth/logout", s.preflight(logoutCORS))
 	mux.HandleFunc("GET /stores/{store_id}/auth/link", s.handleLink)
 	mux.HandleFunc("GET /stores/{store_id}/auth/callback", s.handleCallback)
 	mux.HandleFunc("GET /.well-known/apple-app-site-association", s.serveBody(func() []byte { return s.appleBody }))

@@ -482,6 +482,21 @@ func (s *server) preflight(p corsPolicy) http.HandlerFunc {
 // sessionCookie carries the access token in the browser flow.
 const sessionCookie = "dl_session"
 
+// playerToken returns the access token r carries: in an Authorization
+// header of the Bearer scheme, or else in the session cookie.
+func playerToken(r *http.Request) (string, bool) {
+	// The scheme is case-insensitive (RFC 7235 §2.1), and one or more
+	// spaces follow it (RFC 6750 §2.1: "Bearer" 1*SP b64token).
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimLeft(token, " "), true
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		return c.Value, true
+	}
+	return "", false
+}
+
 // handleMe is GET /stores/{store_id}/auth/me: the player a token signed
 // in. A page on the store's redirect domains may read it, 401s included.
 func (s *server) handleMe(w http.ResponseWriter, r *http.Request) {
@@ -490,16 +505,7 @@ func (s *server) handleMe(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
-	// The scheme is case-insensitive (RFC 7235 §2.1), and one or more
-	// spaces follow it (RFC 6750 §2.1: "Bearer" 1*SP b64token).
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	ok = ok && strings.EqualFold(scheme, "Bearer")
-	token = strings.TrimLeft(token, " ")
-	if !ok {
-		if c, err := r.Cookie(sessionCookie); err == nil {
-			token, ok = c.Value, true
-		}
-	}
+	token, ok := playerToken(r)
 	var sess sessionRecord
 	if ok && token != "" {
 		v, err := s.store.Get(r.Context(), tokenKey(token).name())
