@@ -392,17 +392,64 @@ func TestBrowserNarrowScreen(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 360, width, "the viewport's width")
 	for _, page := range []struct {
-		name  string
-		steps []chromedp.Action[chromedp.Void]
+		name   string
+		steps  []chromedp.Action[chromedp.Void]
+		checks []layoutCheck
 	}{
-		{"Deliveries", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), follow(button("Send test event")), chromedp.WaitVisible(button("Apply"))}},
-		{"a delivery", []chromedp.Action[chromedp.Void]{follow(link("Open")), chromedp.WaitVisible(button("Retry"))}},
-		{"a secret", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), follow(button("Reveal secret")), chromedp.WaitVisible(button("Copy"))}},
-		{"an error", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/no-such-page"), chromedp.WaitReady(chromedp.CSS("footer"))}},
+		{"Deliveries", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), follow(button("Send test event")), chromedp.WaitVisible(button("Apply"))}, []layoutCheck{
+			{"every header reads whole", `[...document.getElementById("rows").closest("table").querySelectorAll("th")].every(th => th.scrollWidth <= th.clientWidth)`},
+			{"a table wider than its card scrolls inside it, and the page says so", `(() => {
+				const box = document.getElementById("rows").closest("table").parentElement;
+				return box.scrollWidth <= box.clientWidth ||
+					(getComputedStyle(box).overflowX === "auto" && document.getElementById("scroll-hint")?.checkVisibility() === true);
+			})()`},
+			{"every header and Open can be scrolled into the card and the viewport", `(() => {
+				const box = document.getElementById("rows").closest("table").parentElement;
+				const open = [...document.querySelectorAll("tr[data-status] a")].filter(a => a.textContent.trim() === "Open");
+				const heads = [...document.getElementById("rows").closest("table").querySelectorAll("th")].filter(th => !th.querySelector(".sr"));
+				return open.length === 1 && [...heads, ...open].every(el => {
+					el.scrollIntoView({block: "nearest", inline: "nearest"});
+					const r = el.getBoundingClientRect(), b = box.getBoundingClientRect();
+					return r.left >= Math.max(0, b.left) - 0.5 && r.right <= Math.min(innerWidth, b.right) + 0.5;
+				});
+			})()`},
+			{"the event id is one line, in view, and opens the delivery", `(() => {
+				document.getElementById("rows").closest("table").parentElement.scrollLeft = 0;
+				const a = document.querySelector("tr[data-status] td:first-child a");
+				const open = [...document.querySelectorAll("tr[data-status] a")].find(a => a.textContent.trim() === "Open");
+				if (!a?.querySelector("code")) return false;
+				const r = a.getBoundingClientRect();
+				return a.querySelector("code").textContent.startsWith("evt_") && a.querySelector("code").getClientRects().length === 1 &&
+					r.left >= 0 && r.right <= innerWidth && a.href === open.href;
+			})()`},
+		}},
+		{"a delivery", []chromedp.Action[chromedp.Void]{follow(link("Open")), chromedp.WaitVisible(button("Retry"))}, []layoutCheck{
+			{"Retry stands clear of the card below it", `(() => {
+				const retry = [...document.querySelectorAll("button")].find(b => b.textContent.trim() === "Retry").getBoundingClientRect();
+				return document.querySelector("section.card").getBoundingClientRect().top - retry.bottom >= 8;
+			})()`},
+		}},
+		{"a secret", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), follow(button("Reveal secret")), chromedp.WaitVisible(button("Copy"))}, nil},
+		{"an error", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/no-such-page"), chromedp.WaitReady(chromedp.CSS("footer"))}, nil},
 	} {
 		require.NoError(t, chromedp.Do(ctx, page.steps...), page.name)
 		wide, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
 		require.NoError(t, err)
 		assert.False(t, wide, "%s scrolls sideways at 360 px", page.name)
+		checkLayout(t, ctx, page.name, page.checks)
+	}
+}
+
+// layoutCheck is a JavaScript expression that is true when what name says
+// holds on the page shown.
+type layoutCheck struct{ name, js string }
+
+// checkLayout evaluates each check on the page shown.
+func checkLayout(t *testing.T, ctx context.Context, page string, checks []layoutCheck) {
+	t.Helper()
+	for _, c := range checks {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](c.js))
+		require.NoError(t, err, "%s: %s", page, c.name)
+		assert.True(t, ok, "%s: %s", page, c.name)
 	}
 }
