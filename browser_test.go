@@ -429,6 +429,12 @@ func TestBrowserNarrowScreen(t *testing.T) {
 				return document.querySelector("section.card").getBoundingClientRect().top - retry.bottom >= 8;
 			})()`},
 		}},
+		{"Add endpoint", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks/new"), chromedp.WaitVisible(button("Save"))}, []layoutCheck{
+			{"Save and Cancel stand on one line, top and bottom", `(() => {
+				const [save, cancel] = ["Save", "Cancel"].map(w => [...document.querySelectorAll("form button, form a")].find(e => e.textContent.trim() === w).getBoundingClientRect());
+				return Math.abs(save.top - cancel.top) < 1 && Math.abs(save.bottom - cancel.bottom) < 1;
+			})()`},
+		}},
 		{"a secret", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), follow(button("Reveal secret")), chromedp.WaitVisible(button("Copy"))}, nil},
 		{"an error", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/no-such-page"), chromedp.WaitReady(chromedp.CSS("footer"))}, nil},
 	} {
