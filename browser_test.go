@@ -283,6 +283,10 @@ func TestBrowserDashboard(t *testing.T) {
 		chromedp.WaitVisible(button("Retry")),
 		shot("delivery"),
 	)
+	for _, dt := range []string{"Created", "Time"} { // one form of time, the dashboard's
+		when := text(xpath(fmt.Sprintf(`(//dt[normalize-space(.)=%q])[1]/following-sibling::dd[1]`, dt)))
+		assert.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`, when, "the delivery's %s", dt)
+	}
 	attempt := text(xpath(`//section[contains(@class, "attempt")]`))
 	assert.Contains(t, attempt, "X-Webhook-Signature")
 	assert.Contains(t, attempt, "Attempt 1")
