@@ -144,10 +144,35 @@ func TestBrowserDemoSignIn(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(base+"/stores/"+benchStoreID+"/auth/callback?code=x&state=y"),
 		chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Sign-in failed"]`)),
+	))
+	checkLayout(t, ctx, "a callback out of turn", []layoutCheck{authPageStyled})
+	require.NoError(t, chromedp.Do(ctx,
 		follow(link("Back to the shop")),
 		chromedp.WaitVisible(link("Link to game")),
 	))
+	// Cancel in the game app: said in plain words, and back to the cart.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/cart"),
+		follow(link("Link to game")),
+		chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Continue as Ada?"]`)),
+		follow(link("Cancel")),
+		chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Sign-in cancelled"]`)),
+		chromedp.WaitVisible(xpath(`//p[contains(., "You cancelled the sign-in in the game.")]`)),
+	))
+	checkLayout(t, ctx, "Cancel in the game app", []layoutCheck{authPageStyled})
+	require.NoError(t, chromedp.Do(ctx,
+		follow(link("Back to the shop")),
+		chromedp.WaitVisible(link("Link to game")),
+	))
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	require.NoError(t, err)
+	assert.Equal(t, base+"/cart", loc, "back where the player started")
 }
+
+// authPageStyled holds on a page of the browser flow (web/auth) whose
+// style sheet applies: its CSP lets it.
+var authPageStyled = layoutCheck{"the page is styled", `getComputedStyle(document.querySelector("main")).backgroundColor === "rgb(255, 255, 255)" &&
+	getComputedStyle(document.body).fontFamily.includes("system-ui")`}
 
 // TestBrowserDashboard walks the merchant dashboard in Chromium: sign-in
 // (wrong key, then right), add an endpoint and see its secret once, send
@@ -437,6 +462,13 @@ func TestBrowserNarrowScreen(t *testing.T) {
 			{"Save and Cancel stand on one line, top and bottom", `(() => {
 				const [save, cancel] = ["Save", "Cancel"].map(w => [...document.querySelectorAll("form button, form a")].find(e => e.textContent.trim() === w).getBoundingClientRect());
 				return Math.abs(save.top - cancel.top) < 1 && Math.abs(save.bottom - cancel.bottom) < 1;
+			})()`},
+		}},
+		{"a store's link without a Game Authorize URL", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/stores/" + store + "/auth/link?return_to=/dashboard/webhooks"), chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Sign-in is not set up"]`))}, []layoutCheck{
+			authPageStyled,
+			{"the way back is in view", `(() => {
+				const r = [...document.querySelectorAll("a")].find(a => a.textContent.trim() === "Back to the shop").getBoundingClientRect();
+				return r.left >= 0 && r.right <= innerWidth && r.bottom <= innerHeight && new URL(document.querySelector("main a").href).pathname === "/dashboard/webhooks";
 			})()`},
 		}},
 		{"a secret", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), follow(button("Reveal secret")), chromedp.WaitVisible(button("Copy"))}, nil},
