@@ -141,6 +141,11 @@ func TestBrowserDemoSignIn(t *testing.T) {
 			))
 		})
 	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(xpath(`//h2[normalize-space(.)="Season pass"]`))))
+	checkLayout(t, ctx, "the shop", []layoutCheck{{"each product has a picture of its own, drawn without an emoji font", `(() => {
+		const arts = [...document.querySelectorAll(".item .art")];
+		return arts.length === 3 && arts.every(a => a.textContent.trim() === "" && a.querySelector("svg")?.getBoundingClientRect().width >= 32);
+	})()`}})
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(base+"/stores/"+benchStoreID+"/auth/callback?code=x&state=y"),
 		chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Sign-in failed"]`)),
