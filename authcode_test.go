@@ -1828,7 +1828,7 @@ func TestCallback(t *testing.T) {
 		q.Set("error", "access_denied")
 		u.RawQuery = q.Encode()
 		got := f.get(t, u.String(), cookies...)
-		requireCallbackFailed(t, got, "did not complete the sign-in (access_denied)")
+		requireCallbackFailed(t, got, "You cancelled the sign-in in the game.")
 		assert.True(t, clearsLinkCookie(got), "the attempt is over: its cookie is cleared")
 	})
 	t.Run("tampered cookie cleared", func(t *testing.T) {

@@ -141,13 +141,43 @@ func TestBrowserDemoSignIn(t *testing.T) {
 			))
 		})
 	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(xpath(`//h2[normalize-space(.)="Season pass"]`))))
+	checkLayout(t, ctx, "the shop", []layoutCheck{{"each product has a picture of its own, drawn without an emoji font", `(() => {
+		const arts = [...document.querySelectorAll(".item .art")];
+		return arts.length === 3 && arts.every(a => a.textContent.trim() === "" && a.querySelector("svg")?.getBoundingClientRect().width >= 32);
+	})()`}})
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(base+"/stores/"+benchStoreID+"/auth/callback?code=x&state=y"),
 		chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Sign-in failed"]`)),
+	))
+	checkLayout(t, ctx, "a callback out of turn", []layoutCheck{authPageStyled})
+	require.NoError(t, chromedp.Do(ctx,
 		follow(link("Back to the shop")),
 		chromedp.WaitVisible(link("Link to game")),
 	))
+	// Cancel in the game app: said in plain words, and back to the cart.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/cart"),
+		follow(link("Link to game")),
+		chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Continue as Ada?"]`)),
+		follow(link("Cancel")),
+		chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Sign-in cancelled"]`)),
+		chromedp.WaitVisible(xpath(`//p[contains(., "You cancelled the sign-in in the game.")]`)),
+	))
+	checkLayout(t, ctx, "Cancel in the game app", []layoutCheck{authPageStyled})
+	require.NoError(t, chromedp.Do(ctx,
+		follow(link("Back to the shop")),
+		chromedp.WaitVisible(link("Link to game")),
+	))
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	require.NoError(t, err)
+	assert.Equal(t, base+"/cart", loc, "back where the player started")
 }
+
+// authPageStyled holds on a page of the browser flow (web/auth) whose
+// style sheet applies: its CSP lets it.
+var authPageStyled = layoutCheck{"the page is styled", `getComputedStyle(document.querySelector("main")).backgroundColor === "rgb(255, 255, 255)" &&
+	getComputedStyle(document.body).fontFamily.includes("system-ui")`}
 
 // TestBrowserDashboard walks the merchant dashboard in Chromium: sign-in
 // (wrong key, then right), add an endpoint and see its secret once, send
@@ -283,6 +313,10 @@ func TestBrowserDashboard(t *testing.T) {
 		chromedp.WaitVisible(button("Retry")),
 		shot("delivery"),
 	)
+	for _, dt := range []string{"Created", "Time"} { // one form of time, the dashboard's
+		when := text(xpath(fmt.Sprintf(`(//dt[normalize-space(.)=%q])[1]/following-sibling::dd[1]`, dt)))
+		assert.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`, when, "the delivery's %s", dt)
+	}
 	attempt := text(xpath(`//section[contains(@class, "attempt")]`))
 	assert.Contains(t, attempt, "X-Webhook-Signature")
 	assert.Contains(t, attempt, "Attempt 1")
@@ -392,17 +426,77 @@ func TestBrowserNarrowScreen(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 360, width, "the viewport's width")
 	for _, page := range []struct {
-		name  string
-		steps []chromedp.Action[chromedp.Void]
+		name   string
+		steps  []chromedp.Action[chromedp.Void]
+		checks []layoutCheck
 	}{
-		{"Deliveries", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), follow(button("Send test event")), chromedp.WaitVisible(button("Apply"))}},
-		{"a delivery", []chromedp.Action[chromedp.Void]{follow(link("Open")), chromedp.WaitVisible(button("Retry"))}},
-		{"a secret", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), follow(button("Reveal secret")), chromedp.WaitVisible(button("Copy"))}},
-		{"an error", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/no-such-page"), chromedp.WaitReady(chromedp.CSS("footer"))}},
+		{"Deliveries", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), follow(button("Send test event")), chromedp.WaitVisible(button("Apply"))}, []layoutCheck{
+			{"every header reads whole", `[...document.getElementById("rows").closest("table").querySelectorAll("th")].every(th => th.scrollWidth <= th.clientWidth)`},
+			{"a table wider than its card scrolls inside it, and the page says so", `(() => {
+				const box = document.getElementById("rows").closest("table").parentElement;
+				return box.scrollWidth <= box.clientWidth ||
+					(getComputedStyle(box).overflowX === "auto" && document.getElementById("scroll-hint")?.checkVisibility() === true);
+			})()`},
+			{"every header and Open can be scrolled into the card and the viewport", `(() => {
+				const box = document.getElementById("rows").closest("table").parentElement;
+				const open = [...document.querySelectorAll("tr[data-status] a")].filter(a => a.textContent.trim() === "Open");
+				const heads = [...document.getElementById("rows").closest("table").querySelectorAll("th")].filter(th => !th.querySelector(".sr"));
+				return open.length === 1 && [...heads, ...open].every(el => {
+					el.scrollIntoView({block: "nearest", inline: "nearest"});
+					const r = el.getBoundingClientRect(), b = box.getBoundingClientRect();
+					return r.left >= Math.max(0, b.left) - 0.5 && r.right <= Math.min(innerWidth, b.right) + 0.5;
+				});
+			})()`},
+			{"the event id is one line, in view, and opens the delivery", `(() => {
+				document.getElementById("rows").closest("table").parentElement.scrollLeft = 0;
+				const a = document.querySelector("tr[data-status] td:first-child a");
+				const open = [...document.querySelectorAll("tr[data-status] a")].find(a => a.textContent.trim() === "Open");
+				if (!a?.querySelector("code")) return false;
+				const r = a.getBoundingClientRect();
+				return a.querySelector("code").textContent.startsWith("evt_") && a.querySelector("code").getClientRects().length === 1 &&
+					r.left >= 0 && r.right <= innerWidth && a.href === open.href;
+			})()`},
+		}},
+		{"a delivery", []chromedp.Action[chromedp.Void]{follow(link("Open")), chromedp.WaitVisible(button("Retry"))}, []layoutCheck{
+			{"Retry stands clear of the card below it", `(() => {
+				const retry = [...document.querySelectorAll("button")].find(b => b.textContent.trim() === "Retry").getBoundingClientRect();
+				return document.querySelector("section.card").getBoundingClientRect().top - retry.bottom >= 8;
+			})()`},
+		}},
+		{"Add endpoint", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks/new"), chromedp.WaitVisible(button("Save"))}, []layoutCheck{
+			{"Save and Cancel stand on one line, top and bottom", `(() => {
+				const [save, cancel] = ["Save", "Cancel"].map(w => [...document.querySelectorAll("form button, form a")].find(e => e.textContent.trim() === w).getBoundingClientRect());
+				return Math.abs(save.top - cancel.top) < 1 && Math.abs(save.bottom - cancel.bottom) < 1;
+			})()`},
+		}},
+		{"a store's link without a Game Authorize URL", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/stores/" + store + "/auth/link?return_to=/dashboard/webhooks"), chromedp.WaitVisible(xpath(`//h1[normalize-space(.)="Sign-in is not set up"]`))}, []layoutCheck{
+			authPageStyled,
+			{"the way back is in view", `(() => {
+				const r = [...document.querySelectorAll("a")].find(a => a.textContent.trim() === "Back to the shop").getBoundingClientRect();
+				return r.left >= 0 && r.right <= innerWidth && r.bottom <= innerHeight && new URL(document.querySelector("main a").href).pathname === "/dashboard/webhooks";
+			})()`},
+		}},
+		{"a secret", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/webhooks"), follow(button("Reveal secret")), chromedp.WaitVisible(button("Copy"))}, nil},
+		{"an error", []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/dashboard/no-such-page"), chromedp.WaitReady(chromedp.CSS("footer"))}, nil},
 	} {
 		require.NoError(t, chromedp.Do(ctx, page.steps...), page.name)
 		wide, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`))
 		require.NoError(t, err)
 		assert.False(t, wide, "%s scrolls sideways at 360 px", page.name)
+		checkLayout(t, ctx, page.name, page.checks)
+	}
+}
+
+// layoutCheck is a JavaScript expression that is true when what name says
+// holds on the page shown.
+type layoutCheck struct{ name, js string }
+
+// checkLayout evaluates each check on the page shown.
+func checkLayout(t *testing.T, ctx context.Context, page string, checks []layoutCheck) {
+	t.Helper()
+	for _, c := range checks {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](c.js))
+		require.NoError(t, err, "%s: %s", page, c.name)
+		assert.True(t, ok, "%s: %s", page, c.name)
 	}
 }

@@ -71,7 +71,7 @@ type deliveryView struct {
 	URL                string `json:"url"`
 	RequestBody        string `json:"request_body"`
 	Attempts           []struct {
-		At             string            `json:"at"`
+		At             time.Time         `json:"at"` // the API's RFC 3339 with nanoseconds; shown as clock shows times
 		URL            string            `json:"url"`
 		RequestHeaders map[string]string `json:"request_headers"`
 		RequestBody    string            `json:"request_body"`

@@ -6,7 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
-	"html/template"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -40,7 +40,7 @@ func (s *server) handleLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if st.GameAuthorizeURL == "" {
-		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "this store has no game_authorize_url configured"})
+		notConfigured(w, r)
 		return
 	}
 	ls := linkState{
@@ -176,7 +176,7 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	c, err := r.Cookie(linkCookie)
 	if err != nil {
-		callbackFailed(w, "This sign-in was not started in this browser, or it was already completed. Go back to the shop and choose “Link to game” again.")
+		callbackFailed(w, "/", "This sign-in was not started in this browser, or it was already completed. Go back to the shop and choose “Link to game” again.")
 		return
 	}
 	// A cookie that can never complete a sign-in is cleared; one whose
@@ -190,23 +190,23 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case why != "":
 		clearLink()
-		callbackFailed(w, why+" Go back to the shop and choose “Link to game” again.")
+		callbackFailed(w, "/", why+" Go back to the shop and choose “Link to game” again.")
 		return
 	case ls.StoreID != st.ID:
 		clearLink()
-		callbackFailed(w, "This browser's sign-in attempt was started in another store. Go back to the shop and choose “Link to game” again.")
+		callbackFailed(w, "/", "This browser's sign-in attempt was started in another store. Go back to the shop and choose “Link to game” again.")
 		return
 	case subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(ls.State)) != 1:
-		callbackFailed(w, "The state returned by the game app does not match this browser's sign-in attempt.")
+		callbackFailed(w, ls.ReturnTo, "The state returned by the game app does not match this browser's sign-in attempt.")
 		return
 	}
 	clearLink() // from here on, whatever happens, this link attempt is over
 	switch {
 	case q.Get("error") != "":
-		callbackFailed(w, "The game app did not complete the sign-in ("+q.Get("error")+").")
+		callbackFailedWith(w, http.StatusBadRequest, gameError(q.Get("error"), ls.ReturnTo))
 		return
 	case q.Get("code") == "":
-		callbackFailed(w, "The game app returned no code.")
+		callbackFailed(w, ls.ReturnTo, "The game app returned no code.")
 		return
 	}
 	resp, terr := s.guardedRedeem(r, st.ID, tokenParams{Code: q.Get("code"), RedirectURI: s.callbackURL(r, st), CodeVerifier: ls.Verifier})
@@ -214,7 +214,7 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 		if terr.retryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(terr.retryAfter))
 		}
-		callbackFailedWith(w, terr.status, "The code from the game app could not be used: "+terr.Description+".")
+		callbackFailedWith(w, terr.status, authPage{Title: "Sign-in failed", Message: "The code from the game app could not be used: " + terr.Description + ".", Back: ls.ReturnTo})
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -230,34 +230,62 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, ls.ReturnTo, http.StatusFound)
 }
 
-var callbackPage = template.Must(template.New("").Parse(`<!doctype html>
-<html lang="en"><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Sign-in failed</title>
-<body style="font-family: system-ui, sans-serif; max-width: 36rem; margin: 3rem auto; padding: 0 1rem; line-height: 1.5">
-<h1>Sign-in failed</h1>
-<p>{{.}}</p>
-<p><a href="/">Back to the shop</a></p>
-</body></html>
-`))
-
-// callbackFailed answers the browser's callback with a 400 page saying
-// why.
-func callbackFailed(w http.ResponseWriter, why string) {
-	callbackFailedWith(w, http.StatusBadRequest, why)
+// gameError is what the callback's page says of an error the game app
+// sent back (error=…, RFC 6749 §4.1.2.1), with the code in small print.
+func gameError(code string, back string) authPage {
+	if len(code) > 64 {
+		code = code[:64] + "…"
+	}
+	if code == "access_denied" { // the player chose Cancel in the game app
+		return authPage{Title: "Sign-in cancelled", Message: "You cancelled the sign-in in the game. Nothing has changed; choose “Link to game” in the shop whenever you want to sign in.", Code: code, Back: back, Off: true}
+	}
+	return authPage{Title: "Sign-in failed", Message: "The game app did not complete the sign-in. Go back to the shop and choose “Link to game” again.", Code: code, Back: back}
 }
 
-// callbackFailedWith answers the browser's callback with a page saying
-// why: 503 when status is (the service could not store the session), and
-// otherwise 400, a bad callback's, even for a redemption the address's
-// budget held back (429 at the token endpoint), whose Retry-After the
-// caller sets.
-func callbackFailedWith(w http.ResponseWriter, status int, why string) {
+// callbackFailed answers the browser's callback with a 400 page saying
+// why, and leading back to the shop at back.
+func callbackFailed(w http.ResponseWriter, back, why string) {
+	callbackFailedWith(w, http.StatusBadRequest, authPage{Title: "Sign-in failed", Message: why, Back: back})
+}
+
+// callbackFailedWith answers the browser's callback with page: 503 when
+// status is (the service could not store the session), and otherwise
+// 400, a bad callback's, even for a redemption the address's budget held
+// back (429 at the token endpoint), whose Retry-After the caller sets.
+func callbackFailedWith(w http.ResponseWriter, status int, page authPage) {
 	if status != http.StatusServiceUnavailable {
 		status = http.StatusBadRequest
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	callbackPage.Execute(w, why)
+	writeAuthPage(w, status, page)
+}
+
+// notConfigured answers the link of a store without a Game Authorize URL:
+// 404 not_configured (docs/api.md), as a page for a browser, which asks
+// for one (Accept: text/html), and as the JSON error for anything else.
+func notConfigured(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store") // sign-in may be turned on at any time
+	if !acceptsHTML(r) {
+		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_configured", Message: "this store has no Game Authorize URL: sign-in with the game is not set up"})
+		return
+	}
+	writeAuthPage(w, http.StatusNotFound, authPage{
+		Title:   "Sign-in is not set up",
+		Message: "Signing in with the game app is not set up for this store yet, so this link cannot take you to the game. You can go on shopping without it.",
+		Code:    "not_configured",
+		Back:    safeReturnTo(r.URL.Query().Get("return_to")),
+		Off:     true,
+	})
+}
+
+// acceptsHTML reports whether r's Accept lists text/html (as a browser's
+// navigation does) with a q other than 0.
+func acceptsHTML(r *http.Request) bool {
+	for _, part := range strings.Split(strings.Join(r.Header.Values("Accept"), ","), ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err == nil && mt == "text/html" {
+			q, err := strconv.ParseFloat(params["q"], 64)
+			return err != nil || q > 0
+		}
+	}
+	return false
 }

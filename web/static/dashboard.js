@@ -1,6 +1,7 @@
 // The dashboard's only script: copy buttons, filters that apply when
-// changed, and a delivery list that refreshes itself while a delivery is
-// pending. Every page works without it.
+// changed, a hint over a table that scrolls sideways, and a delivery list
+// that refreshes itself while a delivery is pending. Every page works
+// without it.
 "use strict";
 
 document.addEventListener("click", (ev) => {
@@ -35,6 +36,16 @@ for (const input of document.querySelectorAll('input[type="datetime-local"][name
   });
 }
 
+// A table wider than its card: say so above it, while it is.
+const hints = [...document.querySelectorAll("[data-scroll-hint]")];
+const showHints = () => {
+  for (const box of hints) {
+    document.getElementById(box.dataset.scrollHint).hidden = box.scrollWidth <= box.clientWidth;
+  }
+};
+showHints();
+addEventListener("resize", showHints);
+
 const rows = document.querySelector("tbody[data-refresh]");
 if (rows) {
   const refresh = async () => {
@@ -49,6 +60,7 @@ if (rows) {
       }
       if (resp.ok) {
         rows.innerHTML = await resp.text();
+        showHints();
         if (!rows.querySelector('tr[data-status="pending"]')) return; // settled: stop
       }
     } catch (e) { /* offline for a moment: try again */ }
