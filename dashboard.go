@@ -48,12 +48,17 @@ const (
 )
 
 // dashSession is a signed-in dashboard session: bound to one store, with
-// the token every change must carry.
+// the token every change must carry, and the store's settings as they
+// stood when the request began.
 type dashSession struct {
-	Store *StoreConfig
-	CSRF  string
-	key   string // where it is kept in the store
+	Store    *StoreConfig
+	Settings storeSettings
+	CSRF     string
+	key      string // where it is kept in the store
 }
+
+// page is the session's store as pages show it.
+func (sess *dashSession) page() *storePage { return sess.Settings.page(sess.Store) }
 
 // dashRoutes adds the dashboard of the merchant area.
 func (s *server) dashRoutes(mux *http.ServeMux) {
@@ -126,11 +131,11 @@ func (s *server) dashUnavailable(w http.ResponseWriter, sess *dashSession) {
 	s.render(w, http.StatusServiceUnavailable, "error.html", map[string]any{"Title": "Unavailable", "Message": "The service cannot read or write its state just now; try again in a moment.", "Session": sess, "Store": storeOf(sess)})
 }
 
-func storeOf(sess *dashSession) *StoreConfig {
+func storeOf(sess *dashSession) *storePage {
 	if sess == nil {
 		return nil
 	}
-	return sess.Store
+	return sess.page()
 }
 
 // dashNotFound answers a dashboard path that is not a page.
@@ -185,7 +190,11 @@ func (s *server) dashSessionOf(r *http.Request) (*dashSession, error) {
 	if st == nil || !keyStill(st, parts[2]) { // the store, or the key signed in with, is no longer configured
 		return nil, nil
 	}
-	return &dashSession{Store: st, CSRF: parts[1], key: dashKey(c.Value)}, nil
+	set, err := s.settingsOf(r.Context(), st)
+	if err != nil {
+		return nil, err
+	}
+	return &dashSession{Store: st, Settings: set, CSRF: parts[1], key: dashKey(c.Value)}, nil
 }
 
 // tokenOf reports whether r carries the session's page token.
@@ -296,9 +305,9 @@ func (s *server) dashSignOut(w http.ResponseWriter, r *http.Request) {
 // dashSettings is the Settings page; posted, with the association-file
 // check's report.
 func (s *server) dashSettings(w http.ResponseWriter, r *http.Request, sess *dashSession) {
-	p := map[string]any{"Title": "Settings", "Session": sess, "Store": sess.Store, "Nav": "settings"}
+	p := map[string]any{"Title": "Settings", "Session": sess, "Store": sess.page(), "Nav": "settings"}
 	if r.Method == http.MethodPost {
-		files, err := s.checkAssociation(r.Context(), sess.Store)
+		files, err := s.checkAssociation(r.Context(), sess.Settings.GameAuthorizeURL)
 		p["Checked"], p["Files"] = true, files
 		if err != nil {
 			p["CheckError"] = err.Error()

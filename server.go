@@ -45,6 +45,8 @@ type server struct {
 	zones sync.Map // IANA zone names known to be valid
 
 	appleBody, androidBody []byte // association files, nil when not configured
+
+	seedWarnings []string // what seedSettings found at start, for configWarnings
 }
 
 // newServer returns the server of cfg keeping its state in st. The
