@@ -115,6 +115,7 @@ func (s *server) routes() *http.ServeMux {
 	})
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.webhookRoutes(mux)
+	s.settingsRoutes(mux)
 	if s.cfg.Dashboard.Enabled {
 		s.dashRoutes(mux)
 	}

@@ -7,9 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"deeplink/internal/config"
 	"deeplink/internal/store"
 )
 
@@ -202,4 +208,243 @@ type storePage struct {
 // page returns st as pages show it with the settings v.
 func (v storeSettings) page(st *StoreConfig) *storePage {
 	return &storePage{StoreConfig: st, Name: v.Name, GameAuthorizeURL: v.GameAuthorizeURL}
+}
+
+// settingsRoutes adds the routes of a store's settings and API keys.
+func (s *server) settingsRoutes(mux *http.ServeMux) {
+	for pattern, h := range map[string]func(http.ResponseWriter, *http.Request, *StoreConfig){
+		"GET /stores/{store_id}/settings":   s.handleGetSettings,
+		"PATCH /stores/{store_id}/settings": s.handlePatchSettings,
+	} {
+		mux.HandleFunc(pattern, s.bounded(s.withStore(h)))
+	}
+}
+
+// settingsView is the settings as the API shows them.
+type settingsView struct {
+	ID               string   `json:"id"`
+	Name             string   `json:"name"`
+	GameAuthorizeURL *string  `json:"game_authorize_url"`
+	RedirectDomains  []string `json:"redirect_domains"`
+	UpdatedAt        int64    `json:"updated_at"`
+}
+
+func (v storeSettings) view(st *StoreConfig) settingsView {
+	sv := settingsView{ID: st.ID, Name: v.Name, RedirectDomains: st.RedirectDomains, UpdatedAt: v.UpdatedAt}
+	if sv.RedirectDomains == nil {
+		sv.RedirectDomains = []string{}
+	}
+	if v.GameAuthorizeURL != "" {
+		sv.GameAuthorizeURL = &v.GameAuthorizeURL
+	}
+	return sv
+}
+
+func (s *server) handleGetSettings(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	v, err := s.settingsOf(r.Context(), st)
+	if err != nil {
+		s.settingsFailed(w, st, err, false)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": v.view(st)})
+}
+
+// settingsRequest is the body of the settings' PATCH. Fields are raw, so
+// that a field left out, null and of the wrong type are told apart.
+type settingsRequest struct {
+	Name             json.RawMessage `json:"name"`
+	GameAuthorizeURL json.RawMessage `json:"game_authorize_url"`
+}
+
+// settingsChange is a valid PATCH: the fields it changes.
+type settingsChange struct {
+	name, game *string // nil: unchanged; game "": sign-in off
+	warnings   []fieldError
+}
+
+// validate checks every field of req by the rules of docs/api.md.
+func (s *server) validateSettings(req *settingsRequest) (c settingsChange, fields []fieldError) {
+	bad := func(f, m string) { fields = append(fields, fieldError{f, m}) }
+	switch {
+	case len(req.Name) == 0:
+	case string(req.Name) == "null":
+		bad("name", "must be a string of 1 to 100 characters")
+	case usable("name", req.Name, bad):
+		var n string
+		switch {
+		case json.Unmarshal(req.Name, &n) != nil:
+			bad("name", "must be a string of 1 to 100 characters")
+		case strings.TrimSpace(n) == "":
+			bad("name", "is required: 1 to 100 characters, not all spaces")
+		case utf8.RuneCountInString(n) > 100:
+			bad("name", "is longer than 100 characters")
+		case hasControl(n):
+			bad("name", "must not contain control characters")
+		default:
+			c.name = &n
+		}
+	}
+	switch {
+	case len(req.GameAuthorizeURL) == 0:
+	case string(req.GameAuthorizeURL) == "null":
+		off := ""
+		c.game = &off
+	case usable("game_authorize_url", req.GameAuthorizeURL, bad):
+		var u string
+		if json.Unmarshal(req.GameAuthorizeURL, &u) != nil {
+			bad("game_authorize_url", "must be a string, or null to turn sign-in off")
+		} else if msg, warn := s.checkGameAuthorizeURL(u); msg != "" {
+			bad("game_authorize_url", msg)
+		} else {
+			c.game = &u
+			if warn != "" {
+				c.warnings = append(c.warnings, fieldError{"game_authorize_url", warn})
+			}
+		}
+	}
+	return c, fields
+}
+
+// customSchemeWarning is said of a Game Authorize URL of a custom scheme.
+const customSchemeWarning = "a custom scheme can be claimed by any app installed on the player's device, not only your game; an https URL that your game's association files cover opens your game alone"
+
+// checkGameAuthorizeURL returns why v cannot be a Game Authorize URL, or
+// "" and, for one of a custom scheme, a warning.
+func (s *server) checkGameAuthorizeURL(v string) (msg, warn string) {
+	const invalid = "must be an absolute https URL without userinfo or fragment, or a custom scheme such as mygame://authorize"
+	if len(v) > 2048 && utf8.RuneCountInString(v) > 2048 {
+		return "is longer than 2048 characters", ""
+	}
+	if v == "" {
+		return "must not be empty; null turns sign-in off", ""
+	}
+	if hasControl(v) || strings.ContainsAny(v, " \\#") {
+		return invalid, "" // no fragment: the link adds its query, which must end the URL
+	}
+	scheme, rest, ok := strings.Cut(v, "://")
+	scheme = strings.ToLower(scheme)
+	if !ok || !isScheme(scheme) || rest == "" {
+		return invalid, ""
+	}
+	if config.ForbiddenScheme(scheme) {
+		return "must not be a " + scheme + ": URL, which cannot open a game app", ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || u.User != nil || u.Opaque != "" {
+		return invalid, ""
+	}
+	switch scheme {
+	case "https", "http":
+		host := u.Hostname()
+		if _, err := netip.ParseAddr(host); err != nil && !config.IsHostname(host) || strings.HasSuffix(u.Host, ":") {
+			return invalid, ""
+		}
+		if port := u.Port(); port != "" {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				return "port " + port + " must be 1 to 65535", ""
+			}
+		}
+		if scheme == "http" && !(s.cfg.Webhooks.AllowInsecureURLs && (host == "localhost" || host == "127.0.0.1")) {
+			return "must be https (http only for localhost or 127.0.0.1, where the service allows insecure URLs)", ""
+		}
+		return "", ""
+	}
+	return "", customSchemeWarning
+}
+
+// isScheme reports whether s is a lower-case URL scheme: [a-z][a-z0-9+.-]*.
+func isScheme(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *server) handlePatchSettings(w http.ResponseWriter, r *http.Request, st *StoreConfig) {
+	if !s.changeable(w) {
+		return
+	}
+	var req settingsRequest
+	if !readJSONObject(w, r, &req) {
+		return
+	}
+	c, fields := s.validateSettings(&req)
+	if len(fields) > 0 {
+		writeError(w, validationError(fields))
+		return
+	}
+	var changed []string
+	v, err := s.editSettings(r.Context(), st, func(v *storeSettings) error {
+		changed = changed[:0]
+		if c.name != nil && *c.name != v.Name {
+			v.Name, changed = *c.name, append(changed, "name")
+		}
+		if c.game != nil && *c.game != v.GameAuthorizeURL {
+			v.GameAuthorizeURL, changed = *c.game, append(changed, "game_authorize_url")
+		}
+		if len(changed) == 0 {
+			return errKeepSettings
+		}
+		v.UpdatedAt = s.now().Unix()
+		return nil
+	})
+	if errors.Is(err, errKeepSettings) {
+		v, err = s.settingsOf(r.Context(), st)
+	}
+	if err != nil {
+		s.settingsFailed(w, st, err, true)
+		return
+	}
+	for _, f := range changed {
+		s.log.Info("store settings: changed", "store", st.ID, "field", f, "key_id", requestKeyID(r))
+	}
+	body := map[string]any{"data": v.view(st)}
+	if len(c.warnings) > 0 {
+		body["warnings"] = c.warnings
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// changeable answers 503 and reports false while the service takes no
+// changes: shutting down, or its store refusing them.
+func (s *server) changeable(w http.ResponseWriter) bool {
+	switch {
+	case s.draining.Load():
+		writeError(w, errShuttingDown)
+		return false
+	case s.storeFailing() != nil:
+		writeError(w, errPersist)
+		return false
+	}
+	return true
+}
+
+// settingsFailed answers 503 for err, an error reading or writing st's
+// settings (change: writing), and logs it.
+func (s *server) settingsFailed(w http.ResponseWriter, st *StoreConfig, err error, change bool) {
+	if change {
+		s.log.Error("store settings: a change could not be made or written; answering 503", "store", st.ID, "err", err)
+		writeError(w, errPersist)
+		return
+	}
+	s.log.Error("store settings: cannot read them; answering 503", "store", st.ID, "err", err)
+	writeError(w, errStoreDown)
+}
+
+// keyIDKey is the context key of the id of the API key a request acts
+// with, when it carries no X-API-Key of its own (the dashboard's calls).
+type keyIDKey struct{}
+
+// requestKeyID is the id of the API key r acts with, for the log.
+func requestKeyID(r *http.Request) string {
+	if id, ok := r.Context().Value(keyIDKey{}).(string); ok {
+		return id
+	}
+	return keyID(sha256.Sum256([]byte(r.Header.Get("X-API-Key"))))
 }
