@@ -55,6 +55,7 @@ type dashSession struct {
 	Settings storeSettings
 	CSRF     string
 	key      string // where it is kept in the store
+	keyID    string // of the API key it was signed in with
 }
 
 // page is the session's store as pages show it.
@@ -165,7 +166,8 @@ func (s *server) signedIn(h func(http.ResponseWriter, *http.Request, *dashSessio
 			s.dashRefuse(w, sess, "This change did not come from a page of this dashboard and was refused.")
 			return
 		}
-		h(w, r, sess)
+		// The API's calls the page makes log the session's key as theirs.
+		h(w, r.WithContext(context.WithValue(r.Context(), keyIDKey{}, sess.keyID)), sess)
 	}
 }
 
@@ -187,30 +189,24 @@ func (s *server) dashSessionOf(r *http.Request) (*dashSession, error) {
 		return nil, nil
 	}
 	st := s.cfg.Store(parts[0])
-	if st == nil || !keyStill(st, parts[2]) { // the store, or the key signed in with, is no longer configured
-		return nil, nil
+	if st == nil {
+		return nil, nil // the store is no longer configured
 	}
 	set, err := s.settingsOf(r.Context(), st)
 	if err != nil {
 		return nil, err
 	}
-	return &dashSession{Store: st, Settings: set, CSRF: parts[1], key: dashKey(c.Value)}, nil
+	if !keyLive(st, &set, parts[2]) {
+		return nil, nil // the key it was signed in with is gone
+	}
+	var sum [sha256.Size]byte
+	hex.Decode(sum[:], []byte(parts[2])) // keyLive found it among the keys' hashes
+	return &dashSession{Store: st, Settings: set, CSRF: parts[1], key: dashKey(c.Value), keyID: keyID(sum)}, nil
 }
 
 // tokenOf reports whether r carries the session's page token.
 func (sess *dashSession) tokenOf(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(sess.CSRF)) == 1
-}
-
-// keyStill reports whether the key whose SHA-256 is sum (hex) is still one
-// of st's: a session ends with the key it was started with.
-func keyStill(st *StoreConfig, sum string) bool {
-	for _, h := range st.KeyHashes() {
-		if subtle.ConstantTimeCompare([]byte(hex.EncodeToString(h[:])), []byte(sum)) == 1 {
-			return true
-		}
-	}
-	return false
 }
 
 // dashKey is where the session of the cookie value v is kept: a hash, so
@@ -251,7 +247,15 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusTooManyRequests, "signin.html", page)
 		return
 	}
-	if st == nil || keyIndex(st, key) < 0 {
+	var k *keySlot
+	if st != nil {
+		var err error
+		if k, err = s.apiKeyOf(r.Context(), st, key); err != nil {
+			s.dashUnavailable(w, nil)
+			return
+		}
+	}
+	if k == nil {
 		s.keys.failed(r.Context(), client, s.now())
 		page["Error"] = "That store ID and API key do not match a store of this service."
 		s.render(w, http.StatusUnauthorized, "signin.html", page)
@@ -273,6 +277,7 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.countDashSession(r.Context(), st, exp)
+	s.keyUsed(r.Context(), st, k)
 	http.SetCookie(w, &http.Cookie{
 		Name: dashCookie, Value: token, Path: "/dashboard", Expires: exp,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secureCookie(r),

@@ -116,6 +116,7 @@ func (s *server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.webhookRoutes(mux)
 	s.settingsRoutes(mux)
+	s.keysRoutes(mux)
 	if s.cfg.Dashboard.Enabled {
 		s.dashRoutes(mux)
 	}

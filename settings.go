@@ -45,6 +45,9 @@ type storeSettings struct {
 	// ConfigKeys holds when each key of the configuration file was first
 	// seen, by key id: their created_at.
 	ConfigKeys map[string]int64 `json:"config_keys,omitempty"`
+	// LastUsed holds when each key, of the file or the merchant area, was
+	// last used, to the minute (Unix seconds), by key id (keyUsed).
+	LastUsed map[string]int64 `json:"last_used,omitempty"`
 	// NextSerial numbers the next merchant key: a key's serial names its
 	// request budget among the fairness counters, and is never reused.
 	NextSerial int `json:"next_serial"`
@@ -139,7 +142,7 @@ func (s *server) editSettings(ctx context.Context, st *StoreConfig, edit func(*s
 // none from the configuration file (Insert: of two replicas starting at
 // once, one seeds; a later start changes nothing). For a store that has
 // them, it adds the configuration file's keys not seen before (their
-// created_at), and returns a warning for each field the file now gives
+// created_at), forgets those the file no longer has, and returns a warning for each field the file now gives
 // otherwise than the record, which stands. The demo's own game app, which
 // moves with the port the demo listens on, is moved with it.
 func (s *server) seedSettings(ctx context.Context, demo bool) ([]string, error) {
@@ -164,6 +167,13 @@ func (s *server) seedSettings(ctx context.Context, demo bool) ([]string, error) 
 			for id, at := range seed.ConfigKeys {
 				if _, ok := v.ConfigKeys[id]; !ok {
 					v.ConfigKeys[id], changed = at, true
+				}
+			}
+			for id := range v.ConfigKeys { // removed from the file
+				if _, ok := seed.ConfigKeys[id]; !ok {
+					delete(v.ConfigKeys, id)
+					delete(v.LastUsed, id)
+					changed = true
 				}
 			}
 			if demo && v.GameAuthorizeURL != st.GameAuthorizeURL && strings.HasSuffix(v.GameAuthorizeURL, demoGamePath) {

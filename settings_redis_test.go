@@ -57,3 +57,26 @@ func TestSettingsReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestAPIKeysReplicas: two replicas on one Redis. A key made through one
+// works on the other at once; revoked through that other, it is refused
+// by both from the next request, and the dashboard session it signed in
+// on the first ends.
+func TestAPIKeysReplicas(t *testing.T) {
+	r := startRedisReplicas(t, 2, "Acme", "")
+	a, b := r[0], r[1]
+	made := a.createKey(t, testAPIKey, "")
+	key := made["key"].(string)
+	require.Equal(t, http.StatusOK, b.keyStatus(t, key), "a key made on A, on B")
+	d := newDashClient(t, a.ts.URL)
+	require.Equal(t, http.StatusOK, d.signIn(testStoreID, key).status, "dashboard sign-in on A with the key")
+
+	status, body := b.apiCallTo(t, "DELETE", keysPath+"/"+made["id"].(string), testAPIKey, "", "")
+	require.Equal(t, http.StatusNoContent, status, "DELETE on B: %v", body)
+	for name, ta := range map[string]*testApp{"A": a, "B": b} {
+		if got := ta.keyStatus(t, key); got != http.StatusUnauthorized {
+			t.Errorf("the revoked key on %s = %d; want 401", name, got)
+		}
+	}
+	assert.Contains(t, d.get("/dashboard/settings").body, `action="/dashboard/sign-in"`, "A's dashboard session of the key revoked on B")
+}
