@@ -166,6 +166,10 @@ func openAppAt(cfg *Config, logger *slog.Logger, demo bool, now func() time.Time
 		a.store.Close()
 		return nil, err
 	}
+	if srv.seedWarnings, err = srv.seedSettings(ctx, demo); err != nil {
+		a.store.Close()
+		return nil, err
+	}
 	a.srv = srv
 	return a, nil
 }

@@ -46,12 +46,12 @@ func (f assocFile) OK() bool {
 	return f.Skipped == ""
 }
 
-// checkAssociation fetches the association files from the host of st's
-// game_authorize_url, both at once, and checks them against the
-// configured apps.
-func (s *server) checkAssociation(ctx context.Context, st *StoreConfig) ([]assocFile, error) {
-	game, err := url.Parse(st.GameAuthorizeURL)
-	if err != nil || st.GameAuthorizeURL == "" {
+// checkAssociation fetches the association files from the host of
+// gameURL, a store's Game Authorize URL as saved, both at once, and checks
+// them against the configured apps.
+func (s *server) checkAssociation(ctx context.Context, gameURL string) ([]assocFile, error) {
+	game, err := url.Parse(gameURL)
+	if err != nil || gameURL == "" {
 		return nil, fmt.Errorf("this store has no Game Authorize URL configured")
 	}
 	// A phone asks over https; with allow_insecure_urls (a test setup),

@@ -81,7 +81,7 @@ func startAssocCheck(t *testing.T, f assocFiles) (*app, []assocFile) {
 	a, err := openApp(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
 	require.NoError(t, err)
 	t.Cleanup(func() { a.Close() })
-	files, err := a.srv.checkAssociation(t.Context(), cfg.Stores[0])
+	files, err := a.srv.checkAssociation(t.Context(), cfg.Stores[0].GameAuthorizeURL)
 	require.NoError(t, err)
 	return a, files
 }

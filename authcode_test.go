@@ -1055,8 +1055,8 @@ func TestTokenUnavailable(t *testing.T) {
 		spoil func(a *app)
 	}{
 		{"shutting down", cfgOpts{}, func(a *app) { a.srv.draining.Store(true) }},
-		{"no room for the replay key", cfgOpts{maxLive: 2}, func(*app) {}}, // the cookie key and the code fill the store
-		{"no room for the session", cfgOpts{maxLive: 3}, func(*app) {}},    // the replay key fills it
+		{"no room for the replay key", cfgOpts{maxLive: 4}, func(*app) {}}, // the cookie key, the two stores' settings and the code fill the store
+		{"no room for the session", cfgOpts{maxLive: 5}, func(*app) {}},    // the replay key fills it
 		{"cannot write the redemption", cfgOpts{}, func(a *app) {
 			a.srv.store = failingCAS{a.srv.store}
 		}},
@@ -1073,7 +1073,7 @@ func TestTokenUnavailable(t *testing.T) {
 			assert.Equal(t, "temporarily_unavailable", e.Error, "error")
 			assert.NotEmpty(t, e.Description, "error_description")
 			assert.NotEmpty(t, got.header.Get("Retry-After"), "Retry-After")
-			assert.Equal(t, 2, a.db.Len(), "entries left: the cookie key and the code, and no replay key naming no token")
+			assert.Equal(t, 4, a.db.Len(), "entries left: the cookie key, the two stores' settings and the code, and no replay key naming no token")
 		})
 	}
 }

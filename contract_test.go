@@ -1407,10 +1407,7 @@ func contractCases() []contractCase {
 			s.stop()
 			ca := filepath.Join(t.TempDir(), "game-ca.pem")
 			require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: game.Certificate().Raw}), 0o600))
-			s.editConfig(t, func(c map[string]any) {
-				c["webhooks"].(map[string]any)["trusted_ca_file"] = ca
-				c["stores"].([]any)[0].(map[string]any)["game_authorize_url"] = game.URL + "/oauth/authorize"
-			})
+			s.editConfig(t, func(c map[string]any) { c["webhooks"].(map[string]any)["trusted_ca_file"] = ca })
 			workers := func() int { // started so far, in this log of every launch
 				b, _ := os.ReadFile(s.log)
 				return bytes.Count(b, []byte("a worker instance started"))
@@ -1423,6 +1420,10 @@ func contractCases() []contractCase {
 			if s.target == targetWasm { // the check goes to the worker once it has started
 				ctEventually(t, time.Minute, func() bool { return workers() > before }, "the worker instance started")
 			}
+			// The store's settings, not the file, hold its Game Authorize
+			// URL once it has started (API.md §10).
+			ctStatus(t, s.do(t, http.MethodPatch, "/stores/"+ctStoreA+"/settings",
+				map[string]any{"game_authorize_url": game.URL + "/oauth/authorize"}, "X-API-Key", ctKeyA), http.StatusOK)
 			d := newDashClient(t, s.URL)
 			d.signIn(ctStoreA, ctKeyA)
 			p := d.post("/dashboard/settings/check", nil)
@@ -1440,6 +1441,27 @@ func contractCases() []contractCase {
 			case <-time.After(30 * time.Second):
 				t.Fatal("the game's host was never asked for assetlinks.json")
 			}
+		}},
+		// §10 and §6: settings and keys are state like any other; a change
+		// answered is kept through kill -9 (the embedded store's fsync; on
+		// the edge build, the host's store).
+		{name: "settings/changes answered survive kill -9", opts: ctOpts{embeddedOnly: true}, run: func(t *testing.T, s *ctService) {
+			settings, keys := "/stores/"+ctStoreA+"/settings", "/stores/"+ctStoreA+"/api-keys"
+			ctStatus(t, s.do(t, http.MethodPatch, settings, map[string]any{"name": "Renamed", "game_authorize_url": "mygame://authorize"}, "X-API-Key", ctKeyA), http.StatusOK)
+			kept := s.do(t, http.MethodPost, keys, map[string]any{"label": "kept"}, "X-API-Key", ctKeyA)
+			ctStatus(t, kept, http.StatusCreated)
+			revoked := s.do(t, http.MethodPost, keys, map[string]any{}, "X-API-Key", ctKeyA)
+			ctStatus(t, revoked, http.StatusCreated)
+			r := s.do(t, http.MethodDelete, keys+"/"+revoked.data(t)["id"].(string), nil, "X-API-Key", ctKeyA)
+			require.Equal(t, http.StatusNoContent, r.status, "DELETE: %s", r.body)
+			require.NoError(t, s.p.cmd.Process.Kill())
+			<-s.p.exited
+			s.start()
+			got := s.do(t, http.MethodGet, settings, nil, "X-API-Key", kept.data(t)["key"].(string))
+			ctStatus(t, got, http.StatusOK)
+			assert.Equal(t, "Renamed", got.data(t)["name"])
+			assert.Equal(t, "mygame://authorize", got.data(t)["game_authorize_url"])
+			ctError(t, s.do(t, http.MethodGet, settings, nil, "X-API-Key", revoked.data(t)["key"].(string)), http.StatusUnauthorized, "unauthorized")
 		}},
 		{name: "ops/healthz and readyz", run: func(t *testing.T, s *ctService) {
 			ctStatus(t, s.do(t, http.MethodGet, "/healthz", nil), http.StatusOK)

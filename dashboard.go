@@ -48,12 +48,18 @@ const (
 )
 
 // dashSession is a signed-in dashboard session: bound to one store, with
-// the token every change must carry.
+// the token every change must carry, and the store's settings as they
+// stood when the request began.
 type dashSession struct {
-	Store *StoreConfig
-	CSRF  string
-	key   string // where it is kept in the store
+	Store    *StoreConfig
+	Settings storeSettings
+	CSRF     string
+	key      string // where it is kept in the store
+	keyID    string // of the API key it was signed in with
 }
+
+// page is the session's store as pages show it.
+func (sess *dashSession) page() *storePage { return sess.Settings.page(sess.Store) }
 
 // dashRoutes adds the dashboard of the merchant area.
 func (s *server) dashRoutes(mux *http.ServeMux) {
@@ -126,11 +132,11 @@ func (s *server) dashUnavailable(w http.ResponseWriter, sess *dashSession) {
 	s.render(w, http.StatusServiceUnavailable, "error.html", map[string]any{"Title": "Unavailable", "Message": "The service cannot read or write its state just now; try again in a moment.", "Session": sess, "Store": storeOf(sess)})
 }
 
-func storeOf(sess *dashSession) *StoreConfig {
+func storeOf(sess *dashSession) *storePage {
 	if sess == nil {
 		return nil
 	}
-	return sess.Store
+	return sess.page()
 }
 
 // dashNotFound answers a dashboard path that is not a page.
@@ -160,7 +166,8 @@ func (s *server) signedIn(h func(http.ResponseWriter, *http.Request, *dashSessio
 			s.dashRefuse(w, sess, "This change did not come from a page of this dashboard and was refused.")
 			return
 		}
-		h(w, r, sess)
+		// The API's calls the page makes log the session's key as theirs.
+		h(w, r.WithContext(context.WithValue(r.Context(), keyIDKey{}, sess.keyID)), sess)
 	}
 }
 
@@ -182,26 +189,24 @@ func (s *server) dashSessionOf(r *http.Request) (*dashSession, error) {
 		return nil, nil
 	}
 	st := s.cfg.Store(parts[0])
-	if st == nil || !keyStill(st, parts[2]) { // the store, or the key signed in with, is no longer configured
-		return nil, nil
+	if st == nil {
+		return nil, nil // the store is no longer configured
 	}
-	return &dashSession{Store: st, CSRF: parts[1], key: dashKey(c.Value)}, nil
+	set, err := s.settingsOf(r.Context(), st)
+	if err != nil {
+		return nil, err
+	}
+	if !keyLive(st, &set, parts[2]) {
+		return nil, nil // the key it was signed in with is gone
+	}
+	var sum [sha256.Size]byte
+	hex.Decode(sum[:], []byte(parts[2])) // keyLive found it among the keys' hashes
+	return &dashSession{Store: st, Settings: set, CSRF: parts[1], key: dashKey(c.Value), keyID: keyID(sum)}, nil
 }
 
 // tokenOf reports whether r carries the session's page token.
 func (sess *dashSession) tokenOf(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(sess.CSRF)) == 1
-}
-
-// keyStill reports whether the key whose SHA-256 is sum (hex) is still one
-// of st's: a session ends with the key it was started with.
-func keyStill(st *StoreConfig, sum string) bool {
-	for _, h := range st.KeyHashes() {
-		if subtle.ConstantTimeCompare([]byte(hex.EncodeToString(h[:])), []byte(sum)) == 1 {
-			return true
-		}
-	}
-	return false
 }
 
 // dashKey is where the session of the cookie value v is kept: a hash, so
@@ -242,7 +247,15 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusTooManyRequests, "signin.html", page)
 		return
 	}
-	if st == nil || keyIndex(st, key) < 0 {
+	var k *keySlot
+	if st != nil {
+		var err error
+		if k, err = s.apiKeyOf(r.Context(), st, key); err != nil {
+			s.dashUnavailable(w, nil)
+			return
+		}
+	}
+	if k == nil {
 		s.keys.failed(r.Context(), client, s.now())
 		page["Error"] = "That store ID and API key do not match a store of this service."
 		s.render(w, http.StatusUnauthorized, "signin.html", page)
@@ -264,6 +277,7 @@ func (s *server) dashSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.countDashSession(r.Context(), st, exp)
+	s.keyUsed(r.Context(), st, k)
 	http.SetCookie(w, &http.Cookie{
 		Name: dashCookie, Value: token, Path: "/dashboard", Expires: exp,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secureCookie(r),
@@ -296,9 +310,9 @@ func (s *server) dashSignOut(w http.ResponseWriter, r *http.Request) {
 // dashSettings is the Settings page; posted, with the association-file
 // check's report.
 func (s *server) dashSettings(w http.ResponseWriter, r *http.Request, sess *dashSession) {
-	p := map[string]any{"Title": "Settings", "Session": sess, "Store": sess.Store, "Nav": "settings"}
+	p := map[string]any{"Title": "Settings", "Session": sess, "Store": sess.page(), "Nav": "settings"}
 	if r.Method == http.MethodPost {
-		files, err := s.checkAssociation(r.Context(), sess.Store)
+		files, err := s.checkAssociation(r.Context(), sess.Settings.GameAuthorizeURL)
 		p["Checked"], p["Files"] = true, files
 		if err != nil {
 			p["CheckError"] = err.Error()

@@ -83,7 +83,7 @@ type deliveryView struct {
 }
 
 func (s *server) page(sess *dashSession, title, nav string) map[string]any {
-	return map[string]any{"Title": title, "Session": sess, "Store": sess.Store, "Nav": nav, "EventTypes": knownEvents}
+	return map[string]any{"Title": title, "Session": sess, "Store": sess.page(), "Nav": nav, "EventTypes": knownEvents}
 }
 
 // failed renders the error page for an answer of the API that is not a

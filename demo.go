@@ -38,9 +38,14 @@ func (s *server) demoRoutes(mux *http.ServeMux) {
 func (s *server) handleDemoShop(page string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		st := s.cfg.Stores[0]
+		set, err := s.settingsOf(r.Context(), st)
+		if err != nil {
+			writeError(w, errStoreDown)
+			return
+		}
 		// r.URL.Path is one of the shop's own routes: "/" or "/cart".
 		link := template.URL("/stores/" + st.ID + "/auth/link?return_to=" + r.URL.Path)
-		data := map[string]any{"Store": st, "Page": page, "Link": link}
+		data := map[string]any{"Store": set.page(st), "Page": page, "Link": link}
 		if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
 			v, err := s.store.Get(r.Context(), tokenKey(c.Value).name())
 			if sess, ok := decodeSession(v); err == nil && ok && sess.StoreID == st.ID {
@@ -85,8 +90,13 @@ func (s *server) handleDemoGameAsk(w http.ResponseWriter, r *http.Request) {
 		back.RawQuery = bq.Encode()
 		cancel = back.String()
 	}
+	set, err := s.settingsOf(r.Context(), st)
+	if err != nil {
+		writeError(w, errStoreDown)
+		return
+	}
 	demoHeaders(w)
-	demoPages.ExecuteTemplate(w, "game.html", map[string]any{"Store": st, "Player": demoPlayer, "Query": keep, "Cancel": cancel})
+	demoPages.ExecuteTemplate(w, "game.html", map[string]any{"Store": set.page(st), "Player": demoPlayer, "Query": keep, "Cancel": cancel})
 }
 
 // handleDemoGame plays the game app of the flow's steps 2–4 once its

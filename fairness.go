@@ -50,20 +50,20 @@ func (s *server) keyWindow() (w time.Duration, limit float64) {
 	return w, math.Max(float64(f.KeyBurst), f.KeyRate*w.Seconds())
 }
 
-// overKeyBudget spends one request of the budget of st's key number idx,
-// and answers 429 rate_limited with Retry-After when there was none left
+// overKeyBudget spends one request of the budget of st's key k, and
+// answers 429 rate_limited with Retry-After when there was none left
 // (the request then spends nothing). The bucket is counted as a sliding
 // window: this window's count, plus the last one's weighted by how much
 // of it the sliding window still covers.
-func (s *server) overKeyBudget(ctx context.Context, st *StoreConfig, idx int) *apiError {
+func (s *server) overKeyBudget(ctx context.Context, st *StoreConfig, k *keySlot) *apiError {
 	w, limit := s.keyWindow()
 	now := s.now().UnixNano()
 	n := now / int64(w)
 	frac := float64(now%int64(w)) / float64(w)
-	kv := s.views.of(st.ID).key(idx)
+	kv := &k.win
 	kw := kv.Load()
 	if kw == nil || kw.n != n {
-		cur := tallyID{kind: "key:", store: st.ID, sub: idx, n: n}
+		cur := tallyID{kind: k.kind, store: st.ID, sub: k.sub, n: n}
 		prev := cur
 		prev.n--
 		kw = &keyWin{n: n, cur: s.tallies.get(cur, time.Unix(0, (n+2)*int64(w)), now), prev: s.tallies.get(prev, time.Unix(0, (n+1)*int64(w)), now)}
@@ -176,15 +176,28 @@ type views struct {
 }
 
 // storeView is one store's: the sum of its live entries as overStoreShare
-// last made it, plus this process's since; the tallies of the windows of
-// each of its keys, and of the slots it last counted codes, sessions and
-// dashboard sessions in.
+// last made it, plus this process's since; its keys' (keySlot), and the
+// slots it last counted codes, sessions and dashboard sessions in.
 type storeView struct {
 	n                     atomic.Int64 // live entries
 	at                    atomic.Int64 // when summed (Unix nanoseconds); 0: never
-	keys                  []atomic.Pointer[keyWin]
+	keys                  []keySlot    // the configuration file's, by index among its key hashes
+	merchant              sync.Map     // serial → *keySlot: the merchant area's keys met so far
 	codeSlot, sessionSlot atomic.Pointer[slotWin]
 	dashSlot              atomic.Pointer[slotWin]
+}
+
+// keySlot is what a process keeps of one API key of a store: the tallies
+// of its budget's windows, and the minute of its last use it wrote
+// (keyUsed). Its counters are named by kind and sub: "key:" and the
+// index of a key of the configuration file, "mkey:" and the serial of a
+// key of the merchant area, which no other key of the store ever has.
+type keySlot struct {
+	id   string // key_…
+	kind string
+	sub  int
+	win  atomic.Pointer[keyWin]
+	used atomic.Int64 // Unix minutes
 }
 
 // keyWin is a key's current window and the last one.
@@ -202,7 +215,11 @@ type slotWin struct {
 func newViews(cfg *Config) views {
 	v := views{m: map[string]*storeView{}}
 	for _, st := range cfg.Stores {
-		v.m[st.ID] = &storeView{keys: make([]atomic.Pointer[keyWin], len(st.KeyHashes()))}
+		sv := &storeView{keys: make([]keySlot, len(st.KeyHashes()))}
+		for i, h := range st.KeyHashes() {
+			sv.keys[i].id, sv.keys[i].kind, sv.keys[i].sub = keyID(h), "key:", i
+		}
+		v.m[st.ID] = sv
 	}
 	return v
 }
@@ -216,12 +233,22 @@ func (v *views) of(id string) *storeView {
 	return &storeView{}
 }
 
-// key returns where the windows of the store's key number idx are kept.
-func (sv *storeView) key(idx int) *atomic.Pointer[keyWin] {
+// configKey returns the slot of the store's key number idx among the
+// configuration file's.
+func (sv *storeView) configKey(idx int) *keySlot {
 	if idx < len(sv.keys) {
 		return &sv.keys[idx]
 	}
-	return new(atomic.Pointer[keyWin])
+	return &keySlot{kind: "key:", sub: idx}
+}
+
+// merchantKey returns the slot of the merchant area's key k.
+func (sv *storeView) merchantKey(k *merchantKey) *keySlot {
+	if ks, ok := sv.merchant.Load(k.Serial); ok {
+		return ks.(*keySlot)
+	}
+	ks, _ := sv.merchant.LoadOrStore(k.Serial, &keySlot{id: k.ID, kind: "mkey:", sub: k.Serial})
+	return ks.(*keySlot)
 }
 
 // tallyEvery is how often a process adds its tally of a counter to the

@@ -109,18 +109,18 @@ func TestFairnessAcrossReplicas(t *testing.T) {
 	sc := cfg.Store(storeA)
 	ctx := context.Background()
 	for i := range 5 {
-		require.Nil(t, srvs[0].overKeyBudget(ctx, sc, 0), "replica 0, request %d", i+1)
-		require.Nil(t, srvs[1].overKeyBudget(ctx, sc, 0), "replica 1, request %d", i+1)
+		require.Nil(t, srvs[0].overKeyBudget(ctx, sc, srvs[0].views.of(sc.ID).configKey(0)), "replica 0, request %d", i+1)
+		require.Nil(t, srvs[1].overKeyBudget(ctx, sc, srvs[1].views.of(sc.ID).configKey(0)), "replica 1, request %d", i+1)
 	}
 	now = now.Add(tallyEvery)
 	// Each has written its part by now, or writes it with this request.
-	srvs[0].overKeyBudget(ctx, sc, 0)
-	srvs[1].overKeyBudget(ctx, sc, 0)
+	srvs[0].overKeyBudget(ctx, sc, srvs[0].views.of(sc.ID).configKey(0))
+	srvs[1].overKeyBudget(ctx, sc, srvs[1].views.of(sc.ID).configKey(0))
 	now = now.Add(tallyEvery)
-	e := srvs[0].overKeyBudget(ctx, sc, 0)
+	e := srvs[0].overKeyBudget(ctx, sc, srvs[0].views.of(sc.ID).configKey(0))
 	require.NotNil(t, e, "replica 0 after 10 requests over both")
 	assert.Equal(t, http.StatusTooManyRequests, e.Status)
-	require.NotNil(t, srvs[1].overKeyBudget(ctx, sc, 0), "replica 1 after 10 requests over both")
+	require.NotNil(t, srvs[1].overKeyBudget(ctx, sc, srvs[1].views.of(sc.ID).configKey(0)), "replica 1 after 10 requests over both")
 }
 
 // TestStoreShareDashboardSessions: a dashboard session counts in its

@@ -39,7 +39,13 @@ func (s *server) handleLink(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
-	if st.GameAuthorizeURL == "" {
+	set, err := s.settingsOf(r.Context(), st)
+	if err != nil {
+		s.log.Error("store settings: cannot read them; answering 503", "store", st.ID, "err", err)
+		writeError(w, errStoreDown)
+		return
+	}
+	if set.GameAuthorizeURL == "" {
 		notConfigured(w, r)
 		return
 	}
@@ -66,11 +72,16 @@ func (s *server) handleLink(w http.ResponseWriter, r *http.Request) {
 		Secure:   true,
 		SameSite: http.SameSiteLaxMode,
 	})
-	game := st.GameAuthorizeURL
+	game := set.GameAuthorizeURL
 	if b := s.demoBase(r); b != "" {
 		game = b + strings.TrimPrefix(game, s.cfg.PublicBaseURL)
 	}
-	target, _ := url.Parse(game) // validated at start-up
+	target, err := url.Parse(game) // validated when set (seedSettings, the settings' PATCH)
+	if err != nil {
+		s.log.Error("store settings: the stored game_authorize_url does not parse; answering 503", "store", st.ID, "err", err)
+		writeError(w, errStoreDown)
+		return
+	}
 	q := target.Query()
 	q.Set("redirect_uri", s.callbackURL(r, st))
 	q.Set("state", ls.State)

@@ -389,14 +389,21 @@ func (s *server) checkRedirectURI(v string) (host, msg string) {
 
 // configWarnings says what in a valid configuration cannot work, for both
 // builds to log at start-up: a store whose own link flow sends the game
-// app a callback URL that registering would refuse.
+// app a callback URL that registering would refuse, and a store whose
+// configuration file gives other settings than the stored ones
+// (seedSettings).
 func (s *server) configWarnings() []string {
 	var ws []string
 	if s.cfg.Webhooks.AllowInsecureURLs {
 		ws = append(ws, "allow_insecure_urls is on: http:// and private addresses are accepted; for development only")
 	}
+	ws = append(ws, s.seedWarnings...)
 	for _, st := range s.cfg.Stores {
-		if st.GameAuthorizeURL == "" {
+		game := st.GameAuthorizeURL
+		if v, err := s.settingsOf(context.Background(), st); err == nil {
+			game = v.GameAuthorizeURL
+		}
+		if game == "" {
 			continue // no link flow
 		}
 		cb := s.callbackURL(nil, st)

@@ -299,7 +299,7 @@ func TestRedemptionSurvivesCrash(t *testing.T) {
 // crash, and with room again, the code does not sign anyone in.
 func TestRefusedRedemptionSurvivesCrash(t *testing.T) {
 	cfg := storeTestConfig(t, t.TempDir())
-	cfg.MaxLiveEntries = 2 // the cookie key and the code fill it: no room for the replay key
+	cfg.MaxLiveEntries = 3 // the cookie key, the store's settings and the code fill it: no room for the replay key
 	a1 := openTestApp(t, cfg)
 	const code = "code-refused-before-a-crash-004"
 	require.Equal(t, http.StatusOK, a1.registerCode(t, code))
@@ -433,7 +433,7 @@ func TestSIGTERMWhileStarting(t *testing.T) {
 	r, err := embedded.Open(data, embedded.Options{})
 	require.NoError(t, err)
 	defer r.Close()
-	assert.Equal(t, n+1, r.Len(), "entries after the interrupted start-up: the state's and the cookie key")
+	assert.Equal(t, n+2, r.Len(), "entries after the interrupted start-up: the state's, the cookie key and the store's settings")
 	log, err := os.ReadFile(p.logPath)
 	require.NoError(t, err)
 	assert.Contains(t, string(log), "state written", "log")

@@ -45,6 +45,8 @@ type server struct {
 	zones sync.Map // IANA zone names known to be valid
 
 	appleBody, androidBody []byte // association files, nil when not configured
+
+	seedWarnings []string // what seedSettings found at start, for configWarnings
 }
 
 // newServer returns the server of cfg keeping its state in st. The
@@ -115,6 +117,8 @@ func (s *server) routes() *http.ServeMux {
 	})
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.webhookRoutes(mux)
+	s.settingsRoutes(mux)
+	s.keysRoutes(mux)
 	if s.cfg.Dashboard.Enabled {
 		s.dashRoutes(mux)
 	}

@@ -134,8 +134,12 @@ func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h
 			return
 		}
 	}
-	idx := keyIndex(st, r.Header.Get("X-API-Key"))
-	if idx < 0 {
+	k, err := s.apiKeyOf(r.Context(), st, r.Header.Get("X-API-Key"))
+	if err != nil {
+		s.settingsFailed(w, st, err, false)
+		return
+	}
+	if k == nil {
 		if client == "" {
 			client = guardKey(clientAddr(r, s.cfg.Proxies()), st.ID)
 		}
@@ -143,10 +147,11 @@ func (s *server) serveStore(w http.ResponseWriter, r *http.Request, id string, h
 		writeError(w, errUnauthorized)
 		return
 	}
-	if e := s.overKeyBudget(r.Context(), st, idx); e != nil {
+	if e := s.overKeyBudget(r.Context(), st, k); e != nil {
 		writeError(w, e)
 		return
 	}
+	s.keyUsed(r.Context(), st, k)
 	h(w, r, st)
 }
 

@@ -231,6 +231,8 @@ func TestParseErrors(t *testing.T) {
 		{"game_authorize_url https without a host", `{` + store(id+`, `+key+`, "game_authorize_url": "https:"`) + `}`, "game_authorize_url"},
 		{"game_authorize_url https empty host", `{` + store(id+`, `+key+`, "game_authorize_url": "https://"`) + `}`, "game_authorize_url"},
 		{"game_authorize_url userinfo", `{` + store(id+`, `+key+`, "game_authorize_url": "https://u:p@game.example.com/a"`) + `}`, "game_authorize_url"},
+		{"game_authorize_url javascript", `{` + store(id+`, `+key+`, "game_authorize_url": "javascript://x/%0aalert(1)"`) + `}`, "game_authorize_url"},
+		{"game_authorize_url data", `{` + store(id+`, `+key+`, "game_authorize_url": "DATA:text/html,x"`) + `}`, "game_authorize_url"},
 		{"apple app without app_id", `{"apps": {"apple": [{"paths": ["/"]}]}, ` + store("") + `}`, "app_id"},
 		{"android app without package_name", `{"apps": {"android": [{}]}, ` + store("") + `}`, "package_name"},
 

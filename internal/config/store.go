@@ -67,8 +67,23 @@ func (s *StoreConfig) validate() error {
 		if err != nil || u.Scheme == "" || u.Fragment != "" || u.User != nil || web && u.Hostname() == "" {
 			return fmt.Errorf("game_authorize_url: %q must be an absolute URL, with a host if http(s), and no userinfo or fragment", s.GameAuthorizeURL)
 		}
+		if ForbiddenScheme(u.Scheme) {
+			return fmt.Errorf("game_authorize_url: a %s: URL can never open a game app", strings.ToLower(u.Scheme))
+		}
 	}
 	return nil
+}
+
+// ForbiddenScheme reports whether scheme (any case) is one a Game
+// Authorize URL may never have: it would run or show something in the
+// browser instead of opening a game app (javascript, data, vbscript,
+// blob), or read the player's files (file).
+func ForbiddenScheme(scheme string) bool {
+	switch strings.ToLower(scheme) {
+	case "javascript", "data", "file", "blob", "vbscript":
+		return true
+	}
+	return false
 }
 
 // Store returns the configured store whose id is id, or nil. UUIDs are
