@@ -28,7 +28,6 @@ var demoPlayer = Player{
 func (s *server) demoRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", s.handleDemoShop("shop"))
 	mux.HandleFunc("GET /cart", s.handleDemoShop("cart"))
-	mux.HandleFunc("POST /demo/sign-out", s.handleDemoSignOut)
 	mux.HandleFunc("GET /demo/game/authorize", s.handleDemoGameAsk)
 	mux.HandleFunc("POST /demo/game/authorize", s.handleDemoGame)
 }
@@ -43,9 +42,7 @@ func (s *server) handleDemoShop(page string) http.HandlerFunc {
 			writeError(w, errStoreDown)
 			return
 		}
-		// r.URL.Path is one of the shop's own routes: "/" or "/cart".
-		link := template.URL("/stores/" + st.ID + "/auth/link?return_to=" + r.URL.Path)
-		data := map[string]any{"Store": set.page(st), "Page": page, "Link": link}
+		data := map[string]any{"Store": set.page(st), "Page": page}
 		if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" {
 			v, err := s.store.Get(r.Context(), tokenKey(c.Value).name())
 			if sess, ok := decodeSession(v); err == nil && ok && sess.StoreID == st.ID {
@@ -58,12 +55,6 @@ func (s *server) handleDemoShop(page string) http.HandlerFunc {
 		demoHeaders(w)
 		demoPages.ExecuteTemplate(w, "home.html", data)
 	}
-}
-
-// handleDemoSignOut forgets the session cookie of the demo webshop.
-func (s *server) handleDemoSignOut(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
-	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 // handleDemoGameAsk is the game app's screen for step 1 of the flow: the
@@ -143,13 +134,14 @@ func (s *server) handleDemoGame(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, back.String(), http.StatusSeeOther)
 }
 
-// demoHeaders sets the headers of the demo's pages: no script, no
+// demoHeaders sets the headers of the demo's pages: scripts, style
+// sheets and requests of this origin only (the drop-in button), no
 // framing, forms posted to this origin only.
 func demoHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 }
 

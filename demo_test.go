@@ -55,7 +55,8 @@ func TestDemoFlow(t *testing.T) {
 		endsAt, contains string
 	}{
 		{"/stores/" + st.ID + "/auth/me", http.StatusUnauthorized, "/stores/" + st.ID + "/auth/me", `"code":"unauthorized"`},
-		{"/", http.StatusOK, "/", `href="/stores/` + st.ID + `/auth/link?return_to=/">Link to game</a>`},
+		{"/", http.StatusOK, "/", `<script src="/stores/` + st.ID + `/auth/button.js" async></script>`},
+		{"/stores/" + st.ID + "/auth/config", http.StatusOK, "/stores/" + st.ID + "/auth/config", `"link_url":"` + ts.URL + "/stores/" + st.ID + `/auth/link"`},
 		{"/stores/" + st.ID + "/auth/link?return_to=/cart", http.StatusOK, "/demo/game/authorize", "Continue as Ada?"},
 	} {
 		status, endsAt, body := get(tt.path)
