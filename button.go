@@ -10,7 +10,8 @@ import (
 var configCORS = corsPolicy{methods: "GET", headers: "Content-Type"}
 
 // handleAuthConfig is GET /stores/{store_id}/auth/config: whether the
-// store has sign-in on (a Game Authorize URL in its settings), and where
+// store has sign-in on (a Game Authorize URL in its settings, and
+// public_base_url set), and where
 // its link starts. No key: a webshop page asks it, as the drop-in button
 // does. Never cached without asking again, so that a change in the
 // merchant area shows at the next load.
@@ -27,8 +28,9 @@ func (s *server) handleAuthConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-cache")
-	data := map[string]any{"link_to_game": set.GameAuthorizeURL != ""}
-	if set.GameAuthorizeURL != "" {
+	on := set.GameAuthorizeURL != "" && s.publicBase(r) != ""
+	data := map[string]any{"link_to_game": on}
+	if on {
 		data["link_url"] = strings.TrimSuffix(s.callbackURL(r, st), "callback") + "link"
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": data})

@@ -46,7 +46,11 @@ func (s *server) handleLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if set.GameAuthorizeURL == "" {
-		notConfigured(w, r)
+		notConfigured(w, r, "this store has no Game Authorize URL: sign-in with the game is not set up")
+		return
+	}
+	if s.publicBase(r) == "" {
+		notConfigured(w, r, noPublicBase)
 		return
 	}
 	ls := linkState{
@@ -102,16 +106,25 @@ const maxCookieSize = 4096
 // plus time for the player to find the app.
 func (s *server) linkTTL() time.Duration { return s.cfg.AuthCodeTTL.D() + 5*time.Minute }
 
-// callbackURL is where the game app sends r's browser back to: under
-// public_base_url, or where the demo's browser reached it (demoBase). r
-// may be nil.
-func (s *server) callbackURL(r *http.Request, st *StoreConfig) string {
-	base := s.cfg.PublicBaseURL
+// publicBase is where browsers reach the service: public_base_url, or
+// where the demo's browser reached it (demoBase); "" when public_base_url
+// is not set, and the browser flow is off. r may be nil.
+func (s *server) publicBase(r *http.Request) string {
 	if b := s.demoBase(r); b != "" {
-		base = b
+		return b
 	}
-	return base + "/stores/" + st.ID + "/auth/callback"
+	return s.cfg.PublicBaseURL
 }
+
+// callbackURL is where the game app sends r's browser back to, under
+// publicBase. r may be nil.
+func (s *server) callbackURL(r *http.Request, st *StoreConfig) string {
+	return s.publicBase(r) + "/stores/" + st.ID + "/auth/callback"
+}
+
+// noPublicBase is why the browser flow is off while public_base_url is
+// not set.
+const noPublicBase = "public_base_url is not set: the service does not know the address browsers reach it at"
 
 // linkCookiePath is the Path of the link cookie: the callback's directory
 // as the browser sees it, so under public_base_url's own path when it has
@@ -182,6 +195,10 @@ func (s *server) handleCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	st := s.storeFor(w, r)
 	if st == nil {
+		return
+	}
+	if s.publicBase(r) == "" {
+		notConfigured(w, r, noPublicBase)
 		return
 	}
 	q := r.URL.Query()
@@ -270,13 +287,14 @@ func callbackFailedWith(w http.ResponseWriter, status int, page authPage) {
 	writeAuthPage(w, status, page)
 }
 
-// notConfigured answers the link of a store without a Game Authorize URL:
+// notConfigured answers the browser flow while it is off (a store without
+// a Game Authorize URL, or public_base_url not set), why saying which:
 // 404 not_configured (docs/api.md), as a page for a browser, which asks
 // for one (Accept: text/html), and as the JSON error for anything else.
-func notConfigured(w http.ResponseWriter, r *http.Request) {
+func notConfigured(w http.ResponseWriter, r *http.Request, why string) {
 	w.Header().Set("Cache-Control", "no-store") // sign-in may be turned on at any time
 	if !acceptsHTML(r) {
-		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_configured", Message: "this store has no Game Authorize URL: sign-in with the game is not set up"})
+		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_configured", Message: why})
 		return
 	}
 	writeAuthPage(w, http.StatusNotFound, authPage{

@@ -102,3 +102,56 @@ func TestLinkNotConfigured(t *testing.T) {
 		assert.Equal(t, http.StatusFound, rec.Code)
 	})
 }
+
+// TestNoPublicBase: a configuration that leaves public_base_url out, for a
+// service that does not listen on a loopback address, has the browser
+// flow off: link and callback are 404 not_configured, config says sign-in
+// is off, the start warns with the fix; the API works.
+func TestNoPublicBase(t *testing.T) {
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal([]byte(testConfig(cfgOpts{})), &cfg))
+	delete(cfg, "public_base_url")
+	cfg["listen"] = "0.0.0.0:8080"
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	a := newTestApp(t, string(b))
+	a.srv.cfg.PublicBase(a.srv.cfg.Listen) // as main does with the address it listens on
+	h := a.srv.handler()
+	for _, path := range []string{"/auth/link?return_to=/cart", "/auth/callback?code=c&state=s"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/stores/"+storeA+path, nil))
+		var body struct{ Error apiError }
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), "GET %s: body %s", path, rec.Body)
+		if rec.Code != http.StatusNotFound || body.Error.Code != "not_configured" || !strings.Contains(body.Error.Message, "public_base_url") {
+			t.Errorf("GET %s = %d %s; want 404 not_configured naming public_base_url", path, rec.Code, rec.Body)
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/stores/"+storeA+"/auth/config", nil))
+	assert.JSONEq(t, `{"data":{"link_to_game":false}}`, rec.Body.String(), "GET auth/config")
+	assert.Contains(t, strings.Join(a.srv.configWarnings(), "\n"), "public_base_url is not set", "the start's warnings")
+
+	rec = httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/stores/"+storeA+"/auth/auth-code", strings.NewReader(string(mustJSON(t, registration(newAuthCode(t), rfc7636Challenge)))))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", keyA)
+	h.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusOK, rec.Code, "register: body %s", rec.Body)
+}
+
+// TestStoreWithoutRedirectDomains: a store whose registrations can never
+// pass is named at start, with the fix.
+func TestStoreWithoutRedirectDomains(t *testing.T) {
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal([]byte(testConfig(cfgOpts{})), &cfg))
+	delete(cfg["stores"].([]any)[1].(map[string]any), "redirect_domains")
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	ws := strings.Join(newTestApp(t, string(b)).srv.configWarnings(), "\n")
+	if want := "store " + storeB + ": redirect_domains is empty"; !strings.Contains(ws, want) {
+		t.Errorf("configWarnings() = %q; want one containing %q", ws, want)
+	}
+	if strings.Contains(ws, "store "+storeA+": redirect_domains") {
+		t.Errorf("configWarnings() = %q; want none about store A, which has redirect domains", ws)
+	}
+}

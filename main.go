@@ -72,6 +72,7 @@ func run(f serveFlags) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	cfg.PublicBase(ln.Addr().String())
 	if demo {
 		// The demo's links point at wherever it actually listens, by a
 		// loopback name its store allows as a redirect host.

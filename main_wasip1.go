@@ -82,8 +82,10 @@ func wasmStart(n uint32) (res uint64) {
 	if err != nil {
 		return result([]byte(err.Error()))
 	}
+	if args.BaseURL != "" && (demo || cfg.PublicBaseURL == "") {
+		cfg.PublicBaseURL = args.BaseURL // the host's, for where it listens
+	}
 	if demo && args.BaseURL != "" {
-		cfg.PublicBaseURL = args.BaseURL
 		cfg.Stores[0].GameAuthorizeURL = args.BaseURL + "/demo/game/authorize"
 	}
 	logger := newLogger(logOut)

@@ -398,7 +398,16 @@ func (s *server) configWarnings() []string {
 		ws = append(ws, "allow_insecure_urls is on: http:// and private addresses are accepted; for development only")
 	}
 	ws = append(ws, s.seedWarnings...)
+	if s.cfg.PublicBaseURL == "" {
+		ws = append(ws, "public_base_url is not set, and the service does not listen on a loopback address: the browser flow (…/auth/link, …/auth/callback, the drop-in button) answers 404 not_configured until public_base_url is set to the https:// address browsers reach this service at")
+	}
 	for _, st := range s.cfg.Stores {
+		if len(st.RedirectDomains) == 0 {
+			ws = append(ws, fmt.Sprintf("store %s: redirect_domains is empty: every registration answers 400 redirect_uri_not_allowed; add the hosts of the webshop's callback URLs (public_base_url's host for the service's own browser flow)", st.ID))
+		}
+		if s.cfg.PublicBaseURL == "" {
+			continue // no browser flow of the service's own (said above)
+		}
 		game := st.GameAuthorizeURL
 		if v, err := s.settingsOf(context.Background(), st); err == nil {
 			game = v.GameAuthorizeURL

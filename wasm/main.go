@@ -136,6 +136,7 @@ func run() error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer ln.Close()
+	base := baseURL(ln, cfg)
 
 	// The first signal ends ctx (as a failed Serve does, with stop); the
 	// next one closes again, which cuts shutdown.delay short, as in the
@@ -197,7 +198,7 @@ func run() error {
 		}
 		defer dog.stop()
 	}
-	h, err := newHost(state, dog, rt, compiled, *instances, wire.StartArgs{Config: cfgBytes, BaseURL: baseURL(ln), UserAgent: webhook.UserAgent})
+	h, err := newHost(state, dog, rt, compiled, *instances, wire.StartArgs{Config: cfgBytes, BaseURL: base, UserAgent: webhook.UserAgent})
 	// A store that does not answer yet (Redis down) delays the start, as
 	// in the native build: the host answers "starting" and tries again.
 	for err != nil && state.backend.Failing != nil && state.backend.Failing() != nil {
@@ -210,7 +211,7 @@ func run() error {
 			return nil
 		case <-time.After(time.Second):
 		}
-		h, err = newHost(state, dog, rt, compiled, *instances, wire.StartArgs{Config: cfgBytes, BaseURL: baseURL(ln), UserAgent: webhook.UserAgent})
+		h, err = newHost(state, dog, rt, compiled, *instances, wire.StartArgs{Config: cfgBytes, BaseURL: base, UserAgent: webhook.UserAgent})
 	}
 	if err != nil {
 		srv.Close()
@@ -288,14 +289,19 @@ func run() error {
 	return nil
 }
 
-// baseURL is the URL the module's demo configuration links to: a
-// loopback name for ln's address. A configuration given with -config has
-// its own public_base_url, and gets "".
-func baseURL(ln net.Listener) string {
-	if *configFile != "" {
-		return ""
+// baseURL is the public_base_url the host gives the module: for the demo
+// configuration, a loopback name for ln's address; for a configuration
+// that leaves it out, what cfg.PublicBase makes of ln's address (the
+// module knows only the file's listen, which -addr may override); else "".
+func baseURL(ln net.Listener, cfg *config.Config) string {
+	if *configFile == "" {
+		return "http://" + serving.DemoHost(ln.Addr().(*net.TCPAddr))
 	}
-	return "http://" + serving.DemoHost(ln.Addr().(*net.TCPAddr))
+	if cfg.PublicBaseURL != "" {
+		return "" // the file's own
+	}
+	cfg.PublicBase(ln.Addr().String())
+	return cfg.PublicBaseURL
 }
 
 // compile compiles the module once, through the compilation cache, in a

@@ -177,11 +177,10 @@ func defaultConfig() *Config {
 		sched = append(sched, Duration(d))
 	}
 	return &Config{
-		Listen:        "127.0.0.1:8080",
-		DataDir:       "data",
-		PublicBaseURL: "https://shop.example.com",
-		AuthCodeTTL:   Duration(5 * time.Minute),
-		SessionTTL:    Duration(24 * time.Hour),
+		Listen:      "127.0.0.1:8080",
+		DataDir:     "data",
+		AuthCodeTTL: Duration(5 * time.Minute),
+		SessionTTL:  Duration(24 * time.Hour),
 		Webhooks: WebhookConfig{
 			Timeout:             Duration(10 * time.Second),
 			RetrySchedule:       sched,
@@ -373,16 +372,19 @@ func (c *Config) validate() error {
 	// The callback URL is this with a path added, and must pass the
 	// service's own redirect_uri rules: no userinfo, a host name, nothing
 	// after a ? or a # (which would swallow the path added).
-	u, err := url.Parse(c.PublicBaseURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" || u.User != nil || strings.ContainsAny(c.PublicBaseURL, "?#") {
-		return fmt.Errorf("public_base_url: %q must be an absolute http(s) URL with a host, and no userinfo, query or fragment", c.PublicBaseURL)
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("public_base_url: port %s must be 1 to 65535", p)
+	// Left out, it is "" until the listen address is final (PublicBase).
+	if c.PublicBaseURL != "" {
+		u, err := url.Parse(c.PublicBaseURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" || u.User != nil || strings.ContainsAny(c.PublicBaseURL, "?#") {
+			return fmt.Errorf("public_base_url: %q must be an absolute http(s) URL with a host, and no userinfo, query or fragment", c.PublicBaseURL)
 		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("public_base_url: port %s must be 1 to 65535", p)
+			}
+		}
+		c.PublicBaseURL = strings.TrimSuffix(c.PublicBaseURL, "/")
 	}
-	c.PublicBaseURL = strings.TrimSuffix(c.PublicBaseURL, "/")
 	// Expiry times are unix nanoseconds, which end in 2262: a bound far
 	// below that keeps them from wrapping.
 	const maxTTL = 10 * 365 * 24 * time.Hour
@@ -502,3 +504,21 @@ func (c *Config) Proxies() []netip.Prefix { return c.proxies }
 
 // SetProxies replaces what Proxies returns: for tests.
 func (c *Config) SetProxies(p []netip.Prefix) { c.proxies = p }
+
+// PublicBase fills in public_base_url when the configuration leaves it
+// out and the service listens on a loopback address, addr (HOST:PORT, the
+// port the one listened on), for use on this machine: http:// and addr.
+// Elsewhere it stays "", and the browser flow is off until it is set:
+// only the operator knows the name browsers reach the service by.
+func (c *Config) PublicBase(addr string) {
+	if c.PublicBaseURL != "" {
+		return
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return
+	}
+	if ip, err := netip.ParseAddr(host); host == "localhost" || err == nil && ip.IsLoopback() {
+		c.PublicBaseURL = "http://" + addr
+	}
+}

@@ -27,7 +27,7 @@ func TestParseDefaults(t *testing.T) {
 	}{
 		{"listen", cfg.Listen, "127.0.0.1:8080"},
 		{"data_dir", cfg.DataDir, "data"},
-		{"public_base_url", cfg.PublicBaseURL, "https://shop.example.com"},
+		{"public_base_url", cfg.PublicBaseURL, ""}, // until PublicBase
 		{"auth_code_ttl", cfg.AuthCodeTTL.D(), 5 * time.Minute},
 		{"session_ttl", cfg.SessionTTL.D(), 24 * time.Hour},
 		{"webhooks.timeout", cfg.Webhooks.Timeout.D(), 10 * time.Second},
@@ -43,6 +43,31 @@ func TestParseDefaults(t *testing.T) {
 	for _, c := range checks {
 		if c.got != c.want {
 			t.Errorf("Parse(minimal).%s = %v; want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestPublicBase: a configuration without public_base_url gets one made
+// of the address listened on when that is a loopback address, and none
+// otherwise; one it sets stands.
+func TestPublicBase(t *testing.T) {
+	for _, tt := range []struct {
+		set, addr, want string
+	}{
+		{"", "127.0.0.1:8080", "http://127.0.0.1:8080"},
+		{"", "127.0.0.2:9000", "http://127.0.0.2:9000"},
+		{"", "[::1]:8080", "http://[::1]:8080"},
+		{"", "localhost:8080", "http://localhost:8080"},
+		{"", "0.0.0.0:8080", ""},
+		{"", "[::]:8080", ""},
+		{"", "10.1.2.3:8080", ""},
+		{"", "shop.example.com:443", ""},
+		{"https://auth.example.com", "127.0.0.1:8080", "https://auth.example.com"},
+	} {
+		c := &Config{PublicBaseURL: tt.set}
+		c.PublicBase(tt.addr)
+		if c.PublicBaseURL != tt.want {
+			t.Errorf("Config{PublicBaseURL: %q}.PublicBase(%q): public_base_url = %q; want %q", tt.set, tt.addr, c.PublicBaseURL, tt.want)
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 // StartArgs is the argument of start.
 type StartArgs struct {
 	Config  []byte `json:"config"`   // the configuration file's bytes; empty for the demo
-	BaseURL string `json:"base_url"` // the demo's own address
+	BaseURL string `json:"base_url"` // the public_base_url the host gives: the demo's own address, or one made from where it listens
 	// Worker: an instance that serves only the requests Primary does not
 	// send to the primary.
 	Worker bool `json:"worker,omitempty"`
