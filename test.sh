@@ -27,6 +27,16 @@ need node nodejs
 need python3 python3
 need chromium chromium # the browser tests of the dashboard and the demo
 need redis-server redis-server
+# The merchants' guide's handlers run whole in their frameworks
+# (TestMerchantDocHandlers): Flask from Debian, Express from npm.
+python3 -c "import flask" 2>/dev/null || need python3-flask-missing python3-flask # a module, not a command
+need npm npm
+express_dir=${XDG_CACHE_HOME:-$HOME/.cache}/deeplink-test-express
+if [ ! -d "$express_dir/node_modules/express" ]; then
+  echo "installing express for the tests"
+  npm install --silent --no-audit --no-fund --prefix "$express_dir" express@5.1.0 >/dev/null
+fi
+export NODE_PATH="$express_dir/node_modules"
 
 # Every tool is installed now: a test that finds one missing fails rather
 # than skips, as it would under a plain go test.
