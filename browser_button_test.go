@@ -21,7 +21,8 @@ import (
 // TestBrowserButton walks the drop-in button as a studio deploys it: a
 // shop page and the service under one host (a reverse proxy), the page
 // with the CSP default-src 'self' and the one tag. No button while the
-// store has no Game Authorize URL; set in the merchant area, the button
+// store has no Game Authorize URL; set on the dashboard's Settings page
+// (signed in with the store's key: "Game Authorize URL", "Save"), the button
 // is there at the next load; Link to game → the game app (which registers
 // the code and sends the browser back, as a game backend does) → the
 // callback → back on the shop page with the player's name; Sign out →
@@ -92,13 +93,17 @@ func TestBrowserButton(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "controls shown while sign-in is off")
 
-	patch, _ := http.NewRequest(http.MethodPatch, base+"/stores/"+store+"/settings", bytes.NewReader([]byte(`{"game_authorize_url": "`+game.URL+`/authorize"}`)))
-	patch.Header.Set("Content-Type", "application/json")
-	patch.Header.Set("X-API-Key", key)
-	resp, err := http.DefaultClient.Do(patch)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "PATCH settings")
+	// The merchant turns sign-in on in the merchant area.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/dashboard/sign-in"),
+		chromedp.SendKeys(field("Store ID"), store),
+		chromedp.SendKeys(field("API key"), key),
+		follow(button("Sign in")),
+		follow(link("Settings")),
+		chromedp.SendKeys(field("Game Authorize URL"), game.URL+"/authorize"),
+		follow(button("Save")),
+		chromedp.WaitVisible(xpath(`//p[@role="status" and normalize-space(.)="Settings saved."]`)),
+	), "the Game Authorize URL set on the dashboard's Settings page")
 
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(page), state("link"),
@@ -136,7 +141,7 @@ func TestBrowserButton(t *testing.T) {
 	), "Sign out, and after a reload")
 	req, _ := http.NewRequest(http.MethodGet, base+"/stores/"+store+"/auth/me", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "GET me with the token of the session signed out")

@@ -369,10 +369,12 @@ func TestBrowserDashboard(t *testing.T) {
 
 	do("settings",
 		follow(link("Settings")),
-		chromedp.WaitVisible(xpath(`//dd[contains(., "https://game.example.com/oauth/authorize")]`)),
+		chromedp.WaitVisible(field("Game Authorize URL")),
+	)
+	assert.Equal(t, "https://game.example.com/oauth/authorize", value(field("Game Authorize URL")), "the Game Authorize URL on the Settings page")
+	do("check the association files",
 		follow(button("Check association files")),
 		chromedp.WaitVisible(xpath(`//p[contains(., "Not checked: no Apple app is configured")]`)),
-		shot("settings"),
 	)
 
 	do("delete, confirmed",

@@ -81,8 +81,7 @@ func (s *server) dashRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /dashboard/sign-in", s.dashHeaders(s.dashSignInPage))
 	mux.HandleFunc("POST /dashboard/sign-in", s.dashHeaders(s.dashChange(s.dashSignIn)))
 	mux.HandleFunc("POST /dashboard/sign-out", s.dashHeaders(s.dashChange(s.dashSignOut)))
-	mux.HandleFunc("GET /dashboard/settings", s.dashHeaders(s.signedIn(s.dashSettings)))
-	mux.HandleFunc("POST /dashboard/settings/check", s.dashHeaders(s.dashChange(s.signedIn(s.dashSettings))))
+	s.dashSettingsRoutes(mux)
 	s.dashWebhookRoutes(mux)
 }
 
@@ -225,7 +224,15 @@ func (s *server) dashSignInPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/dashboard/webhooks", http.StatusSeeOther)
 		return
 	}
-	s.render(w, http.StatusOK, "signin.html", map[string]any{"Title": "Sign in"})
+	s.render(w, http.StatusOK, "signin.html", map[string]any{"Title": "Sign in", "Notice": signInNotice(r.URL.Query().Get("ended"))})
+}
+
+// signInNotice is why the sign-in page was sent to, when a session ended:
+// fixed texts only, so a link cannot put words on the page.
+func signInNotice(ended string) string {
+	return map[string]string{
+		"revoked": "You revoked the API key this session was signed in with, so the session has ended. Sign in with another of the store's keys.",
+	}[ended]
 }
 
 // dashSignIn checks a store id and API key; a wrong one counts toward the
@@ -305,20 +312,6 @@ func (s *server) dashSignOut(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: dashCookie, Path: "/dashboard", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secureCookie(r)})
 	http.Redirect(w, r, "/dashboard/sign-in", http.StatusSeeOther)
-}
-
-// dashSettings is the Settings page; posted, with the association-file
-// check's report.
-func (s *server) dashSettings(w http.ResponseWriter, r *http.Request, sess *dashSession) {
-	p := map[string]any{"Title": "Settings", "Session": sess, "Store": sess.page(), "Nav": "settings"}
-	if r.Method == http.MethodPost {
-		files, err := s.checkAssociation(r.Context(), sess.Settings.GameAuthorizeURL)
-		p["Checked"], p["Files"] = true, files
-		if err != nil {
-			p["CheckError"] = err.Error()
-		}
-	}
-	s.render(w, http.StatusOK, "settings.html", p)
 }
 
 // secureCookie reports whether the session's cookie is marked Secure:
