@@ -27,8 +27,8 @@ import (
 // The game side's examples (examples/game/: Go, TypeScript for Node,
 // Python), each run as its own process against the real service and driven
 // in headless Chromium: the webshop's link → the example's handler → the
-// callback → signed in; and a 422, a 400 and a 503 from the service shown
-// in the example's page, with no redirect.
+// callback → signed in; and a 422, a 400 and a 503 from the service, and a
+// link for another store, shown in the example's page, with no redirect.
 
 // gameExample is one language's example: how to build and run it.
 type gameExample struct {
@@ -134,6 +134,10 @@ var gameCases = []gameCase{
 	{name: "400 a redirect_uri on another host", registrations: 1, code: "redirect_uri_not_allowed",
 		open: func(_, game, _, store string) string {
 			return gameDeepLink(game, "https://evil.example/callback", ctChallenge(ctRandom()), store)
+		}},
+	{name: "a link for another store", registrations: 0, code: "wrong_store", text: "for another store",
+		open: func(_, game, callback, _ string) string {
+			return gameDeepLink(game, callback, ctChallenge(ctRandom()), ctNoSuch)
 		}},
 	{name: "503 every time", registrations: 3, code: "unavailable", text: gameUnavailable,
 		fail: func(int) bool { return true },
