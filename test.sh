@@ -155,6 +155,11 @@ fuzz_for() { # duration target pkg
   return 1
 }
 
+# The game side's TypeScript example (examples/game/node): TestGameExample
+# compiles it with the tsc of its package-lock, which this installs.
+game_node_deps() { need npm npm && npm ci --prefix examples/game/node --no-audit --no-fund; }
+step "npm ci in examples/game/node" game_node_deps
+
 lanes static vet_wasip1
 lanes race rest
 say "all checks passed in $(secs "$t0")"
