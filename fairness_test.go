@@ -139,7 +139,8 @@ func TestStoreShareDashboardSessions(t *testing.T) {
 	assert.Contains(t, p.body, "as many sign-ins and sessions as it may")
 	requireAPIError(t, registerAt(t, ts.URL, storeA, keyA), http.StatusServiceUnavailable, "unavailable")
 	assert.Equal(t, http.StatusOK, newDashClient(t, ts.URL).signIn(storeB, keyB).status, "store B's dashboard sign-in")
-	assert.Equal(t, http.StatusOK, registerAt(t, ts.URL, storeB, keyB).status, "store B's registration")
+	rb := registerAt(t, ts.URL, storeB, keyB)
+	assert.Equal(t, http.StatusOK, rb.status, "store B's registration: body %s", rb.body)
 }
 
 // addTimesOut is a store whose first Add is made but answered

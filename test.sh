@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# Runs every check CI runs: formatting, vet (native and wasip1), the tests
-# with the race detector (the contract tests among them, against the native
-# binary), the allocation tests that need it off, promtool's check of a
-# /metrics scrape, the contract tests against the edge module under the
-# wazero host, the native contract tests again with the state on Redis, and
-# a minute of fuzzing.
-# Installs what the tests need (php, node and python3 for the merchants'
-# snippets, promtool, chromium for the browser tests, redis-server), then says what it runs as each step starts, and each
-# step's time when it ends. Steps that do not depend on each other run side
-# by side, two at a time at most (the machines have two cores): the race
-# tests in one lane, the rest in the other.
+# Runs the project's checks. Two modes:
+#
+#   ./test.sh        the quick run (a few minutes): formatting, vet, and every
+#                    test once without the race detector: the contract suite
+#                    against the native binary, the browser walks, the crash
+#                    test, the Redis backend's tests and the replicas on it,
+#                    promtool's check of a /metrics scrape, the merchants'
+#                    snippets and the game-side examples.
+#   ./test.sh full   what CI runs (.ci/run): formatting and vet (native and
+#                    wasip1), every test with the race detector, the contract
+#                    and crash tests against the edge module under the wazero
+#                    host, the contract tests with the state on Redis, and a
+#                    minute of fuzzing.
+#
+# Installs what the tests need (php, node and python3 with Flask and Express
+# for the merchants' snippets, promtool, chromium for the browser tests,
+# redis-server), then says what it runs as each step starts, and each step's
+# time when it ends. Steps that do not depend on each other run side by
+# side, two at a time at most (the machines have two cores).
 # Exits non-zero when a step fails, with that step's output.
 set -euo pipefail
 cd "$(dirname "$0")"
+mode=${1:-quick}
+case $mode in
+  quick | full) ;;
+  *) echo "usage: ./test.sh [full]" >&2; exit 2 ;;
+esac
 
 need() { # need CMD DEBIAN-PACKAGE
   command -v "$1" >/dev/null && return
@@ -116,8 +129,6 @@ vet_wasip1() { step "go vet (GOOS=wasip1)" env GOOS=wasip1 GOARCH=wasm go vet . 
 
 race() { step "go test -race ./..." go test -race -count=1 ./...; }
 rest() {
-  step "allocation tests (race detector off)" go test -count=1 -run 'Allocations' . &&
-  step "promtool check metrics, on a scrape of /metrics" go test -count=1 -run '^TestPromtoolCheckMetrics$' -v . &&
   step "contract and crash tests against the edge module (wasm)" go test -count=1 -run 'TestContract|TestCrash' . -args -target=wasm &&
   step "contract tests with the state on Redis" env DEEPLINK_STORAGE=redis go test -count=1 -run 'TestContract$' . &&
   step "fuzzing, about a minute in all" fuzz_briefly
@@ -160,6 +171,14 @@ fuzz_for() { # duration target pkg
 game_node_deps() { need npm npm && npm ci --prefix examples/game/node --no-audit --no-fund; }
 step "npm ci in examples/game/node" game_node_deps
 
+quick_tests() { step "go test ./..." go test -count=1 ./...; }
+
+if [ "$mode" = quick ]; then
+  static && quick_tests
+  say "all checks of the quick run passed in $(secs "$t0")"
+  say "not run here: vet for wasip1, the race detector, the edge module's contract and crash tests, the contract tests on Redis, fuzzing: ./test.sh full runs them (as CI does)"
+  exit 0
+fi
 lanes static vet_wasip1
 lanes race rest
 say "all checks passed in $(secs "$t0")"
