@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs the project's checks. Two modes:
 #
-#   ./test.sh        the quick run (a few minutes): formatting, vet, and every
-#                    test once without the race detector: the contract suite
-#                    against the native binary, the browser walks, the crash
-#                    test, the Redis backend's tests and the replicas on it,
-#                    promtool's check of a /metrics scrape, the merchants'
-#                    snippets and the game-side examples.
+#   ./test.sh        the quick run (a few minutes): formatting, and every
+#                    test once without the race detector (with go test's own
+#                    vet checks): the contract suite against the native
+#                    binary, the browser walks, the crash test, the Redis
+#                    backend's tests and the replicas on it, promtool's check
+#                    of a /metrics scrape, the merchants' snippets and the
+#                    game-side examples.
 #   ./test.sh full   what CI runs (.ci/run): formatting and vet (native and
 #                    wasip1), every test with the race detector, the contract
 #                    and crash tests against the edge module under the wazero
@@ -174,9 +175,11 @@ step "npm ci in examples/game/node" game_node_deps
 quick_tests() { step "go test ./..." go test -count=1 ./...; }
 
 if [ "$mode" = quick ]; then
-  static && quick_tests
+  # go test runs the high-confidence part of go vet on every package it
+  # builds; the whole vet, which compiles everything once more, is full's.
+  step "gofmt -l ." gofmt_check && quick_tests
   say "all checks of the quick run passed in $(secs "$t0")"
-  say "not run here: vet for wasip1, the race detector, the edge module's contract and crash tests, the contract tests on Redis, fuzzing: ./test.sh full runs them (as CI does)"
+  say "not run here: the whole go vet (native and wasip1), the race detector, the edge module's contract and crash tests, the contract tests on Redis, fuzzing: ./test.sh full runs them (as CI does)"
   exit 0
 fi
 lanes static vet_wasip1
