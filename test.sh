@@ -106,11 +106,23 @@ vet_wasip1() { step "go vet (GOOS=wasip1)" env GOOS=wasip1 GOARCH=wasm go vet . 
 
 race() { step "go test -race ./..." go test -race -count=1 ./...; }
 rest() {
+  # The API's OpenAPI document (openapi.json) under Redocly's recommended
+  # rules, each an error (redocly.yaml; .redocly.lint-ignore.yaml says
+  # where a rule does not fit and why).
+  step "redocly lint openapi.json" lint_openapi &&
   step "allocation tests (race detector off)" go test -count=1 -run 'Allocations' . &&
   step "promtool check metrics, on a scrape of /metrics" go test -count=1 -run '^TestPromtoolCheckMetrics$' -v . &&
   step "contract and crash tests against the edge module (wasm)" go test -count=1 -run 'TestContract|TestCrash' . -args -target=wasm &&
   step "contract tests with the state on Redis" env DEEPLINK_STORAGE=redis go test -count=1 -run 'TestContract$' . &&
   step "fuzzing, about a minute in all" fuzz_briefly
+}
+
+# lint_openapi lints openapi.json. The linter's version is pinned:
+# 1.34.20 runs on Debian's Node.js 18 (2.x needs 20.19 or later), and once
+# npm has it in its cache the step needs no network.
+lint_openapi() {
+  need npx npm
+  npm_config_prefer_offline=true npx --yes @redocly/cli@1.34.20 lint openapi.json
 }
 
 # fuzz_briefly explores a little at every run: the crash target (a torn
