@@ -251,3 +251,26 @@ func describe(errs []*liberrors.ValidationError) string {
 	}
 	return b.String()
 }
+
+// TestOpenAPIInDocs checks that docs/api.md names every operation of
+// openapi.json, its webhooks' included, beside the call it describes.
+func TestOpenAPIInDocs(t *testing.T) {
+	doc, err := libopenapi.NewDocument(openAPIDocument)
+	require.NoError(t, err)
+	model, err := doc.BuildV3Model()
+	require.NoError(t, err)
+	prose, err := os.ReadFile(filepath.Join("docs", "api.md"))
+	require.NoError(t, err)
+	var ids []string
+	items := slices.Collect(model.Model.Paths.PathItems.ValuesFromOldest())
+	items = append(items, slices.Collect(model.Model.Webhooks.ValuesFromOldest())...)
+	for _, item := range items {
+		for op := range item.GetOperations().ValuesFromOldest() {
+			ids = append(ids, op.OperationId)
+		}
+	}
+	require.NotEmpty(t, ids, "openapi.json's operations")
+	for _, id := range ids {
+		assert.Contains(t, string(prose), "`"+id+"`", "docs/api.md names operation %q of openapi.json", id)
+	}
+}
