@@ -611,23 +611,27 @@ func (s *ctService) do(t *testing.T, method, path string, body any, hdr ...strin
 // send is do returning a failure to send the request or read the answer
 // rather than failing the test: for requests a crash may cut.
 func (s *ctService) send(method, path string, body any, hdr ...string) (ctResp, error) {
-	var rd io.Reader
+	var raw []byte
 	switch b := body.(type) {
 	case nil:
 	case string:
-		rd = strings.NewReader(b)
+		raw = []byte(b)
 	case []byte:
-		rd = bytes.NewReader(b)
+		raw = b
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
 			return ctResp{}, err
 		}
-		rd = bytes.NewReader(j)
+		raw = j
 	}
 	u := path
 	if !strings.HasPrefix(u, "http") {
 		u = s.URL + path
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequest(method, u, rd)
 	if err != nil {
@@ -648,7 +652,15 @@ func (s *ctService) send(method, path string, body any, hdr ...string) (ctResp, 
 	if err != nil {
 		return ctResp{}, err
 	}
-	return ctResp{status: resp.StatusCode, header: resp.Header, body: b, resp: resp}, nil
+	r := ctResp{status: resp.StatusCode, header: resp.Header, body: b, resp: resp}
+	// The service's answers (not the game app's), but for the edge
+	// build's test-only fault routes, are the document's.
+	if strings.HasPrefix(u, s.URL+"/") && !strings.HasPrefix(req.URL.Path, "/__fault/") {
+		if err := ctCheckOpenAPI(method, u, req.Header, raw, r); err != nil {
+			s.t.Errorf("%s %s: %v", method, u, err)
+		}
+	}
+	return r, nil
 }
 
 // data decodes {"data": ...} of a 2xx answer.

@@ -120,6 +120,7 @@ func (s *server) routes() *http.ServeMux {
 		writeJSON(w, http.StatusOK, map[string]any{"data": map[string]string{"status": "ok"}})
 	})
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("GET /openapi.json", serveOpenAPI)
 	s.webhookRoutes(mux)
 	s.settingsRoutes(mux)
 	s.keysRoutes(mux)

@@ -9,7 +9,8 @@
 #                    of a /metrics scrape, the merchants' snippets and the
 #                    game-side examples.
 #   ./test.sh full   what CI runs (.ci/run): formatting and vet (native and
-#                    wasip1), every test with the race detector, the contract
+#                    wasip1), Redocly's lint of openapi.json, every test with
+#                    the race detector, the contract
 #                    and crash tests against the edge module under the wazero
 #                    host, the contract tests with the state on Redis, and a
 #                    minute of fuzzing.
@@ -130,9 +131,21 @@ vet_wasip1() { step "go vet (GOOS=wasip1)" env GOOS=wasip1 GOARCH=wasm go vet . 
 
 race() { step "go test -race ./..." go test -race -count=1 ./...; }
 rest() {
+  # The API's OpenAPI document (openapi.json) under Redocly's recommended
+  # rules, each an error (redocly.yaml; .redocly.lint-ignore.yaml says
+  # where a rule does not fit and why).
+  step "redocly lint openapi.json" lint_openapi &&
   step "contract and crash tests against the edge module (wasm)" go test -count=1 -run 'TestContract|TestCrash' . -args -target=wasm &&
   step "contract tests with the state on Redis" env DEEPLINK_STORAGE=redis go test -count=1 -run 'TestContract$' . &&
   step "fuzzing, about a minute in all" fuzz_briefly
+}
+
+# lint_openapi lints openapi.json. The linter's version is pinned:
+# 1.34.20 runs on Debian's Node.js 18 (2.x needs 20.19 or later), and once
+# npm has it in its cache the step needs no network.
+lint_openapi() {
+  need npx npm
+  npm_config_prefer_offline=true npx --yes @redocly/cli@1.34.20 lint openapi.json
 }
 
 # fuzz_briefly explores a little at every run: the crash target (a torn
@@ -179,7 +192,7 @@ if [ "$mode" = quick ]; then
   # builds; the whole vet, which compiles everything once more, is full's.
   step "gofmt -l ." gofmt_check && quick_tests
   say "all checks of the quick run passed in $(secs "$t0")"
-  say "not run here: the whole go vet (native and wasip1), the race detector, the edge module's contract and crash tests, the contract tests on Redis, fuzzing: ./test.sh full runs them (as CI does)"
+  say "not run here: the whole go vet (native and wasip1), the lint of openapi.json, the race detector, the edge module's contract and crash tests, the contract tests on Redis, fuzzing: ./test.sh full runs them (as CI does)"
   exit 0
 fi
 lanes static vet_wasip1
