@@ -10,10 +10,9 @@
 #                    game-side examples.
 #   ./test.sh full   what CI runs (.ci/run): formatting and vet (native and
 #                    wasip1), Redocly's lint of openapi.json, every test with
-#                    the race detector, the contract
-#                    and crash tests against the edge module under the wazero
-#                    host, the contract tests with the state on Redis, and a
-#                    minute of fuzzing.
+#                    the race detector, the contract and crash tests against
+#                    the edge module under the wazero host, the contract
+#                    tests with the state on Redis, and a minute of fuzzing.
 #
 # Installs what the tests need (php, node and python3 with Flask and Express
 # for the merchants' snippets, promtool, chromium for the browser tests,
