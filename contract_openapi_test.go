@@ -1,3 +1,5 @@
+//go:build !race && !noopenapi
+
 package main
 
 // The contract tests hold every request they make to the service, and its

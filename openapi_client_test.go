@@ -1,3 +1,5 @@
+//go:build !race && !noopenapi
+
 package main
 
 import (

@@ -7,12 +7,16 @@
 #                    binary, the browser walks, the crash test, the Redis
 #                    backend's tests and the replicas on it, promtool's check
 #                    of a /metrics scrape, the merchants' snippets and the
-#                    game-side examples.
+#                    game-side examples; built without the checks against
+#                    openapi.json (tag noopenapi), whose validator takes
+#                    minutes to compile in a first build.
 #   ./test.sh full   what CI runs (.ci/run): formatting and vet (native and
-#                    wasip1), Redocly's lint of openapi.json, every test with
-#                    the race detector, the contract and crash tests against
-#                    the edge module under the wazero host, the contract
-#                    tests with the state on Redis, and a minute of fuzzing.
+#                    wasip1), Redocly's lint of openapi.json, the contract
+#                    suite held to openapi.json on the native binary, every
+#                    test with the race detector, the contract and crash
+#                    tests against the edge module under the wazero host, the
+#                    contract tests with the state on Redis, and a minute of
+#                    fuzzing.
 #
 # Installs what the tests need (php, node and python3 with Flask and Express
 # for the merchants' snippets, promtool, chromium for the browser tests,
@@ -134,6 +138,9 @@ rest() {
   # rules, each an error (redocly.yaml; .redocly.lint-ignore.yaml says
   # where a rule does not fit and why).
   step "redocly lint openapi.json" lint_openapi &&
+  # The race lane's builds leave out the checks against openapi.json (see
+  # contract_openapi_off_test.go); this one makes them, on the native binary.
+  step "contract tests and the OpenAPI checks (race detector off)" go test -count=1 -run 'TestContract$|TestOpenAPI' . &&
   step "contract and crash tests against the edge module (wasm)" go test -count=1 -run 'TestContract|TestCrash' . -args -target=wasm &&
   step "contract tests with the state on Redis" env DEEPLINK_STORAGE=redis go test -count=1 -run 'TestContract$' . &&
   step "fuzzing, about a minute in all" fuzz_briefly
@@ -167,7 +174,7 @@ fuzz_briefly() {
 # its input to testdata and says so, and fails.
 fuzz_for() { # duration target pkg
   local out
-  if out=$(go test -run '^$' -fuzz "^$2\$" -fuzztime "$1" "$3" 2>&1); then
+  if out=$(go test -tags noopenapi -run '^$' -fuzz "^$2\$" -fuzztime "$1" "$3" 2>&1); then
     printf '%s\n' "$out"
     return 0
   fi
@@ -184,14 +191,16 @@ fuzz_for() { # duration target pkg
 game_node_deps() { need npm npm && npm ci --prefix examples/game/node --no-audit --no-fund; }
 step "npm ci in examples/game/node" game_node_deps
 
-quick_tests() { step "go test ./..." go test -count=1 ./...; }
+# The quick run builds without the OpenAPI checks (tag noopenapi): their
+# validator's dependencies take minutes to compile in a first build.
+quick_tests() { step "go test -tags noopenapi ./..." go test -tags noopenapi -count=1 ./...; }
 
 if [ "$mode" = quick ]; then
   # go test runs the high-confidence part of go vet on every package it
   # builds; the whole vet, which compiles everything once more, is full's.
   step "gofmt -l ." gofmt_check && quick_tests
   say "all checks of the quick run passed in $(secs "$t0")"
-  say "not run here: the whole go vet (native and wasip1), the lint of openapi.json, the race detector, the edge module's contract and crash tests, the contract tests on Redis, fuzzing: ./test.sh full runs them (as CI does)"
+  say "not run here: the whole go vet (native and wasip1), openapi.json's lint and the checks against it, the race detector, the edge module's contract and crash tests, the contract tests on Redis, fuzzing: ./test.sh full runs them (as CI does)"
   exit 0
 fi
 lanes static vet_wasip1
