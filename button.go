@@ -23,8 +23,7 @@ func (s *server) handleAuthConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	set, err := s.settingsOf(r.Context(), st)
 	if err != nil {
-		s.log.Error("store settings: cannot read them; answering 503", "store", st.ID, "err", err)
-		writeError(w, errStoreDown)
+		s.settingsFailed(w, st, err, false)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-cache")

@@ -39,7 +39,7 @@ func (s *server) handleDemoShop(page string) http.HandlerFunc {
 		st := s.cfg.Stores[0]
 		set, err := s.settingsOf(r.Context(), st)
 		if err != nil {
-			writeError(w, errStoreDown)
+			s.settingsFailed(w, st, err, false)
 			return
 		}
 		data := map[string]any{"Store": set.page(st), "Page": page}
@@ -83,7 +83,7 @@ func (s *server) handleDemoGameAsk(w http.ResponseWriter, r *http.Request) {
 	}
 	set, err := s.settingsOf(r.Context(), st)
 	if err != nil {
-		writeError(w, errStoreDown)
+		s.settingsFailed(w, st, err, false)
 		return
 	}
 	demoHeaders(w)
