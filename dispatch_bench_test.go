@@ -127,8 +127,8 @@ func benchAddEndpoints(b *testing.B, hk *webhook.Hooks, n int, url string) {
 	}
 }
 
-// deliveryBench is the service side: the whole app (dispatcher, workers,
-// the ticker that saves the state every second) delivering to rc.
+// deliveryBench is the service side: the whole app (its sender and the
+// timed housekeeping) delivering to rc.
 type deliveryBench struct {
 	a  *app
 	rc *benchReceiver
@@ -146,11 +146,11 @@ func newDeliveryBench(b *testing.B) *deliveryBench {
 }
 
 // run delivers at least n deliveries and returns how many. Events are
-// published as the publish handler does after validating (hooks.publish,
-// then hooks.persist: each accepted event on disk before it would be
-// answered; with replicas, under their lock: hooks.locked), from benchConcurrency goroutines; each goes to every
-// endpoint of its store, the stores taking turns. So this measures
-// publish to delivered, without HTTP on the publishing side.
+// published as the publish handler does after validating (Hooks.Publish:
+// the event's deliveries and their queue entries written in one Apply,
+// on disk before it would be answered), from benchConcurrency goroutines;
+// each goes to every endpoint of its store, the stores taking turns. So
+// this measures publish to delivered, without HTTP on the publishing side.
 func (s *deliveryBench) run(b *testing.B, n int) int {
 	events := (n + benchEndpoints - 1) / benchEndpoints
 	n = events * benchEndpoints
