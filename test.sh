@@ -129,11 +129,7 @@ gofmt_check() {
   fi
 }
 
-# vet leaves out the files that check against openapi.json (tag
-# noopenapi): type-checking them compiles their validator's 87 packages,
-# minutes in a first build, which the OpenAPI step compiles anyway (and
-# its go test runs vet's high-confidence checks on them).
-static() { step "gofmt -l ." gofmt_check && step "go vet -tags noopenapi ./..." go vet -tags noopenapi ./...; }
+static() { step "gofmt -l ." gofmt_check && step "go vet ./..." go vet ./...; }
 vet_wasip1() { step "go vet (GOOS=wasip1)" env GOOS=wasip1 GOARCH=wasm go vet . ./internal/...; }
 
 race() { step "go test -race ./..." go test -race -count=1 ./...; }
