@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
@@ -58,15 +57,7 @@ func walkSettings(t *testing.T, base, store, key string, width int) {
 	}, nil), "granting the clipboard")
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		for i, step := range steps {
-			sctx, cancel := context.WithTimeout(ctx, time.Minute)
-			err := chromedp.Do(sctx, step)
-			cancel()
-			if err != nil {
-				loc, _ := chromedp.Run(ctx, chromedp.Location())
-				t.Fatalf("%s: step %d of %d: %v (on %s)", what, i+1, len(steps), err, loc)
-			}
-		}
+		doSteps(t, ctx, what, steps...)
 	}
 	value := func(sel chromedp.Search) string {
 		t.Helper()

@@ -64,6 +64,21 @@ func byText(tag, text string) chromedp.Search {
 func button(text string) chromedp.Search { return byText("button", text) }
 func link(text string) chromedp.Search   { return byText("a", text) }
 
+// doSteps runs steps one at a time, each within a minute, and names the
+// one that fails (what, its number) and the page it was on.
+func doSteps(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	for i, step := range steps {
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := chromedp.Do(sctx, step)
+		cancel()
+		if err != nil {
+			loc, _ := chromedp.Run(ctx, chromedp.Location())
+			t.Fatalf("%s: step %d of %d: %v (on %s)", what, i+1, len(steps), err, loc)
+		}
+	}
+}
+
 // xpath is a search by an XPath query.
 func xpath(q string) chromedp.Search { return chromedp.Search(q) }
 
@@ -228,15 +243,7 @@ func TestBrowserDashboard(t *testing.T) {
 	// one that fails and the page it was on.
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		for i, step := range steps {
-			sctx, cancel := context.WithTimeout(ctx, time.Minute)
-			err := chromedp.Do(sctx, step)
-			cancel()
-			if err != nil {
-				loc, _ := chromedp.Run(ctx, chromedp.Location())
-				t.Fatalf("%s: step %d of %d: %v (on %s)", what, i+1, len(steps), err, loc)
-			}
-		}
+		doSteps(t, ctx, what, steps...)
 	}
 	text := func(sel chromedp.Search) string {
 		t.Helper()

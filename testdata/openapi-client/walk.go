@@ -1,6 +1,6 @@
 // The walks of TestOpenAPIClient (openapi_client_test.go), made with the
-// client oapi-codegen generates from openapi.json into client.gen.go,
-// beside this file in the test's temporary module: a sign-in (register,
+// client oapi-codegen generates from openapi.json, written beside this
+// file in the test's temporary module: a sign-in (register,
 // token, me) and a webhook (create an endpoint, publish twice with one
 // Idempotency-Key, the delivery log until the delivery succeeds, the
 // delivery itself). It prints what the test checks as one JSON object,
