@@ -1,4 +1,4 @@
-//go:build !race && !noopenapi
+//go:build !race && !noopenapi && !wasip1
 
 package main
 
