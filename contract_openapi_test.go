@@ -4,14 +4,18 @@ package main
 
 // The contract tests hold every request they make to the service, and its
 // answer, to openapi.json: ctService.send calls ctCheckOpenAPI, so that an
-// answer that drifts from the document fails the test that got it.
+// answer that drifts from the document fails the test that got it. The
+// deliveries the tests' receivers get are held to the document's webhooks
+// the same way (ctCheckWebhookOpenAPI, called by ctReceiver).
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 
 	"github.com/pb33f/libopenapi"
@@ -117,4 +121,70 @@ func noOperation(errs []*liberrors.ValidationError) bool {
 		}
 	}
 	return false
+}
+
+// ctWebhooks is the validator of the requests openapi.json's webhooks
+// describe, made once per test binary: the document with each webhook's
+// operation also at the path /webhooks/<its name>, as the validator checks
+// requests by path.
+var ctWebhooks struct {
+	once sync.Once
+	v    validator.Validator
+	err  error
+}
+
+// ctCheckWebhookOpenAPI checks a delivery a receiver of the tests got
+// (its header and body) against the webhook of openapi.json named by the
+// envelope's type.
+func ctCheckWebhookOpenAPI(header http.Header, body []byte) error {
+	ctWebhooks.once.Do(func() {
+		var doc map[string]any
+		if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
+			ctWebhooks.err = fmt.Errorf("openapi.json: %w", err)
+			return
+		}
+		hooks, _ := doc["webhooks"].(map[string]any)
+		paths, _ := doc["paths"].(map[string]any)
+		if len(hooks) == 0 || paths == nil {
+			ctWebhooks.err = errors.New("openapi.json has no webhooks or no paths")
+			return
+		}
+		for name, item := range hooks {
+			paths["/webhooks/"+name] = item
+		}
+		b, err := json.Marshal(doc)
+		if err != nil {
+			ctWebhooks.err = err
+			return
+		}
+		d, err := libopenapi.NewDocument(b)
+		if err != nil {
+			ctWebhooks.err = fmt.Errorf("openapi.json's webhooks: %w", err)
+			return
+		}
+		v, errs := validator.NewValidator(d)
+		if len(errs) > 0 {
+			ctWebhooks.err = fmt.Errorf("openapi.json's webhooks: %w", errors.Join(errs...))
+			return
+		}
+		ctWebhooks.v = v
+	})
+	if ctWebhooks.err != nil {
+		return ctWebhooks.err
+	}
+	var env struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || env.Type == "" {
+		return fmt.Errorf("a delivery whose body has no type: %.200s", body)
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1/webhooks/"+url.PathEscape(env.Type), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header = header.Clone()
+	if ok, errs := ctWebhooks.v.ValidateHttpRequestSync(req); !ok {
+		return fmt.Errorf("a delivery of %s is not as openapi.json's webhook %q says: %s\nbody: %.2000s", env.Type, env.Type, describe(errs), body)
+	}
+	return nil
 }

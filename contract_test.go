@@ -918,6 +918,7 @@ func (s *ctService) linkToCallback(t *testing.T, returnTo string) (cookie, callb
 type ctReceiver struct {
 	*httptest.Server
 	status func(n int) int // the answer to the nth request, from 1
+	t      *testing.T      // fails when a request is not as openapi.json's webhooks say
 
 	mu   sync.Mutex
 	hits []ctHit
@@ -931,7 +932,7 @@ type ctHit struct {
 }
 
 func newCTReceiver(t *testing.T, status func(n int) int) *ctReceiver {
-	rc := &ctReceiver{status: status}
+	rc := &ctReceiver{status: status, t: t}
 	rc.Server = httptest.NewServer(rc)
 	t.Cleanup(rc.Close)
 	return rc
@@ -941,6 +942,9 @@ func newCTReceiver(t *testing.T, status func(n int) int) *ctReceiver {
 // answer is buffered: it goes out once the caller's handler returns.
 func (rc *ctReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
+	if err := ctCheckWebhookOpenAPI(r.Header, b); err != nil {
+		rc.t.Errorf("a delivery to %s: %v", rc.URL, err)
+	}
 	rc.mu.Lock()
 	n := len(rc.hits) + 1
 	st := rc.status(n)

@@ -145,7 +145,7 @@ func TestCrash(t *testing.T) {
 		loadTest: true,
 	})
 	s.client.Transport = &http.Transport{MaxIdleConnsPerHost: crashWorkers + 2}
-	rc := &ctReceiver{status: ctAlways(http.StatusOK)}
+	rc := &ctReceiver{status: ctAlways(http.StatusOK), t: t}
 	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc.ServeHTTP(w, r) // recorded; the answer goes out once this returns
 		<-time.After(crashReceiverHold)
