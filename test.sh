@@ -32,24 +32,51 @@ case $mode in
   *) echo "usage: ./test.sh [full]" >&2; exit 2 ;;
 esac
 
-need() { # need CMD DEBIAN-PACKAGE
-  command -v "$1" >/dev/null && return
-  echo "installing $2 for the tests"
-  export DEBIAN_FRONTEND=noninteractive # CI has no terminal to answer prompts
-  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq "$2" >/dev/null
-  else sudo apt-get update -qq && sudo apt-get install -y -qq "$2" >/dev/null; fi
-}
-need promtool prometheus
-need php php-cli
-need node nodejs
-need python3 python3
-need chromium chromium # the browser tests of the dashboard and the demo
-need redis-server redis-server
+# The Debian packages of the tools that are missing, in one apt-get: no
+# recommended packages, and dpkg without its fsync per file (a test
+# machine's packages can be installed again), which on a new machine takes
+# the installs from minutes to about a minute.
+missing=()
+want() { command -v "$1" >/dev/null || missing+=("$2"); } # want CMD DEBIAN-PACKAGE
+want promtool prometheus
+want php php-cli
+want node nodejs
+want python3 python3
+want chromium chromium # the browser tests of the dashboard and the demo
+want redis-server redis-server
 # The merchants' guide's handlers run whole in their frameworks
 # (TestMerchantDocHandlers): Flask from Debian, Express from npm.
-python3 -c "import flask" 2>/dev/null || need python3-flask-missing python3-flask # a module, not a command
-need npm npm
-express_dir=${XDG_CACHE_HOME:-$HOME/.cache}/deeplink-test-express
+{ command -v python3 >/dev/null && python3 -c "import flask" 2>/dev/null; } || missing+=(python3-flask)
+if ((${#missing[@]})); then
+  echo "installing ${missing[*]} for the tests"
+  sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive # CI has no terminal to answer prompts
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-unsafe-io "${missing[@]}" >/dev/null
+fi
+cache=${XDG_CACHE_HOME:-$HOME/.cache}
+# npm, where the machine has none, from npm's registry: Debian's npm
+# package brings some 300 packages of its own and takes minutes to install.
+if ! command -v npm >/dev/null; then
+  npm_dir=$cache/deeplink-test-npm
+  if [ ! -x "$npm_dir/bin/npm" ]; then
+    echo "installing npm 10.9.3 for the tests"
+    rm -rf "$npm_dir" && mkdir -p "$npm_dir/bin"
+    node -e '
+      const get = (u) => require("https").get(u, (r) => {
+        if (r.statusCode >= 300 && r.headers.location) return get(r.headers.location);
+        if (r.statusCode !== 200) { console.error(u + ": " + r.statusCode); process.exit(1); }
+        r.pipe(process.stdout);
+      }).on("error", (e) => { console.error(e.message); process.exit(1); });
+      get("https://registry.npmjs.org/npm/-/npm-10.9.3.tgz");' | tar -xz -C "$npm_dir"
+    for tool in npm npx; do
+      printf '#!/bin/sh\nexec node "%s/package/bin/%s-cli.js" "$@"\n' "$npm_dir" "$tool" >"$npm_dir/bin/$tool"
+      chmod +x "$npm_dir/bin/$tool"
+    done
+  fi
+  export PATH=$npm_dir/bin:$PATH
+fi
+express_dir=$cache/deeplink-test-express
 if [ ! -d "$express_dir/node_modules/express" ]; then
   echo "installing express for the tests"
   npm install --silent --no-audit --no-fund --prefix "$express_dir" express@5.1.0 >/dev/null
@@ -150,7 +177,6 @@ rest() {
 # 1.34.20 runs on Debian's Node.js 18 (2.x needs 20.19 or later), and once
 # npm has it in its cache the step needs no network.
 lint_openapi() {
-  need npx npm
   npm_config_prefer_offline=true npx --yes @redocly/cli@1.34.20 lint openapi.json
 }
 
@@ -188,7 +214,7 @@ fuzz_for() { # duration target pkg
 
 # The game side's TypeScript example (examples/game/node): TestGameExample
 # compiles it with the tsc of its package-lock, which this installs.
-game_node_deps() { need npm npm && npm ci --prefix examples/game/node --no-audit --no-fund; }
+game_node_deps() { npm ci --prefix examples/game/node --no-audit --no-fund; }
 step "npm ci in examples/game/node" game_node_deps
 
 # The quick run builds without the OpenAPI checks (tag noopenapi): their
