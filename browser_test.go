@@ -1,4 +1,4 @@
-//go:build !wasip1
+//go:build !wasip1 && !nobrowser
 
 package main
 
@@ -25,7 +25,9 @@ import (
 
 // Browser tests: the real binary, driven in headless Chromium as a person
 // would, finding every control by its visible label. ./test.sh installs
-// Chromium; without it these tests skip.
+// Chromium; without it these tests skip. The build tag nobrowser leaves
+// them (and examples_game_test.go's walks) out of a build: ./test.sh's
+// fuzzing, which would otherwise instrument chromedp's 63 packages.
 
 var updateScreenshots = flag.Bool("update-screenshots", false, "write the dashboard's screenshots in docs/screenshots")
 

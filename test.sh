@@ -18,11 +18,13 @@
 #                    contract tests with the state on Redis, and a minute of
 #                    fuzzing.
 #
-# Installs what the tests need (php, node and python3 with Flask and Express
-# for the merchants' snippets, promtool, chromium for the browser tests,
-# redis-server), then says what it runs as each step starts, and each step's
-# time when it ends. Steps that do not depend on each other run side by
-# side, two at a time at most (the machines have two cores).
+# Installs what the tests need and the machine lacks (php, node and python3
+# with Flask and Express for the merchants' snippets, promtool, chromium
+# for the browser tests, redis-server, and for full a C compiler for the
+# race detector; npm from its registry), then says what it runs as each
+# step starts, and each step's time when it ends. Steps that do not depend
+# on each other run side by side, two at a time at most (the machines
+# have two cores).
 # Exits non-zero when a step fails, with that step's output.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -31,6 +33,11 @@ case $mode in
   quick | full) ;;
   *) echo "usage: ./test.sh [full]" >&2; exit 2 ;;
 esac
+
+# Go builds without cgo, as the release binary is built, but for the race
+# detector, which needs it: so the build is the same whether or not the
+# machine had a C compiler when it began.
+export CGO_ENABLED=0
 
 # The Debian packages of the tools that are missing, in one apt-get: no
 # recommended packages, and dpkg without its fsync per file (a test
@@ -47,7 +54,16 @@ want redis-server redis-server
 # The merchants' guide's handlers run whole in their frameworks
 # (TestMerchantDocHandlers): Flask from Debian, Express from npm.
 { command -v python3 >/dev/null && python3 -c "import flask" 2>/dev/null; } || missing+=(python3-flask)
+if [ "$mode" = full ]; then # the race detector needs cgo, so a C compiler
+  want gcc gcc
+  [ -e /usr/include/stdlib.h ] || missing+=(libc6-dev)
+fi
 if ((${#missing[@]})); then
+  # A new machine's first build compiles everything: it starts now, beside
+  # the installs, which mostly wait for the network and the disk, and the
+  # tests reuse what it compiled (go list -export compiles, and no more).
+  go list -export -deps -test -tags noopenapi ./... >/dev/null 2>&1 &
+  early_build=$!
   echo "installing ${missing[*]} for the tests"
   sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
   export DEBIAN_FRONTEND=noninteractive # CI has no terminal to answer prompts
@@ -82,6 +98,7 @@ if [ ! -d "$express_dir/node_modules/express" ]; then
   npm install --silent --no-audit --no-fund --prefix "$express_dir" express@5.1.0 >/dev/null
 fi
 export NODE_PATH="$express_dir/node_modules"
+[ -z "${early_build:-}" ] || wait "$early_build" || true # a failure shows in the tests
 
 # Every tool is installed now: a test that finds one missing fails rather
 # than skips, as it would under a plain go test.
@@ -156,11 +173,17 @@ gofmt_check() {
   fi
 }
 
-static() { step "gofmt -l ." gofmt_check && step "go vet ./..." go vet ./...; }
-vet_wasip1() { step "go vet (GOOS=wasip1)" env GOOS=wasip1 GOARCH=wasm go vet . ./internal/...; }
-
-race() { step "go test -race ./..." go test -race -count=1 ./...; }
+# full's two lanes run side by side from the start, with no step waiting
+# for the other lane: the race detector's build (its own compile of
+# everything) beside the native one that go vet starts and the later
+# steps reuse.
+race() {
+  step "gofmt -l ." gofmt_check &&
+  step "go vet (GOOS=wasip1)" env GOOS=wasip1 GOARCH=wasm go vet . ./internal/... &&
+  step "go test -race ./..." env CGO_ENABLED=1 go test -race -count=1 ./...
+}
 rest() {
+  step "go vet ./..." go vet ./... &&
   # The API's OpenAPI document (openapi.json) under Redocly's recommended
   # rules, each an error (redocly.yaml; .redocly.lint-ignore.yaml says
   # where a rule does not fit and why).
@@ -193,14 +216,16 @@ fuzz_briefly() {
   fuzz_for 5s FuzzServe ./internal/store/hoststore
 }
 
-# fuzz_for fuzzes target in pkg for a while. Go 1.26's fuzzing engine may
-# end a run that found nothing with a bare "context deadline exceeded"
-# when its time is up while a worker is busy (go.dev/issue/75804, fixed in
-# Go 1.27): such a run passes with a note. A real finding always writes
-# its input to testdata and says so, and fails.
+# fuzz_for fuzzes target in pkg for a while, built without the browser
+# tests (tag nobrowser), as the fuzzer instruments every package the test
+# binary links, chromedp's too. Go 1.26's fuzzing engine may end a run
+# that found nothing with a bare "context deadline exceeded" when its time
+# is up while a worker is busy (go.dev/issue/75804, fixed in Go 1.27):
+# such a run passes with a note. A real finding always writes its input to
+# testdata and says so, and fails.
 fuzz_for() { # duration target pkg
   local out
-  if out=$(go test -tags noopenapi -run '^$' -fuzz "^$2\$" -fuzztime "$1" "$3" 2>&1); then
+  if out=$(go test -tags noopenapi,nobrowser -run '^$' -fuzz "^$2\$" -fuzztime "$1" "$3" 2>&1); then
     printf '%s\n' "$out"
     return 0
   fi
@@ -229,6 +254,5 @@ if [ "$mode" = quick ]; then
   say "not run here: the whole go vet (native and wasip1), openapi.json's lint and the checks against it, the race detector, the edge module's contract and crash tests, the contract tests on Redis, fuzzing: ./test.sh full runs them (as CI does)"
   exit 0
 fi
-lanes static vet_wasip1
 lanes race rest
 say "all checks passed in $(secs "$t0")"
