@@ -29,8 +29,12 @@ func hookKey(kind, id string) string { return "hooks:" + kind + ":" + id }
 func hookIndex(kind string) string   { return "hooks:index:" + kind }
 
 // marshalRecord encodes v as JSON without escaping HTML: an event's body
-// is kept byte for byte as it is sent ("<" stays "<").
+// is kept byte for byte as it is sent ("<" stays "<"); but a delivery,
+// which has a format of its own (deliveryrecord.go).
 func marshalRecord(v any) ([]byte, error) {
+	if d, ok := v.(*Delivery); ok {
+		return d.appendRecord(nil), nil
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
