@@ -14,7 +14,8 @@ import (
 	"deeplink/internal/store"
 )
 
-// Records of the webhook state, as JSON, under hooks:<kind>:<id>. Builds
+// Records of the webhook state, as JSON (but deliveries: deliveryrecord.go),
+// under hooks:<kind>:<id>. Builds
 // before the state of record also listed each kind's ids in the sorted
 // set hooks:index:<kind>, and kept events in records of their own
 // (upgrade.go reads those).
@@ -29,8 +30,12 @@ func hookKey(kind, id string) string { return "hooks:" + kind + ":" + id }
 func hookIndex(kind string) string   { return "hooks:index:" + kind }
 
 // marshalRecord encodes v as JSON without escaping HTML: an event's body
-// is kept byte for byte as it is sent ("<" stays "<").
+// is kept byte for byte as it is sent ("<" stays "<"); but a delivery,
+// which has a format of its own (deliveryrecord.go).
 func marshalRecord(v any) ([]byte, error) {
+	if d, ok := v.(*Delivery); ok {
+		return d.appendRecord(nil), nil
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
