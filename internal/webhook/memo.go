@@ -42,15 +42,25 @@ func (m *recordMemo) read(ctx context.Context, st store.Store, key string) ([]by
 	if err != nil {
 		return nil, nil, err
 	}
-	if v := m.get(key, raw); v != nil {
-		return raw, v, nil
-	}
-	v, err := decodeRecord[Endpoint](key, raw)
+	v, err := m.decode(key, raw)
 	if err != nil {
 		return nil, nil, err
 	}
-	m.put(key, raw, v)
 	return raw, v, nil
+}
+
+// decode returns the Endpoint raw, the record key as read from the store,
+// decodes to, the caller's to change.
+func (m *recordMemo) decode(key string, raw []byte) (*Endpoint, error) {
+	if v := m.get(key, raw); v != nil {
+		return v, nil
+	}
+	v, err := decodeRecord[Endpoint](key, raw)
+	if err != nil {
+		return nil, err
+	}
+	m.put(key, raw, v)
+	return v, nil
 }
 
 // get returns a clone of the value raw stands for, when key's record was

@@ -68,11 +68,21 @@ func (r *records) endpointIDs(ctx context.Context, storeID string) ([]byte, []st
 	if err != nil {
 		return nil, nil, err
 	}
+	ids, err := listedIDs(storeID, raw)
+	return raw, ids, err
+}
+
+// listedIDs returns the ids the store's list raw holds (none when raw is
+// nil: no list).
+func listedIDs(storeID string, raw []byte) ([]string, error) {
+	if raw == nil {
+		return nil, nil
+	}
 	var ids []string
 	if err := json.Unmarshal(raw, &ids); err != nil {
-		return nil, nil, fmt.Errorf("webhooks: the endpoints of store %s: %w", storeID, err)
+		return nil, fmt.Errorf("webhooks: the endpoints of store %s: %w", storeID, err)
 	}
-	return raw, ids, nil
+	return ids, nil
 }
 
 // storeEndpoints returns the store's endpoints in the order they were
@@ -83,12 +93,32 @@ func (r *records) storeEndpoints(ctx context.Context, storeID string) ([]*Endpoi
 	if err != nil {
 		return nil, err
 	}
-	list := make([]*Endpoint, 0, len(ids))
-	for _, id := range ids {
-		_, e, err := endpointMemo.read(ctx, r.st, hookKey(KindEndpoint, id))
-		if errors.Is(err, store.ErrNotFound) {
+	return r.endpoints(ctx, ids)
+}
+
+// endpoints returns the endpoints ids, in their order, read in one call;
+// an id without a record is left out.
+func (r *records) endpoints(ctx context.Context, ids []string) ([]*Endpoint, error) {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = hookKey(KindEndpoint, id)
+	}
+	raws, err := r.st.GetMany(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	return decodeEndpoints(keys, raws)
+}
+
+// decodeEndpoints returns the endpoints whose records, under keys, read
+// as raws; a key without a record is left out.
+func decodeEndpoints(keys []string, raws [][]byte) ([]*Endpoint, error) {
+	list := make([]*Endpoint, 0, len(keys))
+	for i, raw := range raws {
+		if raw == nil {
 			continue
 		}
+		e, err := endpointMemo.decode(keys[i], raw)
 		if err != nil {
 			return nil, err
 		}
@@ -305,9 +335,26 @@ func newDelivery(storeID, ep string, ev *Event, now time.Time) *Delivery {
 // event's id and makes nothing (but what a publish cut short did not
 // write: replay). Past the store's budgets it makes nothing:
 // ErrOverBudget, but for a key it has seen.
+//
+// Its store calls: one GetMany of the store's list of endpoints and of
+// its budgets' counters, one of the endpoints listed, the key's Insert
+// (when keyed), and the Apply, which counts what it makes.
 func (r *records) publish(ctx context.Context, storeID, typ string, object json.RawMessage, key string) (string, error) {
 	now := r.now()
-	eps, err := r.storeEndpoints(ctx, storeID)
+	day := now.Unix() / 86400
+	read, err := r.st.GetMany(ctx, []string{listKey + storeID, pendingKey + storeID, idemDayKey(storeID, day), idemDayKey(storeID, day-1)})
+	if err != nil {
+		return "", err
+	}
+	ids, err := listedIDs(storeID, read[0])
+	if err != nil {
+		return "", err
+	}
+	eps, err := r.endpoints(ctx, ids)
+	if err != nil {
+		return "", err
+	}
+	pending, err := counted(pendingKey+storeID, read[1])
 	if err != nil {
 		return "", err
 	}
@@ -320,7 +367,7 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 	}
 	k := hookKey(kindIdem, storeID+"\x00"+key)
 	if key != "" && r.budget != nil {
-		if err := r.idemRoom(ctx, storeID, now, r.budget.Idem); errors.Is(err, ErrOverBudget) {
+		if err := idemRoom(storeID, day, read[2:4], r.budget.Idem); errors.Is(err, ErrOverBudget) {
 			if evt, err := r.replay(ctx, k); !errors.Is(err, store.ErrNotFound) {
 				return evt, err
 			}
@@ -329,6 +376,7 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 			return "", err
 		}
 	}
+	var first []store.Write
 	if key != "" {
 		b, err := json.Marshal(m)
 		if err != nil {
@@ -341,22 +389,22 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 			return "", err
 		}
 		if r.budget != nil {
-			if err := r.idemMade(ctx, storeID, now); err != nil {
-				return "", err
-			}
+			first = append(first, idemMade(storeID, day))
 		}
 	}
-	return ev.ID, r.make(ctx, k, key != "", m, nil)
+	return ev.ID, r.make(ctx, k, key != "", m, nil, pending, first)
 }
 
-// make writes the deliveries m lists but those in have (written whole
-// already), logged and queued, counted against the store's budget (none
-// made past it), and, when keyed, m marked done, last, in one Apply. A
-// delivery in have whose log or queue entries an earlier Apply did not
-// get to is given them again.
-func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, have map[string]*Delivery) error {
+// make writes, in one Apply: first; the deliveries m lists but those in
+// have (written whole already), logged and queued; what they hold, added
+// to the store's pending count (pendingWrite); and, when keyed, m marked
+// done, last. pending is the store's pending count as read before it:
+// past the budget with the new deliveries, it makes nothing
+// (ErrOverBudget). A delivery in have whose log or queue entries an
+// earlier Apply did not get to is given them again.
+func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, have map[string]*Delivery, pending int64, first []store.Write) error {
 	now := r.now()
-	var ws []store.Write
+	ws := first
 	made := 0
 	for id, ep := range m.Deliveries {
 		d := have[id]
@@ -377,11 +425,12 @@ func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, 
 		}
 		ws = append(ws, w...)
 	}
-	size := made * len(m.Event.Body)
-	if r.budget != nil {
-		if err := r.reserve(ctx, m.Store, made, size, r.budget.Pending); err != nil {
+	if made > 0 && r.budget != nil {
+		w, err := pendingWrite(m.Store, made, made*len(m.Event.Body), pending, r.budget.Pending)
+		if err != nil {
 			return err
 		}
+		ws = append(ws, w)
 	}
 	if keyed {
 		m.Done = true
@@ -394,13 +443,13 @@ func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, 
 	if len(ws) == 0 {
 		return nil
 	}
-	err := r.st.Apply(ctx, ws)
-	if err != nil && r.budget != nil {
-		// Not answered 2xx: given back (were some of it written, their
-		// end gives back what they hold: the count errs low, not high).
-		r.release(context.WithoutCancel(ctx), m.Store, made, size)
-	}
-	return err
+	// Failed, it is not answered 2xx, and nothing is given back: the
+	// count is written after the deliveries, and Apply keeps the first of
+	// its writes when it keeps some, so a count made is one of
+	// deliveries made, whose ends give it back; deliveries made without
+	// their count give back what was not counted, and the count errs
+	// low, not high.
+	return r.st.Apply(ctx, ws)
 }
 
 // replay answers a publish whose Idempotency-Key k is taken: the first
@@ -431,7 +480,11 @@ func (r *records) replay(ctx context.Context, k string) (string, error) {
 			return "", err
 		}
 	}
-	return m.EventID, r.make(ctx, k, true, m, have)
+	pending, err := r.pending(ctx, m.Store)
+	if err != nil {
+		return "", err
+	}
+	return m.EventID, r.make(ctx, k, true, m, have, pending, nil)
 }
 
 // noteAttempt moves e's failure window on by the outcome of one of its
