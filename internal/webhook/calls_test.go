@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,9 +95,10 @@ func (c *calls) Apply(ctx context.Context, ws []store.Write) error {
 }
 
 // TestPublishCalls: a publish to a store of five endpoints makes a few
-// store calls, however many endpoints it has: the list and the budgets'
-// counters read in one, the endpoints in one, the Idempotency-Key's
-// Insert, and one Apply.
+// store calls, however many endpoints it has: the list, the budgets'
+// counters and the endpoints read in one (in two when the list changed
+// since this process last read it), the Idempotency-Key's Insert, and
+// one Apply.
 func TestPublishCalls(t *testing.T) {
 	r, _ := openRecords(t)
 	ctx := context.Background()
@@ -114,10 +116,12 @@ func TestPublishCalls(t *testing.T) {
 		change    func() // before the publish
 		want      int64
 	}{
-		{"no key", "", nil, 3},
-		{"a new key", "k1", nil, 4},
-		{"the key again (replay)", "k1", nil, 4}, // its Insert refused, the key's record read
-		{"no key, five endpoints", "", func() { r.createEndpoint(ctx, newTestEndpoint()) }, 3},
+		{"no key, a list not read before", "", nil, 3},
+		{"no key", "", nil, 2},
+		{"a new key", "k1", nil, 3},
+		{"the key again (replay)", "k1", nil, 3}, // its Insert refused, the key's record read
+		{"an endpoint made since", "", func() { r.createEndpoint(ctx, newTestEndpoint()) }, 3},
+		{"no key, five endpoints", "", nil, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.change != nil {
@@ -129,6 +133,49 @@ func TestPublishCalls(t *testing.T) {
 			}
 			if got := c.n.Load(); got != tt.want {
 				t.Errorf("publish(%q) made %d store calls; want %d", tt.key, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPublishListChanged: a publish makes deliveries to the endpoints
+// listed when it reads the list, whatever this process read before
+// (listMemo): one made or deleted through another replica since counts.
+func TestPublishListChanged(t *testing.T) {
+	r, _ := openRecords(t)
+	other := &records{st: r.st, now: r.now} // another replica on the same store
+	ctx := context.Background()
+	obj := json.RawMessage(`{"id":"o1","status":"pending"}`)
+	a, b := newTestEndpoint(), newTestEndpoint()
+	for _, tt := range []struct {
+		name   string
+		change func() error // through the other replica
+		want   []string     // endpoints the publish makes a delivery to
+	}{
+		{"one endpoint", func() error { return other.createEndpoint(ctx, a) }, []string{a.ID}},
+		{"the same list", func() error { return nil }, []string{a.ID}},
+		{"one made", func() error { return other.createEndpoint(ctx, b) }, []string{a.ID, b.ID}},
+		{"one deleted", func() error { _, err := other.deleteEndpoint(ctx, testStore, a.ID); return err }, []string{b.ID}},
+		{"none", func() error { _, err := other.deleteEndpoint(ctx, testStore, b.ID); return err }, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.change(); err != nil {
+				t.Fatal(err)
+			}
+			id, err := r.publish(ctx, testStore, EventOrderStatus, obj, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, ep := range []*Endpoint{a, b} {
+				for _, m := range members(t, r.st, logKey+ep.ID) {
+					if delivery(t, r.st, m).EventID == id {
+						got = append(got, ep.ID)
+					}
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("publish after %s made deliveries to %q; want %q", tt.name, got, tt.want)
 			}
 		})
 	}

@@ -95,3 +95,48 @@ func (e *Endpoint) clone() *Endpoint {
 	c.Events = slices.Clone(e.Events)
 	return &c
 }
+
+// listMemo remembers, for each store, the last list of its endpoints a
+// publish read (its bytes, and the ids in it), so that the next publish
+// reads the records of those endpoints in the same call as the list: on
+// Redis, one round trip of a publish's three.
+//
+// It is a guess of which keys to read, not a cache of state: a publish
+// uses the records it read with the list only when the list read in that
+// call is the one the guess was made from, byte for byte; otherwise it
+// reads the records of the list it read, in a second call. So what a
+// publish decides is from what the store holds then, as without it, and
+// no two processes can disagree through it.
+var listMemo = idsMemo{limit: 1 << 12}
+
+// idsMemo maps store ids to the list of endpoints last read for them. It
+// holds up to limit stores, and forgets them all when one more comes.
+type idsMemo struct {
+	limit int
+
+	mu sync.Mutex // guards m
+	m  map[string]listed
+}
+
+type listed struct {
+	raw []byte   // the list's record; nil: none
+	ids []string // the ids in it; never changed once remembered
+}
+
+// get returns the list last remembered for the store (none: nil fields).
+func (m *idsMemo) get(storeID string) listed {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.m[storeID]
+}
+
+// put remembers that the store's list read as raw, holding ids (both
+// the memo's from then on).
+func (m *idsMemo) put(storeID string, raw []byte, ids []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil || len(m.m) >= m.limit {
+		m.m = make(map[string]listed)
+	}
+	m.m[storeID] = listed{raw: raw, ids: ids}
+}

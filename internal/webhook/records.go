@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -336,21 +337,31 @@ func newDelivery(storeID, ep string, ev *Event, now time.Time) *Delivery {
 // write: replay). Past the store's budgets it makes nothing:
 // ErrOverBudget, but for a key it has seen.
 //
-// Its store calls: one GetMany of the store's list of endpoints and of
-// its budgets' counters, one of the endpoints listed, the key's Insert
-// (when keyed), and the Apply, which counts what it makes.
+// Its store calls: one GetMany of the store's list of endpoints, its
+// budgets' counters and the endpoints listed (listMemo), the key's
+// Insert (when keyed), and the Apply, which counts what it makes.
 func (r *records) publish(ctx context.Context, storeID, typ string, object json.RawMessage, key string) (string, error) {
 	now := r.now()
 	day := now.Unix() / 86400
-	read, err := r.st.GetMany(ctx, []string{listKey + storeID, pendingKey + storeID, idemDayKey(storeID, day), idemDayKey(storeID, day-1)})
+	guess := listMemo.get(storeID)
+	keys := []string{listKey + storeID, pendingKey + storeID, idemDayKey(storeID, day), idemDayKey(storeID, day-1)}
+	for _, id := range guess.ids {
+		keys = append(keys, hookKey(KindEndpoint, id))
+	}
+	read, err := r.st.GetMany(ctx, keys)
 	if err != nil {
 		return "", err
 	}
-	ids, err := listedIDs(storeID, read[0])
-	if err != nil {
-		return "", err
+	var eps []*Endpoint
+	if bytes.Equal(read[0], guess.raw) {
+		eps, err = decodeEndpoints(keys[4:], read[4:])
+	} else { // the list changed since: its endpoints read now
+		var ids []string
+		if ids, err = listedIDs(storeID, read[0]); err == nil {
+			listMemo.put(storeID, read[0], ids)
+			eps, err = r.endpoints(ctx, ids)
+		}
 	}
-	eps, err := r.endpoints(ctx, ids)
 	if err != nil {
 		return "", err
 	}
