@@ -49,6 +49,13 @@ type Store interface {
 	// Get returns the value of the live entry key, or ErrNotFound.
 	Get(ctx context.Context, key string) ([]byte, error)
 
+	// GetMany returns the values of the live entries keys, in their
+	// order, nil for a key with none (an empty value is not nil): in one
+	// call, for a caller that needs several at once (a store of its own
+	// answers them in one round trip). It is not a snapshot: another
+	// caller's change may be seen for one key and not for another.
+	GetMany(ctx context.Context, keys []string) ([][]byte, error)
+
 	// Put sets key to val until exp, live or not before.
 	Put(ctx context.Context, key string, val []byte, exp time.Time) error
 
@@ -115,7 +122,8 @@ type Store interface {
 	// durable: for a caller that changes several keys at once, so that
 	// they share one write. It is not atomic: other callers may see some
 	// of the writes before the others, and a failure or a crash may keep
-	// some and not the rest.
+	// some of them and not the rest (those kept are the first ones, in
+	// order, when it fails or a crash cuts it short).
 	Apply(ctx context.Context, ws []Write) error
 
 	// Close makes every change durable, stops the backend's background
@@ -127,13 +135,16 @@ type Store interface {
 // Write is one change of Apply: with Member empty, key Key set to Val
 // until Exp (Put), or deleted when Val is nil (Delete); with Member set,
 // Member added to the sorted set Key with Score (ZAdd), or removed from it
-// when Val is nil (ZRem).
+// when Val is nil (ZRem); with Add not 0, Add added to the counter at Key,
+// which takes Exp as its expiry if it starts (Add, its new value
+// unknown to the caller; Val and Member unused).
 type Write struct {
 	Key    string
 	Val    []byte
 	Exp    time.Time
 	Member string
 	Score  int64
+	Add    int64
 }
 
 // Scored is a member of a sorted set with its score.

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -13,13 +14,22 @@ import (
 // counters, so that replicas share them:
 //
 //   - pendingKey + store id counts what the store's pending deliveries
-//     hold, NewCost each (the event's bytes and an overhead): reserved
-//     before a publish's Apply, given back when a delivery ends or its
-//     endpoint is deleted. A crash between a delivery's end and its give
-//     back leaves its cost counted: at most one delivery's a crash.
+//     hold, NewCost each (the event's bytes and an overhead): added by
+//     a publish's Apply (pendingWrite), reserved before the Apply of the
+//     other changes that make deliveries (reserve), given back when a
+//     delivery ends or its endpoint is deleted. A crash between a
+//     delivery's end and its give back leaves its cost counted: at most
+//     one delivery's a crash. A publish checks the budget against the
+//     count it read before its Apply, so that publishes of one store
+//     under way at once may each pass the check and together go past
+//     the budget: by at most what they make, one event's deliveries each
+//     (5 × NewCost(64 KiB) at most), and only while they run; the store's
+//     requests are bounded by its keys' budget (fairness.key_burst).
 //   - idemDayKey counts the Idempotency-Keys a store made each day (UTC);
 //     a key lives 24 hours, so the keys made today and yesterday bound
-//     those live, from above.
+//     those live, from above (but for publishes under way at once, which
+//     all pass the check made before their keys are counted: by at most
+//     one key each).
 const (
 	pendingKey = "hooks:pending:"
 	idemDay    = "hooks:idemday:"
@@ -69,7 +79,31 @@ func (r *records) counter(ctx context.Context, key string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return strconv.ParseInt(string(b), 10, 64)
+	return counted(key, b)
+}
+
+// counted is the number the counter key holds, its value b as read (nil:
+// none, 0).
+func counted(key string, b []byte) (int64, error) {
+	if b == nil {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("webhooks: counter %s: %w", key, err)
+	}
+	return n, nil
+}
+
+// pendingWrite is the write that counts n new deliveries, whose events
+// hold size bytes in all, in the store's pending count, read as pending
+// before; ErrOverBudget when that would take it past budget.
+func pendingWrite(storeID string, n, size int, pending, budget int64) (store.Write, error) {
+	cost := int64(size) + int64(n)*pendingOverhead
+	if pending+cost > budget {
+		return store.Write{}, ErrOverBudget
+	}
+	return store.Write{Key: pendingKey + storeID, Add: cost}, nil
 }
 
 func idemDayKey(storeID string, day int64) string {
@@ -77,12 +111,12 @@ func idemDayKey(storeID string, day int64) string {
 }
 
 // idemRoom fails with ErrOverBudget when the store made budget
-// Idempotency-Keys or more today and yesterday.
-func (r *records) idemRoom(ctx context.Context, storeID string, now time.Time, budget int) error {
-	day := now.Unix() / 86400
+// Idempotency-Keys or more on day and the day before, whose counters
+// read as made.
+func idemRoom(storeID string, day int64, made [][]byte, budget int) error {
 	var n int64
-	for _, d := range []int64{day, day - 1} {
-		v, err := r.counter(ctx, idemDayKey(storeID, d))
+	for i, b := range made {
+		v, err := counted(idemDayKey(storeID, day-int64(i)), b)
 		if err != nil {
 			return err
 		}
@@ -94,9 +128,7 @@ func (r *records) idemRoom(ctx context.Context, storeID string, now time.Time, b
 	return nil
 }
 
-// idemMade counts a key the store made at now.
-func (r *records) idemMade(ctx context.Context, storeID string, now time.Time) error {
-	day := now.Unix() / 86400
-	_, err := r.st.Add(ctx, idemDayKey(storeID, day), 1, time.Unix((day+2)*86400, 0))
-	return err
+// idemMade is the write that counts a key the store made on day.
+func idemMade(storeID string, day int64) store.Write {
+	return store.Write{Key: idemDayKey(storeID, day), Add: 1, Exp: time.Unix((day+2)*86400, 0)}
 }

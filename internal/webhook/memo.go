@@ -42,15 +42,25 @@ func (m *recordMemo) read(ctx context.Context, st store.Store, key string) ([]by
 	if err != nil {
 		return nil, nil, err
 	}
-	if v := m.get(key, raw); v != nil {
-		return raw, v, nil
-	}
-	v, err := decodeRecord[Endpoint](key, raw)
+	v, err := m.decode(key, raw)
 	if err != nil {
 		return nil, nil, err
 	}
-	m.put(key, raw, v)
 	return raw, v, nil
+}
+
+// decode returns the Endpoint raw, the record key as read from the store,
+// decodes to, the caller's to change.
+func (m *recordMemo) decode(key string, raw []byte) (*Endpoint, error) {
+	if v := m.get(key, raw); v != nil {
+		return v, nil
+	}
+	v, err := decodeRecord[Endpoint](key, raw)
+	if err != nil {
+		return nil, err
+	}
+	m.put(key, raw, v)
+	return v, nil
 }
 
 // get returns a clone of the value raw stands for, when key's record was
@@ -84,4 +94,49 @@ func (e *Endpoint) clone() *Endpoint {
 	c := *e
 	c.Events = slices.Clone(e.Events)
 	return &c
+}
+
+// listMemo remembers, for each store, the last list of its endpoints a
+// publish read (its bytes, and the ids in it), so that the next publish
+// reads the records of those endpoints in the same call as the list: on
+// Redis, one round trip of a publish's three.
+//
+// It is a guess of which keys to read, not a cache of state: a publish
+// uses the records it read with the list only when the list read in that
+// call is the one the guess was made from, byte for byte; otherwise it
+// reads the records of the list it read, in a second call. So what a
+// publish decides is from what the store holds then, as without it, and
+// no two processes can disagree through it.
+var listMemo = idsMemo{limit: 1 << 12}
+
+// idsMemo maps store ids to the list of endpoints last read for them. It
+// holds up to limit stores, and forgets them all when one more comes.
+type idsMemo struct {
+	limit int
+
+	mu sync.Mutex // guards m
+	m  map[string]listed
+}
+
+type listed struct {
+	raw []byte   // the list's record; nil: none
+	ids []string // the ids in it; never changed once remembered
+}
+
+// get returns the list last remembered for the store (none: nil fields).
+func (m *idsMemo) get(storeID string) listed {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.m[storeID]
+}
+
+// put remembers that the store's list read as raw, holding ids (both
+// the memo's from then on).
+func (m *idsMemo) put(storeID string, raw []byte, ids []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil || len(m.m) >= m.limit {
+		m.m = make(map[string]listed)
+	}
+	m.m[storeID] = listed{raw: raw, ids: ids}
 }

@@ -28,8 +28,8 @@ import (
 //   - an Idempotency-Key is one Insert (hooks:idem:<store id>\x00<key>),
 //     holding what its publish made, so that a replay finds it.
 //
-// Publishing writes the deliveries, their places in the logs and in the
-// queue in one Apply.
+// Publishing (publish.go) writes the deliveries, their places in the
+// logs and in the queue, and the store's counts in one Apply.
 type records struct {
 	st     store.Store
 	now    func() time.Time
@@ -68,11 +68,21 @@ func (r *records) endpointIDs(ctx context.Context, storeID string) ([]byte, []st
 	if err != nil {
 		return nil, nil, err
 	}
+	ids, err := listedIDs(storeID, raw)
+	return raw, ids, err
+}
+
+// listedIDs returns the ids the store's list raw holds (none when raw is
+// nil: no list).
+func listedIDs(storeID string, raw []byte) ([]string, error) {
+	if raw == nil {
+		return nil, nil
+	}
 	var ids []string
 	if err := json.Unmarshal(raw, &ids); err != nil {
-		return nil, nil, fmt.Errorf("webhooks: the endpoints of store %s: %w", storeID, err)
+		return nil, fmt.Errorf("webhooks: the endpoints of store %s: %w", storeID, err)
 	}
-	return raw, ids, nil
+	return ids, nil
 }
 
 // storeEndpoints returns the store's endpoints in the order they were
@@ -83,12 +93,32 @@ func (r *records) storeEndpoints(ctx context.Context, storeID string) ([]*Endpoi
 	if err != nil {
 		return nil, err
 	}
-	list := make([]*Endpoint, 0, len(ids))
-	for _, id := range ids {
-		_, e, err := endpointMemo.read(ctx, r.st, hookKey(KindEndpoint, id))
-		if errors.Is(err, store.ErrNotFound) {
+	return r.endpoints(ctx, ids)
+}
+
+// endpoints returns the endpoints ids, in their order, read in one call;
+// an id without a record is left out.
+func (r *records) endpoints(ctx context.Context, ids []string) ([]*Endpoint, error) {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = hookKey(KindEndpoint, id)
+	}
+	raws, err := r.st.GetMany(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	return decodeEndpoints(keys, raws)
+}
+
+// decodeEndpoints returns the endpoints whose records, under keys, read
+// as raws; a key without a record is left out.
+func decodeEndpoints(keys []string, raws [][]byte) ([]*Endpoint, error) {
+	list := make([]*Endpoint, 0, len(keys))
+	for i, raw := range raws {
+		if raw == nil {
 			continue
 		}
+		e, err := endpointMemo.decode(keys[i], raw)
 		if err != nil {
 			return nil, err
 		}
@@ -252,186 +282,6 @@ func (r *records) endpointGone(id string) []store.Write {
 		ws = append(ws, store.Write{Key: w.Key, Member: w.Member})
 	}
 	return ws
-}
-
-// idemRecord is what an Idempotency-Key holds: the event its publish
-// made and the deliveries it makes of it, and whether they are written
-// (Done, written last in the publish's Apply). A replay of a publish
-// whose Apply a crash cut short makes what is missing; one of a publish
-// still under way waits for it.
-type idemRecord struct {
-	Store      string            `json:"store,omitempty"`
-	EventID    string            `json:"event_id"`
-	Expires    int64             `json:"expires"`         // unix seconds
-	Event      *Event            `json:"event,omitempty"` // absent in the keys of earlier builds
-	Deliveries map[string]string `json:"deliveries,omitempty"`
-	Made       int64             `json:"made,omitempty"` // unix nanoseconds of the Insert
-	Done       bool              `json:"done,omitempty"`
-}
-
-// errPublishUnderWay: a publish with the same Idempotency-Key began
-// within publishDeadline and has not written its deliveries yet; the
-// caller answers 503, and the client's retry finds them.
-var errPublishUnderWay = fmt.Errorf("webhooks: a publish with this Idempotency-Key is under way: %w", store.ErrUnavailable)
-
-// publishDeadline is how long a publish may take before a replay of its
-// Idempotency-Key takes it for cut short and makes what it did not.
-const publishDeadline = 10 * time.Second
-
-// enqueueRecord returns the writes that make d, logged on its endpoint and
-// queued, due now.
-func enqueueRecord(d *Delivery, now time.Time) ([]store.Write, error) {
-	b, err := marshalRecord(d)
-	if err != nil {
-		return nil, err
-	}
-	ws := []store.Write{
-		{Key: hookKey(kindDelivery, d.ID), Val: b},
-		{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt},
-	}
-	return append(ws, enqueueWrites(d.EndpointID, d.ID, now)...), nil
-}
-
-// newDelivery is a pending delivery of ev to the endpoint ep of the store
-// storeID, made at now.
-func newDelivery(storeID, ep string, ev *Event, now time.Time) *Delivery {
-	return &Delivery{ID: NewID("dlv_"), EndpointID: ep, StoreID: storeID, EventID: ev.ID, Status: StatusPending,
-		CreatedAt: now.Unix(), NextAt: now.UnixNano(), LoggedAt: now.UnixMicro(), Event: ev}
-}
-
-// publish makes an event of typ for the store and a delivery of it to
-// every enabled endpoint subscribed to typ, in one Apply after the
-// Idempotency-Key's Insert. A key seen in the last 24 hours returns that
-// event's id and makes nothing (but what a publish cut short did not
-// write: replay). Past the store's budgets it makes nothing:
-// ErrOverBudget, but for a key it has seen.
-func (r *records) publish(ctx context.Context, storeID, typ string, object json.RawMessage, key string) (string, error) {
-	now := r.now()
-	eps, err := r.storeEndpoints(ctx, storeID)
-	if err != nil {
-		return "", err
-	}
-	ev := newEvent(typ, object, now)
-	m := idemRecord{Store: storeID, EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{}, Made: now.UnixNano()}
-	for _, e := range eps {
-		if e.Enabled && e.subscribed(typ) {
-			m.Deliveries[NewID("dlv_")] = e.ID
-		}
-	}
-	k := hookKey(kindIdem, storeID+"\x00"+key)
-	if key != "" && r.budget != nil {
-		if err := r.idemRoom(ctx, storeID, now, r.budget.Idem); errors.Is(err, ErrOverBudget) {
-			if evt, err := r.replay(ctx, k); !errors.Is(err, store.ErrNotFound) {
-				return evt, err
-			}
-			return "", ErrOverBudget
-		} else if err != nil {
-			return "", err
-		}
-	}
-	if key != "" {
-		b, err := json.Marshal(m)
-		if err != nil {
-			return "", err
-		}
-		switch err := r.st.Insert(ctx, k, b, time.Unix(m.Expires, 0)); {
-		case errors.Is(err, store.ErrExists):
-			return r.replay(ctx, k)
-		case err != nil:
-			return "", err
-		}
-		if r.budget != nil {
-			if err := r.idemMade(ctx, storeID, now); err != nil {
-				return "", err
-			}
-		}
-	}
-	return ev.ID, r.make(ctx, k, key != "", m, nil)
-}
-
-// make writes the deliveries m lists but those in have (written whole
-// already), logged and queued, counted against the store's budget (none
-// made past it), and, when keyed, m marked done, last, in one Apply. A
-// delivery in have whose log or queue entries an earlier Apply did not
-// get to is given them again.
-func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, have map[string]*Delivery) error {
-	now := r.now()
-	var ws []store.Write
-	made := 0
-	for id, ep := range m.Deliveries {
-		d := have[id]
-		if d == nil {
-			d = newDelivery(m.Store, ep, m.Event, now)
-			d.ID = id
-			made++
-		}
-		w, err := enqueueRecord(d, now)
-		if err != nil {
-			return err
-		}
-		if have[id] != nil {
-			w = w[1:] // the record is there: its log and queue entries, again
-			if d.Status != StatusPending {
-				w = w[:1]
-			}
-		}
-		ws = append(ws, w...)
-	}
-	size := made * len(m.Event.Body)
-	if r.budget != nil {
-		if err := r.reserve(ctx, m.Store, made, size, r.budget.Pending); err != nil {
-			return err
-		}
-	}
-	if keyed {
-		m.Done = true
-		b, err := json.Marshal(m)
-		if err != nil {
-			return err
-		}
-		ws = append(ws, store.Write{Key: k, Val: b, Exp: time.Unix(m.Expires, 0)})
-	}
-	if len(ws) == 0 {
-		return nil
-	}
-	err := r.st.Apply(ctx, ws)
-	if err != nil && r.budget != nil {
-		// Not answered 2xx: given back (were some of it written, their
-		// end gives back what they hold: the count errs low, not high).
-		r.release(context.WithoutCancel(ctx), m.Store, made, size)
-	}
-	return err
-}
-
-// replay answers a publish whose Idempotency-Key k is taken: the first
-// publish's event id once what it makes is written. One older than
-// publishDeadline and not done was cut short: what it did not write is
-// made now.
-func (r *records) replay(ctx context.Context, k string) (string, error) {
-	b, err := r.st.Get(ctx, k)
-	if err != nil {
-		return "", err // expired meanwhile: ErrNotFound, as a 503 the client retries
-	}
-	var m idemRecord
-	if err := json.Unmarshal(b, &m); err != nil {
-		return "", fmt.Errorf("webhooks: an Idempotency-Key's record: %w", err)
-	}
-	if m.Done || m.Event == nil { // a key of an earlier build: made whole
-		return m.EventID, nil
-	}
-	if r.now().Sub(time.Unix(0, m.Made)) < publishDeadline {
-		return "", errPublishUnderWay
-	}
-	have := map[string]*Delivery{}
-	for id := range m.Deliveries {
-		switch _, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, id)); {
-		case err == nil:
-			have[id] = d
-		case !errors.Is(err, store.ErrNotFound):
-			return "", err
-		}
-	}
-	return m.EventID, r.make(ctx, k, true, m, have)
 }
 
 // noteAttempt moves e's failure window on by the outcome of one of its

@@ -76,6 +76,10 @@ var _ store.Store = (*Deferred)(nil)
 
 func (d *Deferred) Get(ctx context.Context, key string) ([]byte, error) { return d.db.Get(ctx, key) }
 
+func (d *Deferred) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
+	return d.db.GetMany(ctx, keys)
+}
+
 func (d *Deferred) Put(ctx context.Context, key string, val []byte, exp time.Time) error {
 	return d.db.Put(d.ctx(ctx), key, val, exp)
 }

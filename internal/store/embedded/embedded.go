@@ -12,6 +12,7 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -205,6 +206,20 @@ func (db *DB) Get(ctx context.Context, key string) ([]byte, error) {
 	return slices.Clone(e.val), nil
 }
 
+func (db *DB) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		v, err := db.Get(ctx, k)
+		switch {
+		case err == nil:
+			out[i] = v
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // change makes key hold what f makes of the entry there now (found: it is
 // live), or deletes it when f says so, and returns the value that was
 // there when it was live. It is the one way every change is made: under
@@ -267,6 +282,8 @@ func (db *DB) Apply(ctx context.Context, ws []store.Write) error {
 		var t ticket
 		var err error
 		switch {
+		case w.Add != 0:
+			_, t, err = db.changeLocked(w.Key, counter(w.Key, w.Add, w.Exp, nil))
 		case w.Member != "":
 			t, err = db.setChange(w.Key, w.Member, w.Val != nil, w.Score)
 		case w.Val == nil:
@@ -375,19 +392,28 @@ func (db *DB) Delete(ctx context.Context, key string) error {
 
 func (db *DB) Add(ctx context.Context, key string, delta int64, exp time.Time) (int64, error) {
 	var n int64
-	_, err := db.change(ctx, key, func(old entry, found bool) (entry, bool, error) {
-		if !found {
-			n = delta
-			return entry{val: strconv.AppendInt(nil, n, 10), exp: unixNano(exp)}, false, nil
-		}
-		v, err := strconv.ParseInt(string(old.val), 10, 64)
-		if err != nil {
-			return old, false, fmt.Errorf("store: Add to %q, which holds no counter", key)
-		}
-		n = v + delta
-		return entry{val: strconv.AppendInt(nil, n, 10), exp: old.exp}, false, nil
-	})
+	_, err := db.change(ctx, key, counter(key, delta, exp, &n))
 	return n, err
+}
+
+// counter is the change of Add: delta added to the counter at key, which
+// starts at 0 until exp when not live; the new value goes to *n (n nil:
+// nowhere).
+func counter(key string, delta int64, exp time.Time, n *int64) func(old entry, found bool) (entry, bool, error) {
+	return func(old entry, found bool) (entry, bool, error) {
+		v, x := int64(0), unixNano(exp)
+		if found {
+			var err error
+			if v, err = strconv.ParseInt(string(old.val), 10, 64); err != nil {
+				return old, false, fmt.Errorf("store: Add to %q, which holds no counter", key)
+			}
+			x = old.exp
+		}
+		if n != nil {
+			*n = v + delta
+		}
+		return entry{val: strconv.AppendInt(nil, v+delta, 10), exp: x}, false, nil
+	}
 }
 
 // Len returns the entries held, expired ones not yet swept included.

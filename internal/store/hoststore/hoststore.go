@@ -40,6 +40,7 @@ const (
 	opFailing
 	opLen
 	opCount
+	opGetMany
 )
 
 // The statuses, the first byte of a reply: ok, or which of the
@@ -128,6 +129,26 @@ func (c *Client) Get(_ context.Context, key string) ([]byte, error) {
 	e := req(opGet)
 	e.str(key)
 	return c.value(e)
+}
+
+func (c *Client) GetMany(_ context.Context, keys []string) ([][]byte, error) {
+	e := req(opGetMany)
+	e.int(int64(len(keys)))
+	for _, k := range keys {
+		e.str(k)
+	}
+	d, err := c.do(e)
+	if err != nil {
+		return nil, err
+	}
+	if n := d.int(); n != int64(len(keys)) {
+		return nil, fmt.Errorf("%w: %v", store.ErrUnavailable, errFrame)
+	}
+	out := make([][]byte, len(keys))
+	for i := range out {
+		out[i] = d.bytes() // nil for none: a value is sent non-nil
+	}
+	return out, d.done()
 }
 
 func (c *Client) Put(_ context.Context, key string, val []byte, exp time.Time) error {
@@ -242,6 +263,7 @@ func (c *Client) Apply(_ context.Context, ws []store.Write) error {
 		e.time(w.Exp)
 		e.str(w.Member)
 		e.int(w.Score)
+		e.int(w.Add)
 	}
 	return c.ok(e)
 }

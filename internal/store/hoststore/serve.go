@@ -59,6 +59,28 @@ func (b *Backend) serve(ctx context.Context, st store.Store, d *dec, out *enc) e
 		v, err := st.Get(ctx, key)
 		out.bytes(nonNil(v))
 		return err
+	case opGetMany:
+		// A key takes at least 1 byte of the frame: more are not there.
+		n := d.int()
+		if d.bad || n < 0 || n > int64(len(d.b)) {
+			return errFrame
+		}
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = d.str()
+		}
+		if d.bad {
+			return errFrame
+		}
+		vs, err := st.GetMany(ctx, keys)
+		if err != nil {
+			return err
+		}
+		out.int(int64(len(vs)))
+		for _, v := range vs {
+			out.bytes(v) // nil for none; an empty value is not nil
+		}
+		return nil
 	case opPut, opInsert, opSwap:
 		key, val, exp := d.str(), d.bytes(), d.time()
 		if d.bad || val == nil {
@@ -144,14 +166,14 @@ func (b *Backend) serve(ctx context.Context, st store.Store, d *dec, out *enc) e
 		}
 		return err
 	case opApply:
-		// A write takes at least 5 bytes of the frame: more are not there.
+		// A write takes at least 6 bytes of the frame: more are not there.
 		n := d.int()
-		if d.bad || n < 0 || n > int64(len(d.b))/5 {
+		if d.bad || n < 0 || n > int64(len(d.b))/6 {
 			return errFrame
 		}
 		ws := make([]store.Write, n)
 		for i := range ws {
-			ws[i] = store.Write{Key: d.str(), Val: d.bytes(), Exp: d.time(), Member: d.str(), Score: d.int()}
+			ws[i] = store.Write{Key: d.str(), Val: d.bytes(), Exp: d.time(), Member: d.str(), Score: d.int(), Add: d.int()}
 		}
 		if d.bad {
 			return errFrame

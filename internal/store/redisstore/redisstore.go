@@ -305,6 +305,31 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	return v, s.fail("get", err)
 }
 
+// GetMany is one MGET.
+func (s *Store) GetMany(ctx context.Context, keys []string) ([][]byte, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	full := make([]string, len(keys))
+	for i, k := range keys {
+		full[i] = s.key(k)
+	}
+	vs, err := s.rdb.MGet(ctx, full...).Result()
+	if err != nil {
+		return nil, s.fail("getmany", err)
+	}
+	out := make([][]byte, len(keys))
+	for i, v := range vs {
+		if str, ok := v.(string); ok {
+			out[i] = []byte(str)
+		}
+	}
+	return out, nil
+}
+
 // setArgs is the SET command putting val at key for ms (forever: no
 // expiry), with the options opts before the expiry.
 func (s *Store) setArgs(key string, val []byte, ms int64, opts ...any) []any {
@@ -403,9 +428,11 @@ func (s *Store) Apply(ctx context.Context, ws []store.Write) error {
 			}
 		}
 	}
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, w := range ws {
 			switch {
+			case w.Add != 0:
+				s.add(ctx, p, w)
 			case w.Member != "" && w.Val == nil:
 				p.ZRem(ctx, s.set(w.Key), w.Member)
 			case w.Member != "":
@@ -422,5 +449,16 @@ func (s *Store) Apply(ctx context.Context, ws []store.Write) error {
 		}
 		return nil
 	})
+	if errors.Is(err, redis.Nil) {
+		// The nil answer of the Add script, a counter started expired
+		// (nothing kept): no failure. Another command's error may follow.
+		err = nil
+		for _, c := range cmds {
+			if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) {
+				err = e
+				break
+			}
+		}
+	}
 	return s.fail("apply", err)
 }

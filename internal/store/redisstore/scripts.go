@@ -141,6 +141,20 @@ func (s *Store) Add(ctx context.Context, key string, delta int64, exp time.Time)
 	return strconv.ParseInt(text, 10, 64)
 }
 
+// add queues the counter increment w in the pipeline p: one INCRBY for a
+// counter that never expires (it starts at 0, as a missing key does for
+// INCRBY), the Add script otherwise, sent whole (EVAL): a script a
+// pipeline asks for by its SHA1 alone could be unknown to the server, and
+// a pipeline is not sent again.
+func (s *Store) add(ctx context.Context, p redis.Pipeliner, w store.Write) {
+	switch ms := s.ttl(w.Exp); ms {
+	case forever:
+		p.IncrBy(ctx, s.key(w.Key), w.Add)
+	default:
+		addScript.Eval(ctx, p, []string{s.key(w.Key)}, w.Add, ms)
+	}
+}
+
 // maxScore is the largest magnitude of a score that a double holds
 // exactly, and so Redis.
 const maxScore = 1 << 53

@@ -444,6 +444,73 @@ var tests = []test{
 		wantGone(t, s, "a")
 		must(t, s.Apply(ctx, nil))
 	}},
+	{"GetMany", func(t *testing.T, b Backend) {
+		s, c := open(t, b)
+		must(t, s.Put(ctx, "a", []byte("1"), time.Time{}))
+		must(t, s.Put(ctx, "empty", nil, time.Time{}))
+		must(t, s.Put(ctx, "expiring", []byte("3"), c.Now().Add(time.Minute)))
+		if _, err := s.Add(ctx, "n", 4, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		must(t, s.ZAdd(ctx, "set", "m", 1)) // a set is no entry
+		for _, tc := range []struct {
+			name    string
+			advance time.Duration
+			keys    []string
+			want    []string // "<nil>" for none
+		}{
+			{"none", 0, nil, nil},
+			{"all kinds", 0, []string{"a", "missing", "empty", "n", "set", "expiring", "a"}, []string{"1", "<nil>", "", "4", "<nil>", "3", "1"}},
+			{"expired", time.Minute, []string{"expiring", "a"}, []string{"<nil>", "1"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				c.Advance(tc.advance)
+				got, err := s.GetMany(ctx, tc.keys)
+				if err != nil || len(got) != len(tc.keys) {
+					t.Fatalf("GetMany(%q) = %q, %v; want %q", tc.keys, got, err, tc.want)
+				}
+				for i, v := range got {
+					s := string(v)
+					if v == nil {
+						s = "<nil>"
+					}
+					if s != tc.want[i] {
+						t.Errorf("GetMany(%q)[%d] = %q; want %q", tc.keys, i, s, tc.want[i])
+					}
+				}
+			})
+		}
+	}},
+	{"ApplyAdd", func(t *testing.T, b Backend) {
+		s, c := open(t, b)
+		must(t, s.Put(ctx, "live", []byte("10"), c.Now().Add(time.Hour)))
+		must(t, s.Apply(ctx, []store.Write{
+			{Key: "forever", Add: 3},
+			{Key: "forever", Add: -1},
+			{Key: "expiring", Add: 5, Exp: c.Now().Add(time.Minute)},
+			{Key: "live", Add: 2, Exp: c.Now().Add(time.Second)}, // keeps its hour
+			{Key: "past", Add: 1, Exp: c.Now().Add(-time.Second)},
+		}))
+		wantValue(t, s, "forever", "2")
+		wantValue(t, s, "expiring", "5")
+		wantValue(t, s, "live", "12")
+		wantGone(t, s, "past")
+		if n, err := s.Add(ctx, "forever", 1, time.Time{}); err != nil || n != 3 {
+			t.Fatalf("Add(forever, 1) after Apply = %d, %v; want 3", n, err)
+		}
+		c.Advance(time.Minute)
+		wantGone(t, s, "expiring")
+		wantValue(t, s, "live", "12")
+		c.Advance(time.Hour)
+		wantGone(t, s, "live")
+	}},
+	{"ApplyAddRace", func(t *testing.T, b Backend) {
+		s, _ := open(t, b)
+		race(50, func(i int) error {
+			return s.Apply(ctx, []store.Write{{Key: "n", Add: 2}, {Key: "k" + strconv.Itoa(i), Val: []byte("v")}})
+		})
+		wantValue(t, s, "n", "100")
+	}},
 	{"Restart", func(t *testing.T, b Backend) { restart(t, b, false) }},
 	{"Crash", func(t *testing.T, b Backend) { restart(t, b, true) }},
 	{"Closed", func(t *testing.T, b Backend) {
@@ -488,6 +555,7 @@ func restart(t *testing.T, b Backend, crash bool) {
 	if _, err := s.ZClaim(ctx, "z", 1, 50, 0); err != nil {
 		t.Fatal(err)
 	}
+	must(t, s.Apply(ctx, []store.Write{{Key: "applied", Add: 9}}))
 	big := bytes.Repeat([]byte("x"), 1<<20)
 	must(t, s.Put(ctx, "big", big, time.Time{}))
 
@@ -500,6 +568,7 @@ func restart(t *testing.T, b Backend, crash bool) {
 	wantGone(t, s, "deleted")
 	wantValue(t, s, "cas", "v")
 	wantValue(t, s, "n", "7")
+	wantValue(t, s, "applied", "9")
 	if got, err := s.Get(ctx, "big"); err != nil || !bytes.Equal(got, big) {
 		t.Errorf("Get(big) after restart: %d bytes, %v; want the 1 MiB written", len(got), err)
 	}
