@@ -75,6 +75,9 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 	now := r.now()
 	day := now.Unix() / 86400
 	guess := listMemo.get(storeID)
+	// What the GetMany reads, in this order: the list, the pending count,
+	// the keys made today and yesterday, then the endpoints guessed.
+	const list, pendingCount, idemToday, guessed = 0, 1, 2, 4
 	keys := []string{listKey + storeID, pendingKey + storeID, idemDayKey(storeID, day), idemDayKey(storeID, day-1)}
 	for _, id := range guess.ids {
 		keys = append(keys, hookKey(KindEndpoint, id))
@@ -84,19 +87,19 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 		return "", err
 	}
 	var eps []*Endpoint
-	if bytes.Equal(read[0], guess.raw) {
-		eps, err = decodeEndpoints(keys[4:], read[4:])
+	if bytes.Equal(read[list], guess.raw) {
+		eps, err = decodeEndpoints(keys[guessed:], read[guessed:])
 	} else { // the list changed since: its endpoints read now
 		var ids []string
-		if ids, err = listedIDs(storeID, read[0]); err == nil {
-			listMemo.put(storeID, read[0], ids)
+		if ids, err = listedIDs(storeID, read[list]); err == nil {
+			listMemo.put(storeID, read[list], ids)
 			eps, err = r.endpoints(ctx, ids)
 		}
 	}
 	if err != nil {
 		return "", err
 	}
-	pending, err := counted(pendingKey+storeID, read[1])
+	pending, err := counted(pendingKey+storeID, read[pendingCount])
 	if err != nil {
 		return "", err
 	}
@@ -109,7 +112,7 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 	}
 	k := hookKey(kindIdem, storeID+"\x00"+key)
 	if key != "" && r.budget != nil {
-		if err := idemRoom(storeID, day, read[2:4], r.budget.Idem); errors.Is(err, ErrOverBudget) {
+		if err := idemRoom(storeID, day, read[idemToday:guessed], r.budget.Idem); errors.Is(err, ErrOverBudget) {
 			if evt, err := r.replay(ctx, k); !errors.Is(err, store.ErrNotFound) {
 				return evt, err
 			}

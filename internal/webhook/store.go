@@ -14,11 +14,10 @@ import (
 	"deeplink/internal/store"
 )
 
-// Records of the webhook state, as JSON (but deliveries: deliveryrecord.go),
-// under hooks:<kind>:<id>. Builds
-// before the state of record also listed each kind's ids in the sorted
-// set hooks:index:<kind>, and kept events in records of their own
-// (upgrade.go reads those).
+// Records of the webhook state, as JSON (but deliveries:
+// deliveryrecord.go), under hooks:<kind>:<id>. Builds before the state of
+// record also listed each kind's ids in the sorted set hooks:index:<kind>,
+// and kept events in records of their own (upgrade.go reads those).
 const (
 	KindEndpoint = "ep"
 	KindEvent    = "evt"
