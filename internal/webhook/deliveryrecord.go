@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+
+	"deeplink/internal/binfield"
 )
 
 // A delivery's record (hooks:dlv:<id>) is binary rather than JSON: a tag
@@ -47,19 +49,19 @@ func (d *Delivery) appendRecord(b []byte) []byte {
 	}
 	b = append(make([]byte, 0, len(b)+size), b...)
 	b = append(b, deliveryTag, flags)
-	b = appendStr(b, d.ID)
+	b = binfield.AppendStr(b, d.ID)
 	b = binary.AppendUvarint(b, d.Seq)
-	b = appendStr(b, d.EndpointID)
-	b = appendStr(b, d.EventID)
-	b = appendStr(b, d.Status)
+	b = binfield.AppendStr(b, d.EndpointID)
+	b = binfield.AppendStr(b, d.EventID)
+	b = binfield.AppendStr(b, d.Status)
 	b = binary.AppendVarint(b, d.CreatedAt)
 	b = binary.AppendVarint(b, d.NextAt)
-	b = appendStr(b, d.Reason)
-	b = appendStr(b, d.StoreID)
+	b = binfield.AppendStr(b, d.Reason)
+	b = binfield.AppendStr(b, d.StoreID)
 	b = binary.AppendVarint(b, d.LoggedAt)
 	if ev := d.Event; ev != nil {
-		b = appendStr(b, ev.ID)
-		b = appendStr(b, ev.Type)
+		b = binfield.AppendStr(b, ev.ID)
+		b = binfield.AppendStr(b, ev.Type)
 		b = binary.AppendVarint(b, ev.CreatedAt)
 		b = append(binary.AppendUvarint(b, uint64(len(ev.Body))), ev.Body...)
 	}
@@ -67,48 +69,44 @@ func (d *Delivery) appendRecord(b []byte) []byte {
 	for i := range d.Attempts {
 		a := &d.Attempts[i]
 		b = binary.AppendVarint(b, a.At)
-		b = appendStr(b, a.URL)
+		b = binfield.AppendStr(b, a.URL)
 		b = binary.AppendVarint(b, a.Timestamp)
-		b = appendStr(b, a.Signature)
-		b = appendStr(b, a.StdSignature)
+		b = binfield.AppendStr(b, a.Signature)
+		b = binfield.AppendStr(b, a.StdSignature)
 		b = binary.AppendVarint(b, int64(a.Status))
-		b = appendStr(b, a.ResponseBody)
+		b = binfield.AppendStr(b, a.ResponseBody)
 		b = binary.AppendVarint(b, a.DurationMS)
-		b = appendStr(b, a.Error)
+		b = binfield.AppendStr(b, a.Error)
 	}
 	return b
-}
-
-func appendStr(b []byte, s string) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
 // parseRecord sets d to the record b, which appendRecord made. The
 // event's body shares b's bytes: b must not change after (a record read
 // from the store is its reader's).
 func (d *Delivery) parseRecord(b []byte) error {
-	r := recordReader{b: b}
-	if r.byte() != deliveryTag {
+	r := binfield.NewReader(b)
+	if r.Byte() != deliveryTag {
 		return errDeliveryRecord
 	}
-	flags := r.byte()
+	flags := r.Byte()
 	*d = Delivery{Explicit: flags&flagExplicit != 0, WhileDisabled: flags&flagWhileDisabled != 0}
-	d.ID = r.str()
-	d.Seq = r.uint()
-	d.EndpointID = r.str()
-	d.EventID = r.str()
-	d.Status = r.str()
-	d.CreatedAt = r.int()
-	d.NextAt = r.int()
-	d.Reason = r.str()
-	d.StoreID = r.str()
-	d.LoggedAt = r.int()
+	d.ID = r.Str()
+	d.Seq = r.Uint()
+	d.EndpointID = r.Str()
+	d.EventID = r.Str()
+	d.Status = r.Str()
+	d.CreatedAt = r.Int()
+	d.NextAt = r.Int()
+	d.Reason = r.Str()
+	d.StoreID = r.Str()
+	d.LoggedAt = r.Int()
 	if flags&flagEvent != 0 {
-		d.Event = &Event{ID: r.str(), Type: r.str(), CreatedAt: r.int()}
-		d.Event.Body = r.bytes()
+		d.Event = &Event{ID: r.Str(), Type: r.Str(), CreatedAt: r.Int()}
+		d.Event.Body = r.Bytes()
 	}
-	n := r.uint()
-	if n > uint64(len(r.b)) { // each attempt takes bytes: a count past them is damage
+	n := r.Uint()
+	if n > uint64(r.Len()) { // each attempt takes bytes: a count past them is damage
 		return errDeliveryRecord
 	}
 	if n > 0 {
@@ -116,77 +114,22 @@ func (d *Delivery) parseRecord(b []byte) error {
 	}
 	for i := range d.Attempts {
 		a := &d.Attempts[i]
-		a.At = r.int()
-		a.URL = r.str()
-		a.Timestamp = r.int()
-		a.Signature = r.str()
-		a.StdSignature = r.str()
-		status := r.int()
+		a.At = r.Int()
+		a.URL = r.Str()
+		a.Timestamp = r.Int()
+		a.Signature = r.Str()
+		a.StdSignature = r.Str()
+		status := r.Int()
 		if status < math.MinInt32 || status > math.MaxInt32 {
-			r.err = errDeliveryRecord
+			r.Fail()
 		}
 		a.Status = int(status)
-		a.ResponseBody = r.str()
-		a.DurationMS = r.int()
-		a.Error = r.str()
+		a.ResponseBody = r.Str()
+		a.DurationMS = r.Int()
+		a.Error = r.Str()
 	}
-	if r.err != nil || len(r.b) > 0 {
+	if !r.Done() {
 		return errDeliveryRecord
 	}
 	return nil
 }
-
-// recordReader reads the fields of a binary record in turn; past its end
-// or at a malformed field it sets err, and reads zeros from then on.
-type recordReader struct {
-	b   []byte
-	err error
-}
-
-func (r *recordReader) fail() {
-	r.b, r.err = nil, errDeliveryRecord
-}
-
-func (r *recordReader) byte() byte {
-	if len(r.b) == 0 {
-		r.fail()
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *recordReader) uint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *recordReader) int() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-// bytes returns the next length-prefixed field, sharing r's bytes.
-func (r *recordReader) bytes() []byte {
-	n := r.uint()
-	if n > uint64(len(r.b)) {
-		r.fail()
-		return nil
-	}
-	p := r.b[:n:n]
-	r.b = r.b[n:]
-	return p
-}
-
-func (r *recordReader) str() string { return string(r.bytes()) }

@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+
+	"deeplink/internal/binfield"
 )
 
 // Request is an HTTP request as the module sees it.
@@ -35,49 +37,41 @@ var errShort = errors.New("wire: truncated or malformed frame")
 
 // AppendRequest appends the encoding of r to b.
 func AppendRequest(b []byte, r *Request) []byte {
-	b = appendStr(b, r.Method)
-	b = appendStr(b, r.URI)
-	b = appendStr(b, r.RemoteAddr)
+	b = binfield.AppendStr(b, r.Method)
+	b = binfield.AppendStr(b, r.URI)
+	b = binfield.AppendStr(b, r.RemoteAddr)
 	b = appendHeader(b, r.Header)
-	return appendBytes(b, r.Body)
+	return binfield.AppendBytes(b, r.Body)
 }
 
 // ParseRequest decodes a request encoded by AppendRequest. The body
 // aliases b.
 func ParseRequest(b []byte) (*Request, error) {
-	d := decoder{b: b}
-	r := &Request{Method: d.str(), URI: d.str(), RemoteAddr: d.str()}
-	r.Header = d.header()
-	r.Body = d.bytes()
-	return r, d.done()
+	d := binfield.NewReader(b)
+	r := &Request{Method: d.Str(), URI: d.Str(), RemoteAddr: d.Str()}
+	r.Header = readHeader(d)
+	r.Body = d.Bytes()
+	return r, done(d)
 }
 
 // AppendResponse appends the encoding of r to b.
 func AppendResponse(b []byte, r *Response) []byte {
 	b = binary.AppendUvarint(b, uint64(r.Status))
 	b = appendHeader(b, r.Header)
-	b = appendBytes(b, r.Body)
-	b = appendStr(b, r.LogPath)
-	return appendStr(b, r.LogRoute)
+	b = binfield.AppendBytes(b, r.Body)
+	b = binfield.AppendStr(b, r.LogPath)
+	return binfield.AppendStr(b, r.LogRoute)
 }
 
 // ParseResponse decodes a response encoded by AppendResponse. The body
 // aliases b.
 func ParseResponse(b []byte) (*Response, error) {
-	d := decoder{b: b}
-	r := &Response{Status: int(d.uint())}
-	r.Header = d.header()
-	r.Body = d.bytes()
-	r.LogPath, r.LogRoute = d.str(), d.str()
-	return r, d.done()
-}
-
-func appendStr(b []byte, s string) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
-}
-
-func appendBytes(b, p []byte) []byte {
-	return append(binary.AppendUvarint(b, uint64(len(p))), p...)
+	d := binfield.NewReader(b)
+	r := &Response{Status: int(d.Uint())}
+	r.Header = readHeader(d)
+	r.Body = d.Bytes()
+	r.LogPath, r.LogRoute = d.Str(), d.Str()
+	return r, done(d)
 }
 
 func appendHeader(b []byte, h http.Header) []byte {
@@ -88,52 +82,24 @@ func appendHeader(b []byte, h http.Header) []byte {
 	b = binary.AppendUvarint(b, uint64(n))
 	for k, vs := range h {
 		for _, v := range vs {
-			b = appendStr(b, k)
-			b = appendStr(b, v)
+			b = binfield.AppendStr(b, k)
+			b = binfield.AppendStr(b, v)
 		}
 	}
 	return b
 }
 
-type decoder struct {
-	b   []byte
-	bad bool
-}
-
-func (d *decoder) uint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if d.bad || n <= 0 {
-		d.bad = true
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) bytes() []byte {
-	l := d.uint()
-	if d.bad || l > uint64(len(d.b)) {
-		d.bad = true
-		return nil
-	}
-	p := d.b[:l:l]
-	d.b = d.b[l:]
-	return p
-}
-
-func (d *decoder) str() string { return string(d.bytes()) }
-
-func (d *decoder) header() http.Header {
-	n := d.uint()
-	if d.bad || n > uint64(len(d.b))/2 {
-		d.bad = true
+func readHeader(d *binfield.Reader) http.Header {
+	n := d.Uint()
+	if d.Bad() || n > uint64(d.Len())/2 {
+		d.Fail()
 		return nil
 	}
 	h := make(http.Header, n)
 	for range n {
-		k := d.str()
-		v := d.str()
-		if d.bad {
+		k := d.Str()
+		v := d.Str()
+		if d.Bad() {
 			return nil
 		}
 		h[k] = append(h[k], v)
@@ -141,8 +107,10 @@ func (d *decoder) header() http.Header {
 	return h
 }
 
-func (d *decoder) done() error {
-	if d.bad || len(d.b) != 0 {
+// done is the error of a frame d read: errShort unless every field was
+// whole and nothing is left.
+func done(d *binfield.Reader) error {
+	if !d.Done() {
 		return errShort
 	}
 	return nil
