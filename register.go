@@ -399,7 +399,7 @@ func (s *server) configWarnings() []string {
 	}
 	ws = append(ws, s.seedWarnings...)
 	if s.cfg.PublicBaseURL == "" {
-		ws = append(ws, "public_base_url is not set, and the service does not listen on a loopback address: the browser flow (…/auth/link, …/auth/callback, the drop-in button) answers 404 not_configured until public_base_url is set to the https:// address browsers reach this service at")
+		ws = append(ws, "public_base_url is not set, and the service does not listen on a loopback address: the browser flow is off (…/auth/link and …/auth/callback answer 404 not_configured, and the drop-in button stays hidden) until public_base_url is set to the https:// address browsers reach this service at")
 	}
 	for _, st := range s.cfg.Stores {
 		if len(st.RedirectDomains) == 0 {

@@ -179,10 +179,11 @@ func (s *server) seedSettings(ctx context.Context, demo bool) ([]string, error) 
 			if demo && v.GameAuthorizeURL != st.GameAuthorizeURL && strings.HasSuffix(v.GameAuthorizeURL, demoGamePath) {
 				v.GameAuthorizeURL, changed = st.GameAuthorizeURL, true
 			}
-			if v.Name != st.Name {
+			// A field the file leaves out says nothing: no warning.
+			if st.Name != "" && v.Name != st.Name {
 				differ = append(differ, "name")
 			}
-			if v.GameAuthorizeURL != st.GameAuthorizeURL {
+			if st.GameAuthorizeURL != "" && v.GameAuthorizeURL != st.GameAuthorizeURL {
 				differ = append(differ, "game_authorize_url")
 			}
 			if !changed {

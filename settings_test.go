@@ -74,6 +74,13 @@ func TestSettingsSeededAtFirstStart(t *testing.T) {
 	}
 	got, status = a2.linkTarget(t)
 	assert.Equal(t, "https://game.example.com/a", got, "link after a start with another file (status %d)", status)
+	a2.stop(t)
+
+	// A file that leaves game_authorize_url out says nothing of it.
+	a2 = startApp(t, settingsTestConfig(t, dir, "", "First", ""))
+	assert.Empty(t, a2.srv.configWarnings(), "warnings of a start whose file leaves game_authorize_url out")
+	got, status = a2.linkTarget(t)
+	assert.Equal(t, "https://game.example.com/a", got, "link after a start whose file leaves it out (status %d)", status)
 
 	d := newDashClient(t, a2.ts.URL)
 	require.Equal(t, http.StatusOK, d.signIn(testStoreID, testAPIKey).status)

@@ -506,19 +506,24 @@ func (c *Config) Proxies() []netip.Prefix { return c.proxies }
 func (c *Config) SetProxies(p []netip.Prefix) { c.proxies = p }
 
 // PublicBase fills in public_base_url when the configuration leaves it
-// out and the service listens on a loopback address, addr (HOST:PORT, the
-// port the one listened on), for use on this machine: http:// and addr.
+// out and the service listens on a loopback address, addr (HOST:PORT as
+// listened on), for use on this machine: http:// and listen, by the name
+// it gives the host (localhost stays localhost, which the browser's
+// cookies and the redirect domains go by) and the port listened on.
 // Elsewhere it stays "", and the browser flow is off until it is set:
 // only the operator knows the name browsers reach the service by.
 func (c *Config) PublicBase(addr string) {
 	if c.PublicBaseURL != "" {
 		return
 	}
-	host, _, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return
 	}
+	if named, _, err := net.SplitHostPort(c.Listen); err == nil && named == "localhost" {
+		host = named
+	}
 	if ip, err := netip.ParseAddr(host); host == "localhost" || err == nil && ip.IsLoopback() {
-		c.PublicBaseURL = "http://" + addr
+		c.PublicBaseURL = "http://" + net.JoinHostPort(host, port)
 	}
 }

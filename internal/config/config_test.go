@@ -52,22 +52,27 @@ func TestParseDefaults(t *testing.T) {
 // otherwise; one it sets stands.
 func TestPublicBase(t *testing.T) {
 	for _, tt := range []struct {
-		set, addr, want string
+		set, listen, addr, want string
 	}{
-		{"", "127.0.0.1:8080", "http://127.0.0.1:8080"},
-		{"", "127.0.0.2:9000", "http://127.0.0.2:9000"},
-		{"", "[::1]:8080", "http://[::1]:8080"},
-		{"", "localhost:8080", "http://localhost:8080"},
-		{"", "0.0.0.0:8080", ""},
-		{"", "[::]:8080", ""},
-		{"", "10.1.2.3:8080", ""},
-		{"", "shop.example.com:443", ""},
-		{"https://auth.example.com", "127.0.0.1:8080", "https://auth.example.com"},
+		{"", "", "127.0.0.1:8080", "http://127.0.0.1:8080"},
+		{"", "", "127.0.0.2:9000", "http://127.0.0.2:9000"},
+		{"", "", "[::1]:8080", "http://[::1]:8080"},
+		{"", "", "localhost:8080", "http://localhost:8080"},
+		{"", "", "0.0.0.0:8080", ""},
+		{"", "", "[::]:8080", ""},
+		{"", "", "10.1.2.3:8080", ""},
+		{"", "", "shop.example.com:443", ""},
+		{"https://auth.example.com", "localhost:8080", "127.0.0.1:8080", "https://auth.example.com"},
+		// listen names the host localhost: the URL keeps the name, with
+		// the port listened on.
+		{"", "localhost:8080", "127.0.0.1:8080", "http://localhost:8080"},
+		{"", "localhost:0", "127.0.0.1:41234", "http://localhost:41234"},
+		{"", "127.0.0.1:0", "127.0.0.1:41234", "http://127.0.0.1:41234"},
 	} {
-		c := &Config{PublicBaseURL: tt.set}
+		c := &Config{PublicBaseURL: tt.set, Listen: tt.listen}
 		c.PublicBase(tt.addr)
 		if c.PublicBaseURL != tt.want {
-			t.Errorf("Config{PublicBaseURL: %q}.PublicBase(%q): public_base_url = %q; want %q", tt.set, tt.addr, c.PublicBaseURL, tt.want)
+			t.Errorf("Config{PublicBaseURL: %q, Listen: %q}.PublicBase(%q): public_base_url = %q; want %q", tt.set, tt.listen, tt.addr, c.PublicBaseURL, tt.want)
 		}
 	}
 }
