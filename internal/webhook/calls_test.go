@@ -3,11 +3,17 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"deeplink/internal/egress"
 	"deeplink/internal/store"
 )
 
@@ -178,5 +184,52 @@ func TestPublishListChanged(t *testing.T) {
 				t.Errorf("publish after %s made deliveries to %q; want %q", tt.name, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAttemptCalls: a successful attempt with more due behind it makes
+// five store calls: the delivery and its endpoint read in one, the
+// endpoint read again once answered, the fenced write of the outcome,
+// one Apply of the queue, the end's accounting and the place renewed,
+// and the claim of the next delivery.
+func TestAttemptCalls(t *testing.T) {
+	q := openQueue(t)
+	ctx := context.Background()
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(rc.Close)
+	putEndpoint(t, q.st, "we_a", rc.URL)
+	now := time.Now()
+	first := putDelivery(t, q.st, "we_a", now)
+	putDelivery(t, q.st, "we_a", now.Add(time.Millisecond))
+	c := &calls{Store: q.st}
+	client, err := egress.NewClient(egress.Options{Timeout: time.Second, AllowPrivate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSender(c, senderConfig(), client, 1, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cs, err := s.q.claim(ctx, now.Add(time.Second), 1)
+	if err != nil || len(cs) != 1 || cs[0].Delivery != first {
+		t.Fatalf("claim = %+v, %v; want %s", cs, err, first)
+	}
+	c.n.Store(0)
+	held, err := s.attempt(ctx, cs[0])
+	if err != nil || held.IsZero() {
+		t.Fatalf("attempt = %v, %v; want the place held", held, err)
+	}
+	if _, ok, err := s.q.handOff(ctx, cs[0], time.Now(), held); err != nil || !ok {
+		t.Fatalf("handOff = %v, %v; want the next delivery", ok, err)
+	}
+	if got := c.n.Load(); got != 5 {
+		t.Errorf("an attempt and its hand-off made %d store calls; want 5", got)
+	}
+	if d := delivery(t, q.st, first); d.Status != StatusSucceeded {
+		t.Errorf("delivery after the attempt = %s; want %s", d.Status, StatusSucceeded)
+	}
+	done, err := q.st.ZRange(ctx, doneKey+"we_a", math.MinInt64, math.MaxInt64, 0, false)
+	if err != nil || len(done) != 1 || done[0].Member != first {
+		t.Errorf("finished deliveries of we_a = %v, %v; want %s", done, err, first)
+	}
+	if held, err := q.st.Get(ctx, logBytesKey+"we_a"); err != nil || string(held) == "0" {
+		t.Errorf("bytes we_a's log holds = %s, %v; want the delivery's", held, err)
 	}
 }

@@ -88,7 +88,7 @@ func (hk *Hooks) Start() error {
 	s := newSender(hk.sendSt(), w, client, workers, hk.Now, hk.Log)
 	s.counts = &hk.counts
 	s.configured = func(id string) bool { return hk.Cfg.Store(id) != nil }
-	s.ended = hk.ended
+	s.trim = hk.trim
 	s.rec.failed, s.rec.busy = hk.failed, s.busy
 	ctx, cancel := context.WithCancel(context.Background())
 	hk.send, hk.stop, hk.done, hk.closeIdle = s, cancel, make(chan struct{}), client.CloseIdleConnections
@@ -127,22 +127,31 @@ func (hk *Hooks) sendSt() store.Store {
 	return hk.St
 }
 
-// ended is what follows a delivery of the store that ended: what it held
-// of the store's pending budget is given back, and counted as its
-// endpoint's log's, which is trimmed (trims).
+// ended is what follows a delivery of the store that ended without its
+// sender (failed with its endpoint's queue): its endedWrites, and a trim
+// of its endpoint's log.
 func (hk *Hooks) ended(ctx context.Context, storeID string, d *Delivery) {
 	// The delivery has ended, whatever befell the caller's context.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	r := &records{st: hk.sendSt(), now: hk.Now}
-	if err := errors.Join(r.release(ctx, storeID, 1, len(d.event().Body)), r.finished(ctx, d.EndpointID, d)); err != nil {
+	ws, err := endedWrites(storeID, d)
+	if err == nil {
+		err = hk.sendSt().Apply(ctx, ws)
+	}
+	if err != nil {
 		hk.Log.Warn("webhooks: cannot account for a delivery that ended", "endpoint", d.EndpointID, "err", err)
 	}
-	hk.trims.soon(d.EndpointID, func() {
+	hk.trim(d.EndpointID)
+}
+
+// trim trims the endpoint ep's log soon (trims): a delivery of it ended.
+func (hk *Hooks) trim(ep string) {
+	hk.trims.soon(ep, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 		defer cancel()
-		if _, err := r.trim(ctx, d.EndpointID, hk.Cfg.Webhooks.DeliveryLogSize, hk.Budget.Log); err != nil {
-			hk.Log.Warn("webhooks: cannot trim a delivery log; trying again as the next delivery ends", "endpoint", d.EndpointID, "err", err)
+		r := &records{st: hk.sendSt(), now: hk.Now}
+		if _, err := r.trim(ctx, ep, hk.Cfg.Webhooks.DeliveryLogSize, hk.Budget.Log); err != nil {
+			hk.Log.Warn("webhooks: cannot trim a delivery log; trying again as the next delivery ends", "endpoint", ep, "err", err)
 		}
 	})
 }

@@ -166,20 +166,22 @@ const (
 	doneKey     = "hooks:done:"
 )
 
-// finished counts d, of the endpoint ep, as ended: what it holds is its
-// endpoint's log's, and it may be trimmed.
-func (r *records) finished(ctx context.Context, ep string, d *Delivery) error {
+// endedWrites are the writes that account for d, of the store, once it
+// has ended: what it held of the store's pending budget is given back
+// and counted as its endpoint's log's, and trim may drop it.
+func endedWrites(storeID string, d *Delivery) ([]store.Write, error) {
 	if d.written == 0 { // not written here: its record's length again
 		b, err := marshalRecord(d)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		d.written = len(b)
 	}
-	if _, err := r.st.Add(ctx, logBytesKey+ep, logCost(d.written), time.Time{}); err != nil {
-		return err
-	}
-	return r.st.ZAdd(ctx, doneKey+ep, d.ID, d.LoggedAt)
+	return []store.Write{
+		{Key: pendingKey + storeID, Add: -NewCost(len(d.event().Body))},
+		{Key: logBytesKey + d.EndpointID, Add: logCost(d.written)},
+		{Key: doneKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt},
+	}, nil
 }
 
 // trim drops the oldest finished deliveries of the endpoint ep's log

@@ -196,21 +196,48 @@ func (q *queue) remove(ctx context.Context, c claim) error {
 
 // handOff is what the holder of c does once c's attempt is written: it
 // claims the next due delivery of the endpoint with c's place, and
-// returns it; with none due, it frees the place and returns false.
-func (q *queue) handOff(ctx context.Context, c claim, now time.Time) (claim, bool, error) {
-	until := now.Add(q.lease)
-	due, err := q.st.ZClaim(ctx, queueDue+c.Endpoint, now.UnixMilli(), until.UnixMilli(), 1)
+// returns it; with none due, it frees the place and returns false. held
+// is when the place's lease ends, as the writes of c's outcome renewed it
+// (renewWrite); zero when they did not, and handOff renews it itself, but
+// not once c's lease has run out: the place may be another's by then.
+func (q *queue) handOff(ctx context.Context, c claim, now, held time.Time) (claim, bool, error) {
+	renew := held.IsZero()
+	if renew {
+		if !now.Before(c.until) {
+			return claim{}, false, nil
+		}
+		held = now.Add(q.lease)
+	}
+	due, err := q.st.ZClaim(ctx, queueDue+c.Endpoint, now.UnixMilli(), held.UnixMilli(), 1)
 	if err != nil {
 		return claim{}, false, err
 	}
 	if len(due) == 1 {
-		next := claim{Endpoint: c.Endpoint, Delivery: due[0].Member, slot: c.slot, until: until}
-		return next, true, q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, until.UnixMilli())
+		next := claim{Endpoint: c.Endpoint, Delivery: due[0].Member, slot: c.slot, until: held}
+		if !renew {
+			return next, true, nil
+		}
+		return next, true, q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, held.UnixMilli())
 	}
 	if err := q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, 0); err != nil {
 		return claim{}, false, err
 	}
 	return claim{}, false, q.refresh(ctx, c.Endpoint)
+}
+
+// renewWrite is the write that holds c's place until until, for handOff:
+// made with the writes that end c's attempt, so that they share one call.
+func renewWrite(c claim, until time.Time) store.Write {
+	return store.Write{Key: queueSlots + c.Endpoint, Member: c.slot, Val: member, Score: until.UnixMilli()}
+}
+
+// dueWrite is the write that takes c's delivery out of its endpoint's due
+// set (it has ended), or, when at is not zero, makes it due again at at.
+func dueWrite(c claim, at time.Time) store.Write {
+	if at.IsZero() {
+		return store.Write{Key: queueDue + c.Endpoint, Member: c.Delivery}
+	}
+	return store.Write{Key: queueDue + c.Endpoint, Member: c.Delivery, Val: member, Score: at.UnixMilli()}
 }
 
 // next returns when the earliest endpoint in queueReady comes due, or

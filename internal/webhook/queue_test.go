@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"testing"
 	"time"
 
+	"deeplink/internal/store"
 	"deeplink/internal/store/embedded"
 )
 
@@ -80,9 +82,59 @@ func TestQueuePlaces(t *testing.T) {
 	if err := a.remove(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}
-	next, ok, err := a.handOff(context.Background(), first, t0.Add(time.Second))
+	next, ok, err := a.handOff(context.Background(), first, t0.Add(time.Second), time.Time{})
 	if err != nil || !ok || next.slot != first.slot || next.Delivery != "we_slow/4" {
 		t.Errorf("handOff after we_slow/0 = %+v, %v, %v; want we_slow/4 in place %q", next, ok, err, first.slot)
+	}
+}
+
+// TestQueueHandOff: the holder of a place hands it to the endpoint's next
+// delivery under the lease its outcome's writes renewed, or under a new
+// one; but once its own lease has run out, the place is left alone, as
+// another may hold it by then.
+func TestQueueHandOff(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name      string
+		at        time.Duration // after t0, when handOff is called
+		renewed   bool          // the outcome's writes renewed the place
+		wantOK    bool
+		wantUntil time.Duration // after t0
+		wantSlot  time.Duration // after t0: the place's score then
+	}{
+		// openQueue's lease is 15 s.
+		{name: "renewed", at: time.Second, renewed: true, wantOK: true, wantUntil: 17 * time.Second, wantSlot: 17 * time.Second},
+		{name: "not renewed", at: time.Second, wantOK: true, wantUntil: 16 * time.Second, wantSlot: 16 * time.Second},
+		{name: "lease lost", at: time.Minute, wantSlot: 15 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			q := openQueue(t)
+			enqueue(t, q, "we_a", 2)
+			c := mustClaim(t, q, t0, 1)[0]
+			if err := q.remove(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			var held time.Time
+			if tt.renewed {
+				held = t0.Add(2*time.Second + q.lease)
+				if err := q.st.Apply(ctx, []store.Write{renewWrite(c, held)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			next, ok, err := q.handOff(ctx, c, t0.Add(tt.at), held)
+			if err != nil || ok != tt.wantOK || ok && !next.until.Equal(t0.Add(tt.wantUntil)) {
+				t.Errorf("handOff(%v) = %+v, %v, %v; want ok %v until t0+%v", tt.at, next, ok, err, tt.wantOK, tt.wantUntil)
+			}
+			slots, err := q.st.ZRange(ctx, queueSlots+"we_a", math.MinInt64, math.MaxInt64, 0, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(slots, func(s store.Scored) bool { return s.Member == c.slot })
+			want := t0.Add(tt.wantSlot).UnixMilli()
+			if i < 0 || slots[i].Score != want {
+				t.Errorf("place %q after handOff = %v; want score %d", c.slot, slots, want)
+			}
+		})
 	}
 }
 
@@ -155,7 +207,7 @@ func TestQueueReadyEntry(t *testing.T) {
 	if err := q.retryAt(ctx, c, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := q.handOff(ctx, c, t0); err != nil {
+	if _, _, err := q.handOff(ctx, c, t0, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if at, ok, err := q.next(ctx); err != nil || !ok || !at.Equal(t0.Add(time.Minute)) {
@@ -165,7 +217,7 @@ func TestQueueReadyEntry(t *testing.T) {
 	if err := q.remove(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := q.handOff(ctx, c, t0.Add(time.Minute)); err != nil {
+	if _, _, err := q.handOff(ctx, c, t0.Add(time.Minute), time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if at, ok, err := q.next(ctx); err != nil || ok {

@@ -370,7 +370,11 @@ func TestTrim(t *testing.T) {
 				at := now.Add(time.Duration(i) * time.Second)
 				made = append(made, logged(t, r.st, "we_a", EventOrderStatus, st, at, at.UnixMicro()))
 				if st != StatusPending {
-					if err := r.finished(ctx, "we_a", delivery(t, r.st, made[i])); err != nil {
+					ws, err := endedWrites("s", delivery(t, r.st, made[i]))
+					if err == nil {
+						err = r.st.Apply(ctx, ws)
+					}
+					if err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -48,9 +48,9 @@ type sender struct {
 	// deliveries of one that is not wait, unsent, until it is again. nil:
 	// every store is.
 	configured func(storeID string) bool
-	// ended is told of each delivery that ended, once its record says
-	// so. nil: none is.
-	ended func(ctx context.Context, storeID string, d *Delivery)
+	// trim is told of each endpoint whose log a delivery ended in, once
+	// that is written. nil: none is.
+	trim func(ep string)
 
 	mu       sync.Mutex                                // guards underWay
 	underWay map[string]map[string]*context.CancelFunc // endpoint id → delivery id → its attempt under way here
@@ -212,7 +212,8 @@ func (s *sender) work(ctx context.Context, c claim) {
 		s.Poke()
 	}()
 	for {
-		if err := s.attempt(ctx, c); err != nil {
+		held, err := s.attempt(ctx, c)
+		if err != nil {
 			if ctx.Err() != nil {
 				s.giveBack(c)
 				return
@@ -225,7 +226,7 @@ func (s *sender) work(ctx context.Context, c claim) {
 			s.giveBack(claim{Endpoint: c.Endpoint, slot: c.slot})
 			return
 		}
-		next, ok, err := s.q.handOff(ctx, c, s.now())
+		next, ok, err := s.q.handOff(ctx, c, s.now(), held)
 		if err != nil || !ok {
 			return // with an error, the place frees itself when the lease ends
 		}
@@ -264,31 +265,42 @@ func (s *sender) giveBack(c claim) {
 // errGone: the delivery or its endpoint no longer exists.
 var errGone = errors.New("webhooks: gone")
 
-// attempt makes c's attempt and writes its outcome, then the queue.
-func (s *sender) attempt(ctx context.Context, c claim) error {
-	raw, d, err := readRecord[Delivery](ctx, s.q.st, hookKey(kindDelivery, c.Delivery))
-	if errors.Is(err, store.ErrNotFound) || err == nil && d.Status != StatusPending {
-		return s.q.remove(ctx, c) // deleted with its endpoint, or ended by another
-	}
+// attempt makes c's attempt and writes its outcome, then the queue. It
+// returns when c's place is held until, when those writes renewed it
+// (zero when they did not).
+func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err error) {
+	keys := []string{hookKey(kindDelivery, c.Delivery), hookKey(KindEndpoint, c.Endpoint)}
+	read, err := s.q.st.GetMany(ctx, keys)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
-	_, e, err := endpointMemo.read(ctx, s.q.st, hookKey(KindEndpoint, c.Endpoint))
-	if errors.Is(err, store.ErrNotFound) {
-		return s.orphan(ctx, c, raw, d)
+	raw, epRaw := read[0], read[1]
+	if raw == nil {
+		return time.Time{}, s.q.remove(ctx, c) // deleted with its endpoint
 	}
+	d, err := decodeRecord[Delivery](keys[0], raw)
 	if err != nil {
-		return err
+		return time.Time{}, err
+	}
+	if d.Status != StatusPending {
+		return time.Time{}, s.q.remove(ctx, c) // ended by another
+	}
+	if epRaw == nil {
+		return time.Time{}, s.orphan(ctx, c, raw, d)
+	}
+	e, err := endpointMemo.decode(keys[1], epRaw)
+	if err != nil {
+		return time.Time{}, err
 	}
 	if d.Event == nil {
-		return fmt.Errorf("webhooks: delivery %s has no event", d.ID)
+		return time.Time{}, fmt.Errorf("webhooks: delivery %s has no event", d.ID)
 	}
 	if s.configured != nil && !s.configured(e.StoreID) {
-		return s.q.retryAt(ctx, c, s.now().Add(parkedWait))
+		return time.Time{}, s.q.retryAt(ctx, c, s.now().Add(parkedWait))
 	}
 	if why := e.refusal(d, d.Event.Type); why != "" {
-		_, err := s.write(ctx, c, e.StoreID, raw, d, nil, why)
-		return err
+		_, held, err := s.write(ctx, c, e.StoreID, raw, d, nil, why)
+		return held, err
 	}
 	now := s.now()
 	cur, old := e.secrets(now)
@@ -300,7 +312,7 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	r := egress.Post(actx, s.client, e.URL, DeliveryHeader(sig), d.Event.Body)
 	cancel()
 	if errors.Is(r.Err, context.Canceled) && ctx.Err() != nil {
-		return ctx.Err() // the sender stops: not an attempt
+		return time.Time{}, ctx.Err() // the sender stops: not an attempt
 	}
 	a = a.complete(r)
 	// The attempt was made: what follows is written whole, a stop
@@ -313,13 +325,13 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 	// meanwhile, or by this failure.
 	_, fresh, err := s.rec.endpoint(ctx, e.StoreID, e.ID)
 	if errors.Is(err, ErrNoEndpoint) {
-		return s.orphan(ctx, c, raw, d)
+		return time.Time{}, s.orphan(ctx, c, raw, d)
 	}
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if e, err = s.moveWindow(ctx, fresh, a.ok()); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	refused := ""
 	var disabled *Endpoint // by this failure: its queue fails once the outcome is written
@@ -336,23 +348,23 @@ func (s *sender) attempt(ctx context.Context, c claim) error {
 			}
 		}()
 	}
-	status, err := s.write(ctx, c, e.StoreID, raw, d, &a, refused)
+	status, held, err := s.write(ctx, c, e.StoreID, raw, d, &a, refused)
 	untrack()
 	if err != nil || status != StatusPending {
-		return err
+		return held, err
 	}
 	// An endpoint changed while the outcome was written (disabled, or no
 	// longer taking the type) had its queue failed without this delivery,
 	// busy then: judged again now, it fails as the others did.
 	_, now2, err := s.rec.endpoint(ctx, e.StoreID, e.ID)
 	if errors.Is(err, ErrNoEndpoint) || err == nil && now2.refusal(d, d.Event.Type) == "" {
-		return nil
+		return held, nil
 	}
 	if err != nil {
-		return err
+		return held, err
 	}
 	_, err = s.rec.failQueued(ctx, now2, func(x *Delivery) bool { return x.ID == d.ID && now2.refusal(x, x.Event.Type) != "" })
-	return err
+	return held, err
 }
 
 // moveWindow moves e's failure window on (records.moveWindowOf), and
@@ -367,12 +379,16 @@ func (s *sender) moveWindow(ctx context.Context, e *Endpoint, ok bool) (*Endpoin
 
 // write adds a (nil: none) to d, whose record was raw when the attempt
 // began, decides what follows, and writes the record (fenced: see sender)
-// and then the queue. refused is why d's endpoint refuses it, "" when it
-// does not.
-func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte, d *Delivery, a *Attempt, refused string) (string, error) {
+// and then, in one Apply, the queue, the accounting of d's end
+// (endedWrites) and c's place renewed for handOff, as long as c's lease
+// holds. refused is why d's endpoint refuses it, "" when it does not. It
+// returns d's status, and when c's place is held until (zero: not
+// renewed).
+func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte, d *Delivery, a *Attempt, refused string) (status string, held time.Time, err error) {
 	began := len(d.Attempts)
 	for {
-		status, reason, wait := StatusFailed, refused, time.Duration(0)
+		reason, wait := refused, time.Duration(0)
+		status = StatusFailed
 		if a != nil {
 			d.Attempts = append(d.Attempts, *a)
 			status, reason, wait = nextStep(s.cfg.RetrySchedule, len(d.Attempts), a.ok(), refused)
@@ -389,39 +405,52 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 		}
 		b, err := marshalRecord(d)
 		if err != nil {
-			return "", err
+			return "", time.Time{}, err
 		}
 		err = s.q.st.CompareAndSwap(ctx, hookKey(kindDelivery, d.ID), raw, b, time.Time{})
 		if errors.Is(err, store.ErrConflict) {
 			var cur *Delivery
 			raw, cur, err = readRecord[Delivery](ctx, s.q.st, hookKey(kindDelivery, d.ID))
 			if errors.Is(err, store.ErrNotFound) {
-				return "", s.q.remove(ctx, c)
+				return "", time.Time{}, s.q.remove(ctx, c)
 			}
 			if err != nil {
-				return "", err
+				return "", time.Time{}, err
 			}
 			if len(cur.Attempts) != began {
-				return "", nil // another sender attempted it since: its outcome stands, and the queue is its
+				return "", time.Time{}, nil // another sender attempted it since: its outcome stands, and the queue is its
 			}
 			d = cur
 			continue
 		}
 		if err != nil {
-			return "", err
+			return "", time.Time{}, err
 		}
 		d.written = len(b)
 		s.count(a != nil, wasPending, status)
-		if status == StatusPending {
-			return status, s.q.retryAt(ctx, c, time.Unix(0, d.NextAt))
+		var ws []store.Write
+		switch {
+		case status == StatusPending:
+			ws = append(ws, dueWrite(c, time.Unix(0, d.NextAt)))
+		case wasPending:
+			if ws, err = endedWrites(storeID, d); err != nil {
+				return status, time.Time{}, err
+			}
+			fallthrough
+		default:
+			ws = append(ws, dueWrite(c, time.Time{}))
 		}
-		if err := s.q.remove(ctx, c); err != nil {
-			return status, err
+		if now := s.now(); now.Before(c.until) {
+			held = now.Add(s.q.lease)
+			ws = append(ws, renewWrite(c, held))
 		}
-		if s.ended != nil && wasPending {
-			s.ended(ctx, storeID, d)
+		if err := s.q.st.Apply(ctx, ws); err != nil {
+			return status, time.Time{}, err
 		}
-		return status, nil
+		if s.trim != nil && status != StatusPending && wasPending {
+			s.trim(c.Endpoint)
+		}
+		return status, held, nil
 	}
 }
 

@@ -181,7 +181,7 @@ func TestSenderFencing(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := Attempt{Status: 500, Error: "the receiver answered 500"}
-			if _, err := s.write(ctx, c, testStore, raw, d, &a, ""); err != nil {
+			if _, _, err := s.write(ctx, c, testStore, raw, d, &a, ""); err != nil {
 				t.Fatal(err)
 			}
 			got := delivery(t, st, id)
