@@ -124,6 +124,11 @@ type Store interface {
 	// of the writes before the others, and a failure or a crash may keep
 	// some of them and not the rest (those kept are the first ones, in
 	// order, when it fails or a crash cuts it short).
+	//
+	// Its first write may be conditional (Write.Old): then Apply makes
+	// the writes only if that write's key holds Old when it is made, as
+	// CompareAndSwap does, and fails with ErrConflict, making none,
+	// otherwise. Old on another write is an error.
 	Apply(ctx context.Context, ws []Write) error
 
 	// Close makes every change durable, stops the backend's background
@@ -137,7 +142,8 @@ type Store interface {
 // Member added to the sorted set Key with Score (ZAdd), or removed from it
 // when Val is nil (ZRem); with Add not 0, Add added to the counter at Key,
 // which takes Exp as its expiry if it starts (Add, its new value
-// unknown to the caller; Val and Member unused).
+// unknown to the caller; Val and Member unused). Old, not nil, makes a Put
+// or Delete the condition of its Apply: Key must hold Old.
 type Write struct {
 	Key    string
 	Val    []byte
@@ -145,6 +151,21 @@ type Write struct {
 	Member string
 	Score  int64
 	Add    int64
+	Old    []byte
+}
+
+// ErrOldNotFirst: an Apply's write other than its first has Old set.
+var ErrOldNotFirst = errors.New("store: only an Apply's first write may have Old")
+
+// CheckOld returns ErrOldNotFirst unless only ws's first write, if any,
+// has Old set, and that write is a Put or a Delete: for backends.
+func CheckOld(ws []Write) error {
+	for i, w := range ws {
+		if w.Old != nil && (i > 0 || w.Member != "" || w.Add != 0) {
+			return ErrOldNotFirst
+		}
+	}
+	return nil
 }
 
 // Scored is a member of a sorted set with its score.

@@ -24,8 +24,8 @@ import (
 // delivery's end). The records are the state of record; a sender holds
 // only the attempts under way.
 //
-// Fencing: a delivery's record is written with CompareAndSwap on the
-// bytes its attempt began from. An attempt whose lease ran out, and
+// Fencing: a delivery's record is written on condition (Write.Old) that
+// it still holds the bytes its attempt began from. An attempt whose lease ran out, and
 // whose delivery another sender claimed and attempted meanwhile, finds
 // more attempts in the record than it began with: its outcome is
 // dropped, and it leaves the queue to the other. A record changed in
@@ -378,10 +378,10 @@ func (s *sender) moveWindow(ctx context.Context, e *Endpoint, ok bool) (*Endpoin
 }
 
 // write adds a (nil: none) to d, whose record was raw when the attempt
-// began, decides what follows, and writes the record (fenced: see sender)
-// and then, in one Apply, the queue, the accounting of d's end
-// (endedWrites) and c's place renewed for handOff, as long as c's lease
-// holds. refused is why d's endpoint refuses it, "" when it does not. It
+// began, decides what follows, and writes it in one Apply: the record,
+// on condition that it is still raw (fenced: see sender), then the
+// queue, the accounting of d's end (endedWrites) and c's place renewed
+// for handOff, as long as c's lease holds. refused is why d's endpoint refuses it, "" when it does not. It
 // returns d's status, and when c's place is held until (zero: not
 // renewed).
 func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte, d *Delivery, a *Attempt, refused string) (status string, held time.Time, err error) {
@@ -407,7 +407,26 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 		if err != nil {
 			return "", time.Time{}, err
 		}
-		err = s.q.st.CompareAndSwap(ctx, hookKey(kindDelivery, d.ID), raw, b, time.Time{})
+		d.written = len(b)
+		ws := []store.Write{{Key: hookKey(kindDelivery, d.ID), Val: b, Old: raw}}
+		switch {
+		case status == StatusPending:
+			ws = append(ws, dueWrite(c, time.Unix(0, d.NextAt)))
+		case wasPending:
+			ended, err := endedWrites(storeID, d)
+			if err != nil {
+				return "", time.Time{}, err
+			}
+			ws = append(ws, ended...)
+			fallthrough
+		default:
+			ws = append(ws, dueWrite(c, time.Time{}))
+		}
+		if now := s.now(); now.Before(c.until) {
+			held = now.Add(s.q.lease)
+			ws = append(ws, renewWrite(c, held))
+		}
+		err = s.q.st.Apply(ctx, ws)
 		if errors.Is(err, store.ErrConflict) {
 			var cur *Delivery
 			raw, cur, err = readRecord[Delivery](ctx, s.q.st, hookKey(kindDelivery, d.ID))
@@ -420,33 +439,13 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 			if len(cur.Attempts) != began {
 				return "", time.Time{}, nil // another sender attempted it since: its outcome stands, and the queue is its
 			}
-			d = cur
+			d, held = cur, time.Time{}
 			continue
 		}
 		if err != nil {
 			return "", time.Time{}, err
 		}
-		d.written = len(b)
 		s.count(a != nil, wasPending, status)
-		var ws []store.Write
-		switch {
-		case status == StatusPending:
-			ws = append(ws, dueWrite(c, time.Unix(0, d.NextAt)))
-		case wasPending:
-			if ws, err = endedWrites(storeID, d); err != nil {
-				return status, time.Time{}, err
-			}
-			fallthrough
-		default:
-			ws = append(ws, dueWrite(c, time.Time{}))
-		}
-		if now := s.now(); now.Before(c.until) {
-			held = now.Add(s.q.lease)
-			ws = append(ws, renewWrite(c, held))
-		}
-		if err := s.q.st.Apply(ctx, ws); err != nil {
-			return status, time.Time{}, err
-		}
 		if s.trim != nil && status != StatusPending && wasPending {
 			s.trim(c.Endpoint)
 		}

@@ -277,11 +277,22 @@ func (db *DB) changeLocked(key string, f func(old entry, found bool) (next entry
 }
 
 func (db *DB) Apply(ctx context.Context, ws []store.Write) error {
+	if err := store.CheckOld(ws); err != nil {
+		return err
+	}
 	var last ticket
 	for _, w := range ws {
 		var t ticket
 		var err error
 		switch {
+		case w.Old != nil:
+			e := entry{val: slices.Clone(w.Val), exp: unixNano(w.Exp)}
+			_, t, err = db.changeLocked(w.Key, func(cur entry, found bool) (entry, bool, error) {
+				if !found || string(cur.val) != string(w.Old) {
+					return e, false, store.ErrConflict
+				}
+				return e, w.Val == nil, nil
+			})
 		case w.Add != 0:
 			_, t, err = db.changeLocked(w.Key, counter(w.Key, w.Add, w.Exp, nil))
 		case w.Member != "":

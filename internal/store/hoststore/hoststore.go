@@ -255,6 +255,9 @@ func (c *Client) scored(e *enc) ([]store.Scored, error) {
 }
 
 func (c *Client) Apply(_ context.Context, ws []store.Write) error {
+	if err := store.CheckOld(ws); err != nil {
+		return err
+	}
 	e := req(opApply)
 	e.int(int64(len(ws)))
 	for _, w := range ws {
@@ -264,6 +267,7 @@ func (c *Client) Apply(_ context.Context, ws []store.Write) error {
 		e.str(w.Member)
 		e.int(w.Score)
 		e.int(w.Add)
+		e.bytes(w.Old)
 	}
 	return c.ok(e)
 }

@@ -166,14 +166,14 @@ func (b *Backend) serve(ctx context.Context, st store.Store, d *dec, out *enc) e
 		}
 		return err
 	case opApply:
-		// A write takes at least 6 bytes of the frame: more are not there.
+		// A write takes at least 7 bytes of the frame: more are not there.
 		n := d.int()
-		if d.bad || n < 0 || n > int64(len(d.b))/6 {
+		if d.bad || n < 0 || n > int64(len(d.b))/7 {
 			return errFrame
 		}
 		ws := make([]store.Write, n)
 		for i := range ws {
-			ws[i] = store.Write{Key: d.str(), Val: d.bytes(), Exp: d.time(), Member: d.str(), Score: d.int(), Add: d.int()}
+			ws[i] = store.Write{Key: d.str(), Val: d.bytes(), Exp: d.time(), Member: d.str(), Score: d.int(), Add: d.int(), Old: d.bytes()}
 		}
 		if d.bad {
 			return errFrame

@@ -421,12 +421,18 @@ func (s *Store) Apply(ctx context.Context, ws []store.Write) error {
 	if len(ws) == 0 {
 		return nil
 	}
+	if err := store.CheckOld(ws); err != nil {
+		return err
+	}
 	for _, w := range ws {
 		if w.Member != "" && w.Val != nil {
 			if err := checkScore(w.Score); err != nil {
 				return err
 			}
 		}
+	}
+	if ws[0].Old != nil {
+		return s.applyIf(ctx, ws)
 	}
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, w := range ws {

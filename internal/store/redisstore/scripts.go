@@ -93,6 +93,65 @@ end
 return got
 `)
 
+// applyIfScript is an Apply whose first write is conditional, in one
+// atomic step. KEYS: the writes' keys, the first the condition's. ARGV[1]:
+// the value it must hold. Then three per write: the op ("set", "del",
+// "zadd", "zrem" or "add") and its two arguments: set: the value and the
+// time left (-1: forever); zadd: the score and the member; zrem: the
+// member; add: the delta and the time left of a counter it starts (0:
+// none kept). Returns 1 when it wrote, 0 on a conflict.
+var applyIfScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+for i = 1, #KEYS do
+  local k, op, a, b = KEYS[i], ARGV[3*i-1], ARGV[3*i], ARGV[3*i+1]
+  if op == 'set' then
+    if b == '-1' then redis.call('SET', k, a) else redis.call('SET', k, a, 'PX', b) end
+  elseif op == 'del' then
+    redis.call('DEL', k)
+  elseif op == 'zadd' then
+    redis.call('ZADD', k, a, b)
+  elseif op == 'zrem' then
+    redis.call('ZREM', k, a)
+  else
+    local new = redis.call('EXISTS', k) == 0
+    if not (new and b == '0') then
+      redis.call('INCRBY', k, a)
+      if new and b ~= '-1' then redis.call('PEXPIRE', k, b) end
+    end
+  end
+end
+return 1
+`)
+
+// applyIf is Apply of ws, whose first write has Old (applyIfScript).
+func (s *Store) applyIf(ctx context.Context, ws []store.Write) error {
+	keys := make([]string, len(ws))
+	args := make([]any, 1, 1+3*len(ws))
+	args[0] = ws[0].Old
+	for i, w := range ws {
+		keys[i] = s.key(w.Key)
+		switch ms := s.ttl(w.Exp); {
+		case w.Add != 0:
+			args = append(args, "add", w.Add, ms)
+		case w.Member != "" && w.Val == nil:
+			keys[i] = s.set(w.Key)
+			args = append(args, "zrem", w.Member, "")
+		case w.Member != "":
+			keys[i] = s.set(w.Key)
+			args = append(args, "zadd", w.Score, w.Member)
+		case w.Val == nil || ms == expired:
+			args = append(args, "del", "", "")
+		default:
+			args = append(args, "set", w.Val, ms)
+		}
+	}
+	wrote, err := applyIfScript.Run(ctx, s.rdb, keys, args...).Int()
+	if err == nil && wrote == 0 {
+		return store.ErrConflict
+	}
+	return s.fail("apply", err)
+}
+
 func flag(b bool) string {
 	if b {
 		return "1"

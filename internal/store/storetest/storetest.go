@@ -511,6 +511,76 @@ var tests = []test{
 		})
 		wantValue(t, s, "n", "100")
 	}},
+	{"ApplyIf", func(t *testing.T, b Backend) {
+		s, c := open(t, b)
+		// Each case starts from "rec" holding "v1" and the counter "n" at 1.
+		writes := func(first store.Write) []store.Write {
+			return []store.Write{first,
+				{Key: "z", Member: "m", Val: []byte{1}, Score: 7},
+				{Key: "n", Add: 2},
+				{Key: "other", Val: []byte("o"), Exp: c.Now().Add(time.Minute)},
+			}
+		}
+		for _, tc := range []struct {
+			name    string
+			first   store.Write
+			want    error
+			wantRec string // "<nil>" for none
+		}{
+			{"it holds Old", store.Write{Key: "rec", Val: []byte("v2"), Old: []byte("v1")}, nil, "v2"},
+			{"a delete", store.Write{Key: "rec", Old: []byte("v1")}, nil, "<nil>"},
+			{"another value", store.Write{Key: "rec", Val: []byte("v2"), Old: []byte("v0")}, store.ErrConflict, "v1"},
+			{"an empty Old", store.Write{Key: "rec", Val: []byte("v2"), Old: []byte{}}, store.ErrConflict, "v1"},
+			{"no entry", store.Write{Key: "none", Val: []byte("v2"), Old: []byte("v1")}, store.ErrConflict, "v1"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				must(t, s.Apply(ctx, []store.Write{{Key: "rec", Val: []byte("v1")}, {Key: "z", Member: "m"}, {Key: "n", Val: []byte("1")}, {Key: "other"}}))
+				if err := s.Apply(ctx, writes(tc.first)); !errors.Is(err, tc.want) {
+					t.Fatalf("Apply(first %+v) = %v; want %v", tc.first, err, tc.want)
+				}
+				got, err := s.GetMany(ctx, []string{"rec", "n", "other"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				members, err := s.ZRange(ctx, "z", 0, 10, 0, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := string(got[0])
+				if got[0] == nil {
+					rec = "<nil>"
+				}
+				wantN, wantOther, wantZ := "3", "o", "m7"
+				if tc.want != nil {
+					wantN, wantOther, wantZ = "1", "", ""
+				}
+				if rec != tc.wantRec || string(got[1]) != wantN || string(got[2]) != wantOther || scoredString(members) != wantZ {
+					t.Errorf("after Apply(first %+v): rec %q, n %q, other %q, z %q; want %q, %q, %q, %q",
+						tc.first, rec, got[1], got[2], scoredString(members), tc.wantRec, wantN, wantOther, wantZ)
+				}
+			})
+		}
+		for _, ws := range [][]store.Write{
+			{{Key: "a", Val: []byte("1")}, {Key: "rec", Val: []byte("v2"), Old: []byte("v1")}},
+			{{Key: "z", Member: "m", Val: []byte{1}, Old: []byte("v1")}},
+			{{Key: "n", Add: 1, Old: []byte("1")}},
+		} {
+			if err := s.Apply(ctx, ws); !errors.Is(err, store.ErrOldNotFirst) {
+				t.Errorf("Apply(%+v) = %v; want ErrOldNotFirst", ws, err)
+			}
+		}
+	}},
+	{"ApplyIfRace", func(t *testing.T, b Backend) {
+		s, _ := open(t, b)
+		must(t, s.Put(ctx, "rec", []byte("v0"), time.Time{}))
+		won := race(20, func(i int) error {
+			return s.Apply(ctx, []store.Write{{Key: "rec", Val: []byte("v" + strconv.Itoa(i+1)), Old: []byte("v0")}, {Key: "n", Add: 1}})
+		})
+		if won != 1 {
+			t.Errorf("%d of 20 Applies on one Old won; want 1", won)
+		}
+		wantValue(t, s, "n", "1")
+	}},
 	{"Restart", func(t *testing.T, b Backend) { restart(t, b, false) }},
 	{"Crash", func(t *testing.T, b Backend) { restart(t, b, true) }},
 	{"Closed", func(t *testing.T, b Backend) {
