@@ -377,18 +377,15 @@ func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Deli
 			if err != nil {
 				return n, err
 			}
-			err = r.st.CompareAndSwap(ctx, hookKey(kindDelivery, d.ID), raw, b, time.Time{})
+			err = r.st.Apply(ctx, []store.Write{{Key: hookKey(kindDelivery, d.ID), Val: b, Old: raw}, {Key: queueDue + e.ID, Member: d.ID}})
 			if errors.Is(err, store.ErrConflict) {
 				continue // an attempt's outcome came first: judged again
 			}
-			d.written = len(b)
 			if err != nil {
 				return n, err
 			}
+			d.written = len(b)
 			n = append(n, d)
-			if err := r.st.ZRem(ctx, queueDue+e.ID, d.ID); err != nil {
-				return n, err
-			}
 			break
 		}
 	}

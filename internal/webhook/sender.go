@@ -238,13 +238,16 @@ func (s *sender) work(ctx context.Context, c claim) {
 // the endpoint before its delete wrote after it): its record and queue
 // entry go, and what it held of its store's budget is given back.
 func (s *sender) orphan(ctx context.Context, c claim, raw []byte, d *Delivery) error {
-	err := s.q.st.CompareAndSwap(ctx, hookKey(kindDelivery, d.ID), raw, nil, time.Time{})
-	if err == nil && d.StoreID != "" {
-		err = s.rec.release(ctx, d.StoreID, 1, len(d.event().Body))
-	} else if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
-		err = nil // changed meanwhile: another's to account for
+	ws := []store.Write{{Key: hookKey(kindDelivery, d.ID), Old: raw}, dueWrite(c, time.Time{})}
+	if d.StoreID != "" {
+		ws = append(ws, store.Write{Key: pendingKey + d.StoreID, Add: -NewCost(len(d.event().Body))})
 	}
-	return errors.Join(err, s.q.remove(ctx, c))
+	err := s.q.st.Apply(ctx, ws)
+	if errors.Is(err, store.ErrConflict) {
+		// Changed meanwhile: another's to account for.
+		return s.q.remove(ctx, c)
+	}
+	return err
 }
 
 // writeTimeout bounds the writes that follow an attempt made.
