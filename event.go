@@ -41,10 +41,12 @@ func (s *server) handlePublish(w http.ResponseWriter, r *http.Request, st *Store
 
 // validateEvent checks a publish body: a known, publishable type and, for
 // order.status.updated, data.object with a string id and a known status.
+// The object it returns is the bytes of req.Data that hold it, as sent.
 func validateEvent(req *publishRequest) (typ string, object json.RawMessage, fields []fieldError) {
 	bad := func(f, m string) { fields = append(fields, fieldError{f, m}) }
 	if usable("type", req.Type, bad) {
-		if json.Unmarshal(req.Type, &typ) != nil {
+		var ok bool
+		if typ, ok = unquote(req.Type, webhook.EventOrderStatus); !ok {
 			bad("type", "must be a string")
 		} else if typ != webhook.EventOrderStatus {
 			bad("type", "must be a known event type: "+webhook.EventOrderStatus+" ("+webhook.EventTest+" comes only from the test call)")
@@ -62,26 +64,42 @@ func validateEvent(req *publishRequest) (typ string, object json.RawMessage, fie
 	if !usable("data", req.Data, bad) {
 		return typ, nil, fields
 	}
-	var data struct {
-		Object json.RawMessage `json:"object"`
-	}
-	if decodeObject(req.Data, &data) != nil {
+	// data is held to decodeObject's rules without its reflection and
+	// copies: scanObjectIn checks scanObject's, and the one rule more, no
+	// invalid Unicode in a member's value, usable has just checked for all
+	// of data. id and status are read in the same scan; were a name given
+	// twice, its last value would count, as in a map, but scanObjectIn
+	// refuses that.
+	var id, status []byte // data.object's, raw; nil when absent
+	if scanObjectIn(req.Data, "object", func(name, value []byte, _ bool) {
+		if isName(name, "object") {
+			object = value[:len(value):len(value)]
+		}
+	}, func(name, value []byte, _ bool) {
+		switch {
+		case isName(name, "id"):
+			id = value
+		case isName(name, "status"):
+			status = value
+		}
+	}) != nil {
 		bad("data", "must be an object")
 		return typ, nil, fields
 	}
-	var obj map[string]json.RawMessage
-	if len(data.Object) == 0 || data.Object[0] != '{' || json.Unmarshal(data.Object, &obj) != nil {
+	if len(object) == 0 || object[0] != '{' {
 		bad("data.object", "must be an object")
 		return typ, nil, fields
 	}
 	if typ == webhook.EventOrderStatus {
-		var id, status string
-		if json.Unmarshal(obj["id"], &id) != nil || id == "" {
+		// A JSON string decodes to "" only when it is "": every character
+		// or escape in it decodes to at least one byte. Any other value
+		// decodes to "" (null) or is not a string.
+		if len(id) <= 2 || id[0] != '"' {
 			bad("data.object.id", "must be a non-empty string")
 		}
-		if json.Unmarshal(obj["status"], &status) != nil || !slices.Contains(orderStatuses, status) {
+		if s, ok := unquote(status, orderStatuses...); !ok || !slices.Contains(orderStatuses, s) {
 			bad("data.object.status", "must be one of "+strings.Join(orderStatuses, ", "))
 		}
 	}
-	return typ, data.Object, fields
+	return typ, object, fields
 }

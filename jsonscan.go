@@ -30,13 +30,23 @@ const maxJSONDepth = 10000
 // no object in it has a member name twice (names compared unescaped), and
 // every name, at any depth, is valid Unicode (validUnicode).
 func scanObject(b []byte, member func(name, value []byte, plain bool)) error {
+	return scanObjectIn(b, "", member, nil)
+}
+
+// scanObjectIn is scanObject that also calls inner, as it calls member,
+// for each member of an object that is the value of a top-level member
+// named within (compared unescaped), before it calls member for that
+// one. It spares a caller that wants members one level down a second
+// scan of their object. Calls made before an error may be about bytes
+// that break a rule: only a nil error says they do not.
+func scanObjectIn(b []byte, within string, member, inner func(name, value []byte, plain bool)) error {
 	var names [16]objectName
-	s := scanner{b: b, names: names[:0]}
+	s := scanner{b: b, names: names[:0], within: within}
 	s.space()
 	if s.peek() != '{' {
 		return errInvalidJSON
 	}
-	if !s.object(1, member) {
+	if !s.object(1, member, inner) {
 		if s.err != nil {
 			return s.err
 		}
@@ -58,6 +68,7 @@ type scanner struct {
 	unescaped []byte       // the names that had escapes, unescaped
 	top       objectName   // the name of the top-level member being scanned
 	err       *apiError    // why the body is refused, when not for its syntax
+	within    string       // the top-level member whose object's members go to scanObjectIn's inner
 }
 
 // objectName is a member name as objects compare them: unescaped. It
@@ -97,8 +108,9 @@ func (s *scanner) space() {
 }
 
 // object scans an object at s.i (which holds '{'), calling member, when
-// not nil, for each of its members.
-func (s *scanner) object(depth int, member func(name, value []byte, plain bool)) bool {
+// not nil, for each of its members, and inner for each member of the
+// value of its member named s.within, when that value is an object.
+func (s *scanner) object(depth int, member, inner func(name, value []byte, plain bool)) bool {
 	if depth > maxJSONDepth {
 		return false
 	}
@@ -126,7 +138,11 @@ func (s *scanner) object(depth int, member func(name, value []byte, plain bool))
 		s.space()
 		vstart := s.i
 		s.plain = false
-		if !s.value(depth) {
+		var members func(name, value []byte, plain bool) // of the value, if an object
+		if inner != nil && isName(name, s.within) {
+			members = inner
+		}
+		if !s.value(depth, members) {
 			return false
 		}
 		if member != nil {
@@ -200,7 +216,7 @@ func (s *scanner) array(depth int) bool {
 		return true
 	}
 	for {
-		if !s.value(depth) {
+		if !s.value(depth, nil) {
 			return false
 		}
 		s.space()
@@ -217,12 +233,14 @@ func (s *scanner) array(depth int) bool {
 	}
 }
 
-func (s *scanner) value(depth int) bool {
+// value scans a value at s.i, calling member for each member of it, when
+// it is an object and member is not nil.
+func (s *scanner) value(depth int, member func(name, value []byte, plain bool)) bool {
 	switch c := s.peek(); {
 	case c == '"':
 		return s.str()
 	case c == '{':
-		return s.object(depth+1, nil)
+		return s.object(depth+1, member, nil)
 	case c == '[':
 		return s.array(depth + 1)
 	case c == 't':
@@ -362,4 +380,34 @@ func jsonName(raw []byte) string {
 	var s string
 	json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s)
 	return s
+}
+
+// isName reports whether raw, a member name as scanObject passes it, is
+// name once unescaped.
+func isName(raw []byte, name string) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw) == name
+	}
+	return jsonName(raw) == name
+}
+
+// unquote decodes the raw JSON value raw as json.Unmarshal decodes one
+// into a string, and reports whether that succeeded; raw nil fails, and
+// null gives "". A string of printable ASCII without escapes is read
+// without encoding/json, and one equal to a string of known is returned
+// as that string, not as a copy.
+func unquote(raw []byte, known ...string) (string, bool) {
+	sc := scanner{b: raw}
+	if sc.str() && sc.i == len(raw) && sc.plain {
+		in := raw[1 : len(raw)-1]
+		for _, k := range known {
+			if string(in) == k {
+				return k, true
+			}
+		}
+		return string(in), true
+	}
+	var s string // on the heap, for json.Unmarshal: declared here so that only this path pays for it
+	err := json.Unmarshal(raw, &s)
+	return s, err == nil
 }
