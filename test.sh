@@ -213,6 +213,7 @@ fuzz_briefly() {
   fuzz_for 10s FuzzRecord ./internal/store/embedded &&
   fuzz_for 10s FuzzDecodeObject . &&
   fuzz_for 10s FuzzRegisterBody . &&
+  fuzz_for 10s FuzzValidateEvent . &&
   fuzz_for 10s FuzzParse ./internal/config &&
   fuzz_for 5s FuzzServe ./internal/store/hoststore
 }
