@@ -205,9 +205,9 @@ lint_openapi() {
 }
 
 # fuzz_briefly explores a little at every run: the crash target (a torn
-# journal), the store's records, the JSON bodies (alone and through the
-# register handler), the configuration and the frames the edge module
-# sends its host.
+# journal), the store's records, the JSON bodies (alone, through the
+# register handler, and the publish's validation), the configuration and
+# the frames the edge module sends its host.
 fuzz_briefly() {
   fuzz_for 20s FuzzCrash ./internal/store/embedded &&
   fuzz_for 10s FuzzRecord ./internal/store/embedded &&
