@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"deeplink/internal/signature"
 	"deeplink/internal/store"
 )
 
@@ -103,7 +104,7 @@ func (hk *Hooks) CreateEndpoint(ctx context.Context, storeID string, c EndpointC
 		return nil, err
 	}
 	made := time.Now()
-	e := &Endpoint{ID: NewID("we_"), StoreID: storeID, Enabled: true, CreatedAt: made.Unix(), CreatedNS: made.UnixNano(), Secret: NewSecret()}
+	e := &Endpoint{ID: NewID("we_"), StoreID: storeID, Enabled: true, CreatedAt: made.Unix(), CreatedNS: made.UnixNano(), Secret: signature.NewSecret()}
 	c.apply(e, made.Unix())
 	if err := hk.rec().createEndpoint(ctx, e); err != nil {
 		return nil, err
@@ -235,7 +236,7 @@ func (hk *Hooks) RotateSecret(ctx context.Context, storeID, id string) (map[stri
 		}
 		now := time.Now()
 		e.OldSecret, e.OldSecretEnd = e.Secret, now.Add(hk.Cfg.Webhooks.SecretRotationGrace.D()).Unix()
-		e.Secret = NewSecret()
+		e.Secret = signature.NewSecret()
 		e.UpdatedAt = now.Unix()
 		return nil
 	})

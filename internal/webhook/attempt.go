@@ -12,6 +12,7 @@ import (
 
 	"deeplink/internal/config"
 	"deeplink/internal/egress"
+	"deeplink/internal/signature"
 )
 
 // complete fills in a from the outcome of its request.
@@ -77,16 +78,16 @@ func nextStep(sched []config.Duration, n int, ok bool, refused string) (status, 
 // adds its version.
 var UserAgent = "deeplink-webhooks"
 
-// deliveryHeader is the whole header of an attempt: its signatures, and
+// DeliveryHeader is the whole header of an attempt: its signatures, and
 // the rest, which is the same for every request.
-func DeliveryHeader(sig webhookHeaders) http.Header {
+func DeliveryHeader(sig signature.Headers) http.Header {
 	h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {UserAgent}}
-	sig.apply(h)
+	sig.Apply(h)
 	return h
 }
 
 // signatures are the signature headers attempt a sent for event eventID,
 // rebuilt for the delivery log from what the attempt keeps.
-func (a Attempt) signatures(eventID string) webhookHeaders {
-	return webhookHeaders{Signature: a.Signature, ID: eventID, Timestamp: strconv.FormatInt(a.Timestamp, 10), StdSignature: a.StdSignature}
+func (a Attempt) signatures(eventID string) signature.Headers {
+	return signature.Headers{Signature: a.Signature, ID: eventID, Timestamp: strconv.FormatInt(a.Timestamp, 10), StdSignature: a.StdSignature}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"deeplink/internal/signature"
 	"deeplink/internal/store"
 )
 
@@ -25,7 +26,7 @@ func openRecords(t *testing.T) (*records, *time.Time) {
 // newTestEndpoint is an enabled endpoint of testStore, subscribed to
 // orders.
 func newTestEndpoint() *Endpoint {
-	return &Endpoint{ID: NewID("we_"), StoreID: testStore, URL: "https://hooks.example.com/", Events: []string{EventOrderStatus}, Enabled: true, Secret: NewSecret()}
+	return &Endpoint{ID: NewID("we_"), StoreID: testStore, URL: "https://hooks.example.com/", Events: []string{EventOrderStatus}, Enabled: true, Secret: signature.NewSecret()}
 }
 
 // TestEndpointCapRace: six creations racing, on two replicas' records,
