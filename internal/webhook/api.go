@@ -109,9 +109,7 @@ func (hk *Hooks) CreateEndpoint(ctx context.Context, storeID string, c EndpointC
 	if err := hk.rec().createEndpoint(ctx, e); err != nil {
 		return nil, err
 	}
-	v := e.view()
-	v["secret"] = e.Secret
-	return v, nil
+	return e.viewWithSecret(), nil
 }
 
 // StoreEndpoints returns the store's endpoints in the order they were
@@ -243,9 +241,7 @@ func (hk *Hooks) RotateSecret(ctx context.Context, storeID, id string) (map[stri
 	if err != nil {
 		return nil, err
 	}
-	v := e.view()
-	v["secret"] = e.Secret
-	return v, nil
+	return e.viewWithSecret(), nil
 }
 
 // testObject is the data.object of the test call's event.
@@ -374,7 +370,7 @@ func (hk *Hooks) Delivery(ctx context.Context, storeID, id, dlvID string) (map[s
 	if err != nil {
 		return nil, err
 	}
-	return d.Detail(e), nil
+	return d.detail(e), nil
 }
 
 // DeliveryQuery is a page of an endpoint's delivery log: of one event

@@ -15,6 +15,20 @@ import (
 	"deeplink/internal/signature"
 )
 
+// Attempt is one HTTP request of a delivery. The request headers other
+// than the signatures are fixed, so only those are kept.
+type Attempt struct {
+	At           int64  `json:"at"`            // unix nanoseconds
+	URL          string `json:"url,omitempty"` // where it was sent: the endpoint's URL then (absent from state saved before it was kept)
+	Timestamp    int64  `json:"t"`             // the signed timestamp, unix seconds
+	Signature    string `json:"sig"`
+	StdSignature string `json:"std_sig"`
+	Status       int    `json:"status,omitempty"`
+	ResponseBody string `json:"response_body,omitempty"` // first 4 KiB
+	DurationMS   int64  `json:"duration_ms"`
+	Error        string `json:"error,omitempty"`
+}
+
 // complete fills in a from the outcome of its request.
 func (a Attempt) complete(r egress.Result) Attempt {
 	a.DurationMS = r.Duration.Milliseconds()

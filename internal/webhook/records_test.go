@@ -429,7 +429,7 @@ func cutShort(t *testing.T, r *records, ep string, now time.Time, kept int) (*Ev
 	t.Helper()
 	ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), now)
 	d := newDelivery(testStore, ep, ev, now)
-	m := idemRecord{Store: testStore, EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{d.ID: ep}, Made: now.UnixNano()}
+	m := idemRecord{Store: testStore, EventID: ev.ID, Expires: now.Add(idempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{d.ID: ep}, Made: now.UnixNano()}
 	b, _ := json.Marshal(m)
 	ws, err := enqueueRecord(d, now)
 	if err != nil {
