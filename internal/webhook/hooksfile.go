@@ -21,8 +21,8 @@ import (
 // webhook state, one JSON file; ImportHooksFile reads it once.
 const HooksFileName = "webhooks.json"
 
-// HooksFile is the whole webhook state as webhooks.json holds it.
-type HooksFile struct {
+// hooksFile is the whole webhook state as HooksFileName holds it.
+type hooksFile struct {
 	Endpoints   []*Endpoint     `json:"endpoints"`
 	Events      []*Event        `json:"events"`
 	Deliveries  []*Delivery     `json:"deliveries"`
@@ -48,18 +48,16 @@ type idem struct {
 // key would import as nothing at all).
 const hooksFormat = 2
 
-const HooksFilePrefix = `{"format":2,"sha256":"`
-
 // hooksStateKeys are the members of the state object, the whole file in
 // the earlier form.
 var hooksStateKeys = []string{"endpoints", "events", "deliveries", "idempotency"}
 
-var ErrHooksChecksum = errors.New("checksum does not match: the file was changed or damaged since it was written")
+var errHooksChecksum = errors.New("checksum does not match: the file was changed or damaged since it was written")
 
-// DecodeHooksFile reads the content of HooksFileName, in either form. Its
+// decodeHooksFile reads the content of HooksFileName, in either form. Its
 // errors do not name the file: the caller does.
-func DecodeHooksFile(b []byte) (HooksFile, error) {
-	var f HooksFile
+func decodeHooksFile(b []byte) (hooksFile, error) {
+	var f hooksFile
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(b, &top); err != nil {
 		return f, err
@@ -79,7 +77,7 @@ func DecodeHooksFile(b []byte) (HooksFile, error) {
 		state = top["state"]
 		want := sha256.Sum256(state)
 		if got, err := hex.DecodeString(sum); err != nil || !bytes.Equal(got, want[:]) {
-			return f, ErrHooksChecksum
+			return f, errHooksChecksum
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(top)) { // the same error every time
@@ -107,7 +105,7 @@ func (hk *Hooks) ImportHooksFile(ctx context.Context, dir, moved string) error {
 	if err != nil {
 		return fmt.Errorf("importing %s: %w", path, err)
 	}
-	f, err := DecodeHooksFile(b)
+	f, err := decodeHooksFile(b)
 	if err != nil {
 		return fmt.Errorf("importing %s: %w (restore data_dir from a backup, or move the file away to start without webhooks)", path, err)
 	}
