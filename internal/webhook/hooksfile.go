@@ -114,7 +114,7 @@ func (hk *Hooks) ImportHooksFile(ctx context.Context, dir, moved string) error {
 		b, merr := marshalRecord(v)
 		err = errors.Join(err, merr)
 		ws = append(ws, store.Write{Key: hookKey(kind, id), Val: b, Exp: exp},
-			store.Write{Key: hookIndex(kind), Member: id, Val: []byte{1}})
+			store.Write{Key: hookIndex(kind), Member: id, Val: member})
 	}
 	for _, e := range f.Endpoints {
 		add(KindEndpoint, e.ID, e, time.Time{})
