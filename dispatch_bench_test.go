@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"deeplink/internal/egress"
+	"deeplink/internal/signature"
 	"deeplink/internal/webhook"
 )
 
@@ -179,7 +180,7 @@ func (s *deliveryBench) run(b *testing.B, n int) int {
 }
 
 // yardstick is a plain http.Client loop: benchConcurrency goroutines sign
-// (signDelivery, as every attempt is signed) and post the same body with
+// (signature.Sign, as every attempt is signed) and post the same body with
 // the same headers to a receiver like the service's, reading at most
 // egress.MaxResponseBody of each answer.
 type yardstick struct {
@@ -196,7 +197,7 @@ func newYardstick(b *testing.B) *yardstick {
 	ev.Body = fmt.Appendf(nil, `{"id":%q,"type":%q,"created_at":%d,"data":{"object":%s}}`, ev.ID, ev.Type, ev.CreatedAt, benchOrder)
 	tr := &http.Transport{MaxIdleConnsPerHost: benchConcurrency}
 	b.Cleanup(tr.CloseIdleConnections)
-	return &yardstick{client: &http.Client{Transport: tr}, rc: rc, url: rc.URL + "/hooks", secret: webhook.NewSecret(), ev: ev}
+	return &yardstick{client: &http.Client{Transport: tr}, rc: rc, url: rc.URL + "/hooks", secret: signature.NewSecret(), ev: ev}
 }
 
 func (y *yardstick) run(b *testing.B, n int) int {
@@ -207,7 +208,7 @@ func (y *yardstick) run(b *testing.B, n int) int {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) {
 				now := time.Now()
-				sig := webhook.SignDelivery(y.secret, "", y.ev.ID, now.Unix(), y.ev.Body)
+				sig := signature.Sign(y.secret, "", y.ev.ID, now.Unix(), y.ev.Body)
 				req, err := http.NewRequest(http.MethodPost, y.url, strings.NewReader(string(y.ev.Body)))
 				if err != nil {
 					b.Error(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"deeplink/internal/signature"
 	"deeplink/internal/webhook"
 )
 
@@ -113,7 +114,7 @@ app.run(host="127.0.0.1", port=int(os.environ["PORT"]))
 			url := "http://" + addr + "/webhooks"
 			// post sends sent, with a signature of signed by secret at at.
 			post := func(secret string, at time.Time, signed, sent []byte) int {
-				sig := webhook.SignDelivery(secret, "", "evt_1", at.Unix(), signed)
+				sig := signature.Sign(secret, "", "evt_1", at.Unix(), signed)
 				req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(sent))
 				if err != nil {
 					t.Fatal(err)

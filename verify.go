@@ -4,13 +4,14 @@ package main
 
 import (
 	"bytes"
-	"deeplink/internal/webhook"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+
+	"deeplink/internal/signature"
 )
 
 // maxVerifyBody is the most the verify subcommand reads from stdin. Event
@@ -39,7 +40,7 @@ func newVerifyFlagSet(w io.Writer) (fs *flag.FlagSet, secret, header *string, to
 	fs.SetOutput(w)
 	secret = fs.String("secret", "", "the endpoint's signing secret, whsec_…")
 	header = fs.String("header", "", "the X-Webhook-Signature header's value, t=…,v1=… (with or without its name)")
-	tolerance = fs.Duration("tolerance", webhook.DefaultTolerance, "how far the signature's time may be from now; 0 skips the check")
+	tolerance = fs.Duration("tolerance", signature.DefaultTolerance, "how far the signature's time may be from now; 0 skips the check")
 	return fs, secret, header, tolerance
 }
 
@@ -84,7 +85,7 @@ func verifyCommand(args []string, stdin io.Reader, stdout, stderr io.Writer, now
 	}
 	// Accept a header pasted with its name, as copied from a request dump.
 	h := strings.TrimSpace(*header)
-	if name, v, ok := strings.Cut(h, ":"); ok && strings.EqualFold(strings.TrimSpace(name), webhook.HeaderSignature) {
+	if name, v, ok := strings.Cut(h, ":"); ok && strings.EqualFold(strings.TrimSpace(name), signature.HeaderName) {
 		h = v
 	}
 
@@ -98,31 +99,31 @@ func verifyCommand(args []string, stdin io.Reader, stdout, stderr io.Writer, now
 		return 2
 	}
 
-	if !strings.HasPrefix(*secret, webhook.SecretPrefix) {
+	if !strings.HasPrefix(*secret, signature.SecretPrefix) {
 		// No signature is valid under it: an answer, exit 1, not a usage
 		// error (verify answers 0 or 1 for any input it could read).
 		// Never echo the value.
-		fmt.Fprintln(stdout, "invalid: the secret does not start with "+webhook.SecretPrefix+", so it is no endpoint's signing secret")
+		fmt.Fprintln(stdout, "invalid: the secret does not start with "+signature.SecretPrefix+", so it is no endpoint's signing secret")
 		return 1
 	}
-	if err := webhook.VerifySignature(*secret, h, body, now, *tolerance); err != nil {
+	if err := signature.Verify(*secret, h, body, now, *tolerance); err != nil {
 		msg := err.Error()
 		// The commonest way to break a good signature on the command line:
 		// echo appends a newline the signed body never had.
-		if errors.Is(err, webhook.ErrSignatureMismatch) && bytes.HasSuffix(body, []byte("\n")) {
+		if errors.Is(err, signature.ErrMismatch) && bytes.HasSuffix(body, []byte("\n")) {
 			trimmed := bytes.TrimRight(body, "\r\n")
-			if webhook.VerifySignature(*secret, h, trimmed, now, 0) == nil {
+			if signature.Verify(*secret, h, trimmed, now, 0) == nil {
 				msg += " (it would match without the trailing newline on stdin: use printf '%s' or echo -n)"
 			}
 		}
 		fmt.Fprintln(stdout, "invalid: "+msg)
 		return 1
 	}
-	sh, _ := webhook.ParseSignatureHeader(h) // parsed fine above
+	sh, _ := signature.Parse(h) // parsed fine above
 	age := now.Unix() - sh.Timestamp
-	when := "age " + webhook.SecondsString(age)
+	when := "age " + signature.FormatSeconds(age)
 	if age < 0 {
-		when = webhook.SecondsString(-age) + " in the future"
+		when = signature.FormatSeconds(-age) + " in the future"
 	}
 	if *tolerance == 0 {
 		when += ", time not checked"

@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"deeplink/internal/webhook"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,16 +11,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"deeplink/internal/signature"
 )
 
 func TestVerifyCommand(t *testing.T) {
 	v := verifyVector(t)
 	at := time.Unix(v.Timestamp, 0)
-	secret := webhook.NewSecret()
+	secret := signature.NewSecret()
 	body := `{"id":"evt_7","type":"order.status.updated"}`
-	h := webhook.SignDelivery(secret, "", "evt_7", at.Unix(), []byte(body))
-	rotated := webhook.SignDelivery(webhook.NewSecret(), secret, "evt_7", at.Unix(), []byte(body))
-	old := webhook.SignDelivery(secret, "", "evt_7", (at.Add(-7 * time.Minute)).Unix(), []byte(body))
+	h := signature.Sign(secret, "", "evt_7", at.Unix(), []byte(body))
+	rotated := signature.Sign(signature.NewSecret(), secret, "evt_7", at.Unix(), []byte(body))
+	old := signature.Sign(secret, "", "evt_7", (at.Add(-7 * time.Minute)).Unix(), []byte(body))
 
 	tests := []struct {
 		name     string
@@ -37,7 +38,7 @@ func TestVerifyCommand(t *testing.T) {
 		{"valid with = flags", []string{"-secret=" + secret, "-header=" + h.Signature, "-tolerance=1m"}, body, at,
 			0, fmt.Sprintf("valid: signature matches (t=%d, age 0s)", v.Timestamp), ""},
 		{"test vector", []string{"-secret", v.Secret, "-header", v.ExpectedXWebhookSignature, "-tolerance", "0"}, v.Body, time.Unix(1_800_000_000, 0),
-			0, fmt.Sprintf("valid: signature matches (t=%d, age %s, time not checked)", v.Timestamp, webhook.SecondsString(1_800_000_000-v.Timestamp)), ""},
+			0, fmt.Sprintf("valid: signature matches (t=%d, age %s, time not checked)", v.Timestamp, signature.FormatSeconds(1_800_000_000-v.Timestamp)), ""},
 		{"test vector rotation, old secret", []string{"-secret", v.OldSecret, "-header", v.ExpectedXWebhookSigRotated}, v.Body, at,
 			0, fmt.Sprintf("valid: signature matches (t=%d, age 0s)", v.Timestamp), ""},
 		{"rotation, previous secret", []string{"-secret", secret, "-header", rotated.Signature}, body, at,
@@ -51,7 +52,7 @@ func TestVerifyCommand(t *testing.T) {
 			1, "invalid: signature mismatch: the v1 signature does not match this secret and body", ""},
 		{"trailing newline from echo", []string{"-secret", secret, "-header", h.Signature}, body + "\n", at,
 			1, "invalid: signature mismatch: the v1 signature does not match this secret and body (it would match without the trailing newline on stdin: use printf '%s' or echo -n)", ""},
-		{"wrong secret", []string{"-secret", webhook.NewSecret(), "-header", h.Signature}, body, at,
+		{"wrong secret", []string{"-secret", signature.NewSecret(), "-header", h.Signature}, body, at,
 			1, "invalid: signature mismatch: the v1 signature does not match this secret and body", ""},
 		{"too old", []string{"-secret", secret, "-header", old.Signature}, body, at,
 			1, "invalid: timestamp is 7m0s old, tolerance 5m0s", ""},
@@ -110,9 +111,9 @@ func TestVerifyCommand(t *testing.T) {
 
 // verify through doMain, on the real clock, as main runs it.
 func TestRunVerify(t *testing.T) {
-	secret := webhook.NewSecret()
+	secret := signature.NewSecret()
 	body := []byte(`{"id":"evt_8"}`)
-	h := webhook.SignDelivery(secret, "", "evt_8", time.Now().Unix(), body)
+	h := signature.Sign(secret, "", "evt_8", time.Now().Unix(), body)
 	tests := []struct {
 		name     string
 		secret   string
@@ -120,7 +121,7 @@ func TestRunVerify(t *testing.T) {
 		wantOut  string
 	}{
 		{"valid", secret, 0, "valid: signature matches ("},
-		{"invalid", webhook.NewSecret(), 1, "invalid: signature mismatch"},
+		{"invalid", signature.NewSecret(), 1, "invalid: signature mismatch"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

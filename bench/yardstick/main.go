@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"deeplink/internal/egress"
+	"deeplink/internal/signature"
 	"deeplink/internal/webhook"
 )
 
@@ -81,7 +82,7 @@ func main() {
 // requests.
 func dispatcher(target string) http.Handler {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 10 * time.Second}
-	secret := webhook.NewSecret()
+	secret := signature.NewSecret()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 256<<10))
 		if err != nil || len(body) < 2 || body[0] != '{' {
@@ -97,7 +98,7 @@ func dispatcher(target string) http.Handler {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		req.Header = webhook.DeliveryHeader(webhook.SignDelivery(secret, "", id, now.Unix(), env))
+		req.Header = webhook.DeliveryHeader(signature.Sign(secret, "", id, now.Unix(), env))
 		resp, err := client.Do(req)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)

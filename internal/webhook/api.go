@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"deeplink/internal/signature"
 	"deeplink/internal/store"
 )
 
@@ -103,14 +104,12 @@ func (hk *Hooks) CreateEndpoint(ctx context.Context, storeID string, c EndpointC
 		return nil, err
 	}
 	made := time.Now()
-	e := &Endpoint{ID: NewID("we_"), StoreID: storeID, Enabled: true, CreatedAt: made.Unix(), CreatedNS: made.UnixNano(), Secret: NewSecret()}
+	e := &Endpoint{ID: NewID("we_"), StoreID: storeID, Enabled: true, CreatedAt: made.Unix(), CreatedNS: made.UnixNano(), Secret: signature.NewSecret()}
 	c.apply(e, made.Unix())
 	if err := hk.rec().createEndpoint(ctx, e); err != nil {
 		return nil, err
 	}
-	v := e.view()
-	v["secret"] = e.Secret
-	return v, nil
+	return e.viewWithSecret(), nil
 }
 
 // StoreEndpoints returns the store's endpoints in the order they were
@@ -235,16 +234,14 @@ func (hk *Hooks) RotateSecret(ctx context.Context, storeID, id string) (map[stri
 		}
 		now := time.Now()
 		e.OldSecret, e.OldSecretEnd = e.Secret, now.Add(hk.Cfg.Webhooks.SecretRotationGrace.D()).Unix()
-		e.Secret = NewSecret()
+		e.Secret = signature.NewSecret()
 		e.UpdatedAt = now.Unix()
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	v := e.view()
-	v["secret"] = e.Secret
-	return v, nil
+	return e.viewWithSecret(), nil
 }
 
 // testObject is the data.object of the test call's event.
@@ -373,7 +370,7 @@ func (hk *Hooks) Delivery(ctx context.Context, storeID, id, dlvID string) (map[s
 	if err != nil {
 		return nil, err
 	}
-	return d.Detail(e), nil
+	return d.detail(e), nil
 }
 
 // DeliveryQuery is a page of an endpoint's delivery log: of one event

@@ -12,7 +12,22 @@ import (
 
 	"deeplink/internal/config"
 	"deeplink/internal/egress"
+	"deeplink/internal/signature"
 )
+
+// Attempt is one HTTP request of a delivery. The request headers other
+// than the signatures are fixed, so only those are kept.
+type Attempt struct {
+	At           int64  `json:"at"`            // unix nanoseconds
+	URL          string `json:"url,omitempty"` // where it was sent: the endpoint's URL then (absent from state saved before it was kept)
+	Timestamp    int64  `json:"t"`             // the signed timestamp, unix seconds
+	Signature    string `json:"sig"`
+	StdSignature string `json:"std_sig"`
+	Status       int    `json:"status,omitempty"`
+	ResponseBody string `json:"response_body,omitempty"` // first 4 KiB
+	DurationMS   int64  `json:"duration_ms"`
+	Error        string `json:"error,omitempty"`
+}
 
 // complete fills in a from the outcome of its request.
 func (a Attempt) complete(r egress.Result) Attempt {
@@ -77,16 +92,16 @@ func nextStep(sched []config.Duration, n int, ok bool, refused string) (status, 
 // adds its version.
 var UserAgent = "deeplink-webhooks"
 
-// deliveryHeader is the whole header of an attempt: its signatures, and
+// DeliveryHeader is the whole header of an attempt: its signatures, and
 // the rest, which is the same for every request.
-func DeliveryHeader(sig webhookHeaders) http.Header {
+func DeliveryHeader(sig signature.Headers) http.Header {
 	h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {UserAgent}}
-	sig.apply(h)
+	sig.Apply(h)
 	return h
 }
 
 // signatures are the signature headers attempt a sent for event eventID,
 // rebuilt for the delivery log from what the attempt keeps.
-func (a Attempt) signatures(eventID string) webhookHeaders {
-	return webhookHeaders{Signature: a.Signature, ID: eventID, Timestamp: strconv.FormatInt(a.Timestamp, 10), StdSignature: a.StdSignature}
+func (a Attempt) signatures(eventID string) signature.Headers {
+	return signature.Headers{Signature: a.Signature, ID: eventID, Timestamp: strconv.FormatInt(a.Timestamp, 10), StdSignature: a.StdSignature}
 }

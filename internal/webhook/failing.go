@@ -1,5 +1,7 @@
 package webhook
 
+import "time"
+
 // An endpoint's failure window: from its first failed attempt since the
 // last that succeeded, until the next success. Once the window has been
 // open webhooks.disable_after, the endpoint is disabled with reason
@@ -9,12 +11,36 @@ package webhook
 //
 // The window is kept with the endpoint (FailingSince), so that a restart
 // neither forgets nor restarts it. It is moved where attempt outcomes
-// are written (records.noteAttempt) and checked by the tick, since an
+// are written (records.noteAttempt) and checked by Hooks.Tick, since an
 // endpoint whose last delivery has run out of retries gets no more
 // outcomes.
 
-// Values of endpoint.DisabledReason.
+// Values of Endpoint.DisabledReason.
 const (
 	DisabledManual  = "manual"  // by a request: PATCH, or creation with enabled false
 	DisabledFailing = "failing" // by moveWindow
 )
+
+// windowChanges reports whether moveWindow would change e.
+func windowChanges(e *Endpoint, ok bool, now time.Time, after time.Duration) bool {
+	c := *e
+	moveWindow(&c, ok, now, after)
+	return c.FailingSince != e.FailingSince || c.Enabled != e.Enabled
+}
+
+// moveWindow moves e's failure window on by an attempt's outcome, and
+// disables e once it has been open after; it reports whether it did.
+func moveWindow(e *Endpoint, ok bool, now time.Time, after time.Duration) bool {
+	switch {
+	case ok:
+		e.FailingSince = 0
+		return false
+	case e.FailingSince == 0:
+		e.FailingSince = now.UnixNano()
+	}
+	if after <= 0 || !e.Enabled || now.Sub(time.Unix(0, e.FailingSince)) < after {
+		return false
+	}
+	e.Enabled, e.DisabledReason, e.UpdatedAt = false, DisabledFailing, now.Unix()
+	return true
+}

@@ -2,39 +2,62 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"time"
+
+	"deeplink/internal/store"
 )
 
-// The webhook state is one JSON file (hooksFileName), written whole:
+// HooksFileName is where builds before the store contract kept the whole
+// webhook state, one JSON file; ImportHooksFile reads it once.
+const HooksFileName = "webhooks.json"
+
+// hooksFile is the whole webhook state as HooksFileName holds it.
+type hooksFile struct {
+	Endpoints   []*Endpoint     `json:"endpoints"`
+	Events      []*Event        `json:"events"`
+	Deliveries  []*Delivery     `json:"deliveries"`
+	Idempotency map[string]idem `json:"idempotency"`
+}
+
+// idem is what an earlier build kept of an Idempotency-Key (in its
+// webhooks.json too): the event it published, and until when.
+type idem struct {
+	EventID string `json:"event_id"`
+	Expires int64  `json:"expires"` // unix seconds
+}
+
+// The last builds before the store contract wrote HooksFileName whole,
+// as
 //
 //	{"format":2,"sha256":"<hex>","state":{"endpoints":…,"events":…,…}}
 //
-// The checksum covers the state's bytes exactly as written. Damage at rest
-// that still parses (a bit flipped in a key, a digit, a letter of a secret)
-// then stops the start, naming the file, instead of loading as another
-// state: a renamed key would load as nothing at all. Files of builds before
-// it, the state object alone, are still read, and the next save writes
-// them in this form.
+// and those before them as the state object alone. The checksum covers
+// the state's bytes exactly as written: damage at rest that still parses
+// (a bit flipped in a key, a digit, a letter of a secret) stops the
+// start, naming the file, instead of importing another state (a renamed
+// key would import as nothing at all).
 const hooksFormat = 2
-
-const HooksFilePrefix = `{"format":2,"sha256":"`
 
 // hooksStateKeys are the members of the state object, the whole file in
 // the earlier form.
 var hooksStateKeys = []string{"endpoints", "events", "deliveries", "idempotency"}
 
-var ErrHooksChecksum = errors.New("checksum does not match: the file was changed or damaged since it was written")
+var errHooksChecksum = errors.New("checksum does not match: the file was changed or damaged since it was written")
 
-// decodeHooksFile reads the content of hooksFileName, in either form. Its
+// decodeHooksFile reads the content of HooksFileName, in either form. Its
 // errors do not name the file: the caller does.
-func DecodeHooksFile(b []byte) (HooksFile, error) {
-	var f HooksFile
+func decodeHooksFile(b []byte) (hooksFile, error) {
+	var f hooksFile
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(b, &top); err != nil {
 		return f, err
@@ -54,7 +77,7 @@ func DecodeHooksFile(b []byte) (HooksFile, error) {
 		state = top["state"]
 		want := sha256.Sum256(state)
 		if got, err := hex.DecodeString(sum); err != nil || !bytes.Equal(got, want[:]) {
-			return f, ErrHooksChecksum
+			return f, errHooksChecksum
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(top)) { // the same error every time
@@ -67,4 +90,52 @@ func DecodeHooksFile(b []byte) (HooksFile, error) {
 	}
 	err := json.Unmarshal(state, &f)
 	return f, err
+}
+
+// ImportHooksFile writes the webhook state an earlier build saved as
+// webhooks.json in dir into the store, as the builds after it kept it
+// (records and their indexes: Open upgrades them), and then moves the
+// file into the directory moved (made if need be).
+func (hk *Hooks) ImportHooksFile(ctx context.Context, dir, moved string) error {
+	path := filepath.Join(dir, HooksFileName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("importing %s: %w", path, err)
+	}
+	f, err := decodeHooksFile(b)
+	if err != nil {
+		return fmt.Errorf("importing %s: %w (restore data_dir from a backup, or move the file away to start without webhooks)", path, err)
+	}
+	var ws []store.Write
+	add := func(kind, id string, v any, exp time.Time) {
+		b, merr := marshalRecord(v)
+		err = errors.Join(err, merr)
+		ws = append(ws, store.Write{Key: hookKey(kind, id), Val: b, Exp: exp},
+			store.Write{Key: hookIndex(kind), Member: id, Val: member})
+	}
+	for _, e := range f.Endpoints {
+		add(KindEndpoint, e.ID, e, time.Time{})
+	}
+	for _, ev := range f.Events {
+		add(kindEvent, ev.ID, ev, time.Time{})
+	}
+	for _, d := range f.Deliveries {
+		add(kindDelivery, d.ID, d, time.Time{})
+	}
+	for k, m := range f.Idempotency {
+		add(kindIdem, k, m, time.Unix(m.Expires, 0))
+	}
+	if err == nil {
+		err = hk.St.Apply(ctx, ws) // the same records again, should a start cut this short
+	}
+	if err != nil {
+		return fmt.Errorf("importing %s: %w", path, err)
+	}
+	if err := os.MkdirAll(moved, 0o700); err != nil {
+		return err
+	}
+	return os.Rename(path, filepath.Join(moved, HooksFileName))
 }

@@ -3,7 +3,6 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"slices"
 	"sync"
 
 	"deeplink/internal/store"
@@ -87,13 +86,6 @@ func (m *recordMemo) put(key string, raw []byte, v *Endpoint) {
 	}
 	m.new[key] = memoEntry{raw: bytes.Clone(raw), v: v.clone()}
 	m.newBytes += len(raw)
-}
-
-// clone returns a copy of e that shares nothing its holder may change.
-func (e *Endpoint) clone() *Endpoint {
-	c := *e
-	c.Events = slices.Clone(e.Events)
-	return &c
 }
 
 // listMemo remembers, for each store, the last list of its endpoints a

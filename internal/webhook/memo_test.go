@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"deeplink/internal/signature"
 )
 
 // TestEndpointMemo: a replica whose memo holds an endpoint's decoding
@@ -29,7 +31,7 @@ func TestEndpointMemo(t *testing.T) {
 		{"disabled", func(e *Endpoint) { e.Enabled = false }, func(e *Endpoint) bool { return !e.Enabled }},
 		{"another URL", func(e *Endpoint) { e.URL = "https://other.example.com/" }, func(e *Endpoint) bool { return e.URL == "https://other.example.com/" }},
 		{"other events", func(e *Endpoint) { e.Events = []string{EventTest} }, func(e *Endpoint) bool { return slices.Equal(e.Events, []string{EventTest}) }},
-		{"secret rotated", func(e *Endpoint) { e.OldSecret, e.Secret = e.Secret, NewSecret() }, func(e *Endpoint) bool { return e.OldSecret != "" }},
+		{"secret rotated", func(e *Endpoint) { e.OldSecret, e.Secret = e.Secret, signature.NewSecret() }, func(e *Endpoint) bool { return e.OldSecret != "" }},
 	}
 	for _, tt := range changes {
 		t.Run(tt.name, func(t *testing.T) {

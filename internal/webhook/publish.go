@@ -104,7 +104,7 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 		return "", err
 	}
 	ev := newEvent(typ, object, now)
-	m := idemRecord{Store: storeID, EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{}, Made: now.UnixNano()}
+	m := idemRecord{Store: storeID, EventID: ev.ID, Expires: now.Add(idempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{}, Made: now.UnixNano()}
 	for _, e := range eps {
 		if e.Enabled && e.subscribed(typ) {
 			m.Deliveries[NewID("dlv_")] = e.ID

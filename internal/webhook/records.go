@@ -316,30 +316,6 @@ func (r *records) moveWindowOf(ctx context.Context, e *Endpoint, ok bool, now ti
 	return e, disabled, nil
 }
 
-// windowChanges reports whether moveWindow would change e.
-func windowChanges(e *Endpoint, ok bool, now time.Time, after time.Duration) bool {
-	c := *e
-	moveWindow(&c, ok, now, after)
-	return c.FailingSince != e.FailingSince || c.Enabled != e.Enabled
-}
-
-// moveWindow moves e's failure window on by an attempt's outcome, and
-// disables e once it has been open after; it reports whether it did.
-func moveWindow(e *Endpoint, ok bool, now time.Time, after time.Duration) bool {
-	switch {
-	case ok:
-		e.FailingSince = 0
-		return false
-	case e.FailingSince == 0:
-		e.FailingSince = now.UnixNano()
-	}
-	if after <= 0 || !e.Enabled || now.Sub(time.Unix(0, e.FailingSince)) < after {
-		return false
-	}
-	e.Enabled, e.DisabledReason, e.UpdatedAt = false, DisabledFailing, now.Unix()
-	return true
-}
-
 // failQueued fails at once, without an attempt, the deliveries queued
 // for e that drop picks, each with the reason e refuses it (disabled, or
 // no longer subscribed to its type), and takes them out of the queue:

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"deeplink/internal/signature"
 	"deeplink/internal/store"
 )
 
@@ -25,7 +26,7 @@ func openRecords(t *testing.T) (*records, *time.Time) {
 // newTestEndpoint is an enabled endpoint of testStore, subscribed to
 // orders.
 func newTestEndpoint() *Endpoint {
-	return &Endpoint{ID: NewID("we_"), StoreID: testStore, URL: "https://hooks.example.com/", Events: []string{EventOrderStatus}, Enabled: true, Secret: NewSecret()}
+	return &Endpoint{ID: NewID("we_"), StoreID: testStore, URL: "https://hooks.example.com/", Events: []string{EventOrderStatus}, Enabled: true, Secret: signature.NewSecret()}
 }
 
 // TestEndpointCapRace: six creations racing, on two replicas' records,
@@ -432,7 +433,7 @@ func cutShort(t *testing.T, r *records, ep string, now time.Time, kept int) (*Ev
 	t.Helper()
 	ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), now)
 	d := newDelivery(testStore, ep, ev, now)
-	m := idemRecord{Store: testStore, EventID: ev.ID, Expires: now.Add(IdempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{d.ID: ep}, Made: now.UnixNano()}
+	m := idemRecord{Store: testStore, EventID: ev.ID, Expires: now.Add(idempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{d.ID: ep}, Made: now.UnixNano()}
 	b, _ := json.Marshal(m)
 	ws, err := enqueueRecord(d, now)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"deeplink/internal/config"
 	"deeplink/internal/egress"
+	"deeplink/internal/signature"
 	"deeplink/internal/store"
 )
 
@@ -307,7 +308,7 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 	}
 	now := s.now()
 	cur, old := e.secrets(now)
-	sig := SignDelivery(cur, old, d.Event.ID, now.Unix(), d.Event.Body)
+	sig := signature.Sign(cur, old, d.Event.ID, now.Unix(), d.Event.Body)
 	a := Attempt{At: now.UnixNano(), URL: e.URL, Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}
 	actx, cancel := context.WithDeadline(ctx, c.until.Add(-senderMargin))
 	untrack := sync.OnceFunc(s.track(e.ID, d.ID, &cancel)) // busy until the outcome is written

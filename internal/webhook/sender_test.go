@@ -15,6 +15,7 @@ import (
 
 	"deeplink/internal/config"
 	"deeplink/internal/egress"
+	"deeplink/internal/signature"
 	"deeplink/internal/store"
 )
 
@@ -45,7 +46,7 @@ func startSender(t *testing.T, st store.Store, workers int, skew time.Duration) 
 // with its places.
 func putEndpoint(t *testing.T, st store.Store, id, url string) {
 	t.Helper()
-	e := &Endpoint{ID: id, StoreID: testStore, URL: url, Events: []string{EventOrderStatus}, Enabled: true, Secret: NewSecret()}
+	e := &Endpoint{ID: id, StoreID: testStore, URL: url, Events: []string{EventOrderStatus}, Enabled: true, Secret: signature.NewSecret()}
 	b, err := marshalRecord(e)
 	if err != nil {
 		t.Fatal(err)

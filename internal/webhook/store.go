@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"time"
 
 	"deeplink/internal/store"
@@ -20,7 +18,7 @@ import (
 // and kept events in records of their own (upgrade.go reads those).
 const (
 	KindEndpoint = "ep"
-	KindEvent    = "evt"
+	kindEvent    = "evt"
 	kindDelivery = "dlv"
 	kindIdem     = "idem"
 )
@@ -105,65 +103,4 @@ func (hk *Hooks) forgetClaims(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// ImportHooksFile writes the webhook state an earlier build saved as
-// webhooks.json in dir into the store, as the builds after it kept it
-// (records and their indexes: Open upgrades them), and then moves the
-// file into the directory moved (made if need be).
-func (hk *Hooks) ImportHooksFile(ctx context.Context, dir, moved string) error {
-	path := filepath.Join(dir, HooksFileName)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("importing %s: %w", path, err)
-	}
-	f, err := DecodeHooksFile(b)
-	if err != nil {
-		return fmt.Errorf("importing %s: %w (restore data_dir from a backup, or move the file away to start without webhooks)", path, err)
-	}
-	var ws []store.Write
-	add := func(kind, id string, v any, exp time.Time) {
-		b, merr := marshalRecord(v)
-		err = errors.Join(err, merr)
-		ws = append(ws, store.Write{Key: hookKey(kind, id), Val: b, Exp: exp},
-			store.Write{Key: hookIndex(kind), Member: id, Val: []byte{1}})
-	}
-	for _, e := range f.Endpoints {
-		add(KindEndpoint, e.ID, e, time.Time{})
-	}
-	for _, ev := range f.Events {
-		add(KindEvent, ev.ID, ev, time.Time{})
-	}
-	for _, d := range f.Deliveries {
-		add(kindDelivery, d.ID, d, time.Time{})
-	}
-	for k, m := range f.Idempotency {
-		add(kindIdem, k, m, time.Unix(m.Expires, 0))
-	}
-	if err == nil {
-		err = hk.St.Apply(ctx, ws) // the same records again, should a start cut this short
-	}
-	if err != nil {
-		return fmt.Errorf("importing %s: %w", path, err)
-	}
-	if err := os.MkdirAll(moved, 0o700); err != nil {
-		return err
-	}
-	return os.Rename(path, filepath.Join(moved, HooksFileName))
-}
-
-// HooksFileName is where builds before the store contract kept the whole
-// webhook state, one JSON file (its form: hooksfile.go); ImportHooksFile
-// reads it once.
-const HooksFileName = "webhooks.json"
-
-// HooksFile is the whole webhook state as webhooks.json holds it.
-type HooksFile struct {
-	Endpoints   []*Endpoint     `json:"endpoints"`
-	Events      []*Event        `json:"events"`
-	Deliveries  []*Delivery     `json:"deliveries"`
-	Idempotency map[string]idem `json:"idempotency"`
 }

@@ -90,6 +90,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		return err
 	}
 	byStore := map[string][]*Endpoint{}
+	storeOf := map[string]string{} // endpoint id → its store's
 	var ws []store.Write
 	for _, m := range eps {
 		_, e, err := endpointMemo.read(ctx, st, hookKey(KindEndpoint, m.Member))
@@ -108,6 +109,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 			ws = append(ws, store.Write{Key: hookKey(KindEndpoint, e.ID), Val: b})
 		}
 		byStore[e.StoreID] = append(byStore[e.StoreID], e)
+		storeOf[e.ID] = e.StoreID
 		ws = append(ws, placesWrites(e.ID)...)
 	}
 	for id, list := range byStore {
@@ -136,12 +138,6 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 	ws = ws[:0]
 	logBytes := map[string]int64{} // endpoint id → what its finished deliveries hold
 	pending := map[string]int64{}  // store id → what its pending deliveries hold
-	storeOf := map[string]string{} // endpoint id → its store's
-	for id, list := range byStore {
-		for _, e := range list {
-			storeOf[e.ID] = id
-		}
-	}
 	for _, m := range dls {
 		_, d, err := readRecord[Delivery](ctx, st, hookKey(kindDelivery, m.Member))
 		if errors.Is(err, store.ErrNotFound) {
@@ -153,7 +149,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		if d.Event == nil {
 			ev, ok := events[d.EventID]
 			if !ok {
-				_, ev, err = readRecord[Event](ctx, st, hookKey(KindEvent, d.EventID))
+				_, ev, err = readRecord[Event](ctx, st, hookKey(kindEvent, d.EventID))
 				if err != nil && !errors.Is(err, store.ErrNotFound) {
 					return err
 				}

@@ -43,7 +43,7 @@ func TestUpgradeRecords(t *testing.T) {
 	var events []string
 	for i := range 2 {
 		ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), now)
-		old(KindEvent, ev.ID, ev)
+		old(kindEvent, ev.ID, ev)
 		events = append(events, ev.ID)
 		for _, ep := range made {
 			id := NewID("dlv_")
@@ -113,7 +113,7 @@ func TestUpgradeRecordsInBatches(t *testing.T) {
 	evb, _ := json.Marshal(ev)
 	ws := []store.Write{
 		{Key: hookKey(KindEndpoint, e.ID), Val: eb}, {Key: hookIndex(KindEndpoint), Member: e.ID, Val: []byte{1}},
-		{Key: hookKey(KindEvent, ev.ID), Val: evb}, {Key: hookIndex(KindEvent), Member: ev.ID, Val: []byte{1}},
+		{Key: hookKey(kindEvent, ev.ID), Val: evb}, {Key: hookIndex(kindEvent), Member: ev.ID, Val: []byte{1}},
 	}
 	const n = 400 // four writes each: past a batch of a thousand
 	for i := range n {

@@ -1,7 +1,7 @@
-package webhook
+package signature
 
-// Signing and verifying helpers only the tests use: the service signs
-// through signDelivery and checks nothing itself.
+// A verifier of the Standard Webhooks headers, for the tests: the service
+// signs through Sign and checks nothing itself.
 
 import (
 	"crypto/hmac"
@@ -13,22 +13,12 @@ import (
 	"time"
 )
 
-// signWebhook is newSigner(secret, oldSecret).sign(id, t, body) for one-off
-// use; a sender signing many attempts should keep a signer.
-func signWebhook(secret, oldSecret, id string, t time.Time, body []byte) (webhookHeaders, error) {
-	s, err := newSigner(secret, oldSecret)
-	if err != nil {
-		return webhookHeaders{}, err
-	}
-	return s.Sign(id, t, body), nil
-}
-
 // verifyStandardWebhook checks the Standard Webhooks headers (webhook-id,
 // webhook-timestamp, webhook-signature) in h against secret and the raw body:
 // the HMAC key is the base64-decoded part after "whsec_", the signed content
 // "<id>.<timestamp>.<body>", and any "v1,<base64>" among the space-separated
 // signatures may match; other versions are ignored. Tolerance as in
-// verifySignature.
+// Verify.
 func verifyStandardWebhook(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
 	keys, err := parseSecret(secret)
 	if err != nil {
@@ -39,7 +29,7 @@ func verifyStandardWebhook(secret string, h http.Header, body []byte, now time.T
 		return verifyErrorf(errMalformedHeader, "malformed Standard Webhooks headers: webhook-id, webhook-timestamp and webhook-signature are all required")
 	}
 	t, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || !allDigits(ts) {
+	if err != nil || !isDigits(ts) {
 		return verifyErrorf(errMalformedHeader, "malformed Standard Webhooks headers: webhook-timestamp is not a unix time in seconds")
 	}
 	mac := hmac.New(sha256.New, keys.std)
@@ -62,7 +52,7 @@ func verifyStandardWebhook(secret string, h http.Header, body []byte, now time.T
 		return verifyErrorf(errNoV1Signature, "no v1 signature in webhook-signature")
 	}
 	if !matched {
-		return verifyErrorf(ErrSignatureMismatch, "signature mismatch: no v1 signature in webhook-signature matches this secret and body")
+		return verifyErrorf(ErrMismatch, "signature mismatch: no v1 signature in webhook-signature matches this secret and body")
 	}
 	return checkTolerance(t, now, tolerance)
 }

@@ -1,4 +1,4 @@
-package webhook
+package signature
 
 import (
 	"crypto/hmac"
@@ -32,7 +32,7 @@ type webhookTestVector struct {
 	ExpectedWebhookSigRotated  string `json:"expected_webhook_signature_rotation"`
 }
 
-func LoadTestVector(t testing.TB) webhookTestVector {
+func loadTestVector(t testing.TB) webhookTestVector {
 	t.Helper()
 	b, err := os.ReadFile("../../testdata/webhook_test_vector.json")
 	if err != nil {
@@ -45,13 +45,21 @@ func LoadTestVector(t testing.TB) webhookTestVector {
 	return v
 }
 
-func MustSigner(t testing.TB, secret, old string) *signer {
+// mustSigner is a signer for secret and, when old is not empty, the
+// previous secret; both must be whsec_+base64.
+func mustSigner(t testing.TB, secret, old string) *signer {
 	t.Helper()
-	s, err := newSigner(secret, old)
+	cur, err := parseSecret(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	var prev *secretKeys
+	if old != "" {
+		if prev, err = parseSecret(old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return newSigner(cur, prev)
 }
 
 func TestNewSecret(t *testing.T) {
@@ -69,14 +77,14 @@ func TestNewSecret(t *testing.T) {
 			t.Fatalf("secret %q repeated", s)
 		}
 		seen[s] = true
-		if _, err := newSigner(s, ""); err != nil {
-			t.Fatalf("newSigner(newSecret()): %v", err)
+		if _, err := parseSecret(s); err != nil {
+			t.Fatalf("parseSecret(%q) = %v; want nil", s, err)
 		}
 	}
 }
 
 func TestSignerMatchesTestVector(t *testing.T) {
-	v := LoadTestVector(t)
+	v := loadTestVector(t)
 	at := time.Unix(v.Timestamp, 0)
 	tests := []struct {
 		name, old, wantX, wantStd string
@@ -86,18 +94,18 @@ func TestSignerMatchesTestVector(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := MustSigner(t, v.Secret, tc.old).Sign(v.ID, at, []byte(v.Body))
-			want := webhookHeaders{Signature: tc.wantX, ID: v.ID, Timestamp: strconv.FormatInt(v.Timestamp, 10), StdSignature: tc.wantStd}
+			h := mustSigner(t, v.Secret, tc.old).sign(v.ID, at, []byte(v.Body))
+			want := Headers{Signature: tc.wantX, ID: v.ID, Timestamp: strconv.FormatInt(v.Timestamp, 10), StdSignature: tc.wantStd}
 			if h != want {
 				t.Errorf("sign:\n got %+v\nwant %+v", h, want)
 			}
 			// And the verifiers accept the vector as a merchant would receive it.
 			now := at.Add(3 * time.Second)
-			if err := VerifySignature(v.Secret, tc.wantX, []byte(v.Body), now, DefaultTolerance); err != nil {
-				t.Errorf("verifySignature: %v", err)
+			if err := Verify(v.Secret, tc.wantX, []byte(v.Body), now, DefaultTolerance); err != nil {
+				t.Errorf("Verify: %v", err)
 			}
 			hdr := http.Header{}
-			want.apply(hdr)
+			want.Apply(hdr)
 			if err := verifyStandardWebhook(v.Secret, hdr, []byte(v.Body), now, DefaultTolerance); err != nil {
 				t.Errorf("verifyStandardWebhook: %v", err)
 			}
@@ -115,7 +123,7 @@ func TestStandardWebhooksPublishedVector(t *testing.T) {
 		body   = `{"test": 2432232314}`
 		want   = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 	)
-	h := MustSigner(t, secret, "").Sign(id, time.Unix(ts, 0), []byte(body))
+	h := mustSigner(t, secret, "").sign(id, time.Unix(ts, 0), []byte(body))
 	if h.StdSignature != want {
 		t.Errorf("webhook-signature = %q, want %q", h.StdSignature, want)
 	}
@@ -130,7 +138,7 @@ func TestStandardWebhooksPublishedVector(t *testing.T) {
 
 func TestSignVerifyRoundTrip(t *testing.T) {
 	secret := NewSecret()
-	s := MustSigner(t, secret, "")
+	s := mustSigner(t, secret, "")
 	now := time.Unix(1_700_000_000, 999_000_000)
 	bodies := []struct {
 		name string
@@ -144,18 +152,18 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 	}
 	for _, tc := range bodies {
 		t.Run(tc.name, func(t *testing.T) {
-			h := s.Sign("evt_1", now, tc.body)
+			h := s.sign("evt_1", now, tc.body)
 			if want := "t=1700000000,v1="; !strings.HasPrefix(h.Signature, want) || len(h.Signature) != len(want)+64 {
 				t.Errorf("X-Webhook-Signature %q: want %s<64 hex>", h.Signature, want)
 			}
 			if h.ID != "evt_1" || h.Timestamp != "1700000000" {
 				t.Errorf("webhook-id %q, webhook-timestamp %q", h.ID, h.Timestamp)
 			}
-			if err := VerifySignature(secret, h.Signature, tc.body, now, DefaultTolerance); err != nil {
-				t.Errorf("verifySignature: %v", err)
+			if err := Verify(secret, h.Signature, tc.body, now, DefaultTolerance); err != nil {
+				t.Errorf("Verify: %v", err)
 			}
 			hdr := http.Header{}
-			h.apply(hdr)
+			h.Apply(hdr)
 			if err := verifyStandardWebhook(secret, hdr, tc.body, now, DefaultTolerance); err != nil {
 				t.Errorf("verifyStandardWebhook: %v", err)
 			}
@@ -179,7 +187,7 @@ func TestRotationBothSecretsVerify(t *testing.T) {
 	cur, old, other := NewSecret(), NewSecret(), NewSecret()
 	now := time.Unix(1_700_000_000, 0)
 	body := []byte(`{"id":"evt_2"}`)
-	h := MustSigner(t, cur, old).Sign("evt_2", now, body)
+	h := mustSigner(t, cur, old).sign("evt_2", now, body)
 	if n := strings.Count(h.Signature, ",v1="); n != 2 {
 		t.Fatalf("X-Webhook-Signature %q has %d v1 values, want 2", h.Signature, n)
 	}
@@ -188,12 +196,12 @@ func TestRotationBothSecretsVerify(t *testing.T) {
 	}
 	// The current signature comes first in both headers, and matches what the
 	// current secret alone gives.
-	alone := MustSigner(t, cur, "").Sign("evt_2", now, body)
+	alone := mustSigner(t, cur, "").sign("evt_2", now, body)
 	if !strings.HasPrefix(h.Signature, alone.Signature+",v1=") || !strings.HasPrefix(h.StdSignature, alone.StdSignature+" v1,") {
 		t.Errorf("rotation headers %+v do not start with the current secret's %+v", h, alone)
 	}
 	hdr := http.Header{}
-	h.apply(hdr)
+	h.Apply(hdr)
 	for _, tc := range []struct {
 		name    string
 		secret  string
@@ -201,11 +209,11 @@ func TestRotationBothSecretsVerify(t *testing.T) {
 	}{
 		{"current secret", cur, nil},
 		{"previous secret", old, nil},
-		{"unrelated secret", other, ErrSignatureMismatch},
+		{"unrelated secret", other, ErrMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := VerifySignature(tc.secret, h.Signature, body, now, DefaultTolerance); !errors.Is(err, tc.wantErr) {
-				t.Errorf("verifySignature = %v, want %v", err, tc.wantErr)
+			if err := Verify(tc.secret, h.Signature, body, now, DefaultTolerance); !errors.Is(err, tc.wantErr) {
+				t.Errorf("Verify = %v, want %v", err, tc.wantErr)
 			}
 			if err := verifyStandardWebhook(tc.secret, hdr, body, now, DefaultTolerance); !errors.Is(err, tc.wantErr) {
 				t.Errorf("verifyStandardWebhook = %v, want %v", err, tc.wantErr)
@@ -214,21 +222,11 @@ func TestRotationBothSecretsVerify(t *testing.T) {
 	}
 }
 
-func TestNewSignerRejectsBadSecrets(t *testing.T) {
-	for _, tc := range []struct{ name, cur, old string }{
-		{"empty", "", ""},
-		{"prefix only", "whsec_", ""},
-		{"not base64", "whsec_not*base64!", ""},
-		{"bad previous secret", NewSecret(), "whsec_%%%"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := newSigner(tc.cur, tc.old); !errors.Is(err, errBadSecret) {
-				t.Errorf("newSigner = %v, want errBadSecret", err)
-			}
-			if _, err := signWebhook(tc.cur, tc.old, "evt_1", time.Now(), nil); err == nil {
-				t.Error("signWebhook accepted the bad secret")
-			}
-		})
+func TestParseSecretRejectsBadSecrets(t *testing.T) {
+	for _, secret := range []string{"", "whsec_", "whsec_not*base64!", "whsec_%%%"} {
+		if _, err := parseSecret(secret); !errors.Is(err, errBadSecret) {
+			t.Errorf("parseSecret(%q) = %v; want %v", secret, err, errBadSecret)
+		}
 	}
 }
 
@@ -254,15 +252,15 @@ func TestVerifySignatureErrors(t *testing.T) {
 		wantMsg string // a substring of the message
 	}{
 		{"valid", secret, "t=1700000000,v1=" + good, body, nil, ""},
-		{"tampered body", secret, "t=1700000000,v1=" + good, body + " ", ErrSignatureMismatch, "does not match"},
-		{"re-serialised body", secret, "t=1700000000,v1=" + good, `{"id": "evt_3", "status": "completed"}`, ErrSignatureMismatch, ""},
-		{"wrong secret", NewSecret(), "t=1700000000,v1=" + good, body, ErrSignatureMismatch, ""},
-		{"secret without prefix", strings.TrimPrefix(secret, "whsec_"), "t=1700000000,v1=" + good, body, ErrSignatureMismatch, ""},
-		{"tampered timestamp", secret, "t=1700000001,v1=" + good, body, ErrSignatureMismatch, ""},
-		{"tampered signature", secret, "t=1700000000,v1=" + strings.Repeat("0", 64), body, ErrSignatureMismatch, ""},
-		{"two wrong signatures", secret, "t=1700000000,v1=" + strings.Repeat("0", 64) + ",v1=" + strings.Repeat("1", 64), body, ErrSignatureMismatch, "none of the 2"},
+		{"tampered body", secret, "t=1700000000,v1=" + good, body + " ", ErrMismatch, "does not match"},
+		{"re-serialised body", secret, "t=1700000000,v1=" + good, `{"id": "evt_3", "status": "completed"}`, ErrMismatch, ""},
+		{"wrong secret", NewSecret(), "t=1700000000,v1=" + good, body, ErrMismatch, ""},
+		{"secret without prefix", strings.TrimPrefix(secret, "whsec_"), "t=1700000000,v1=" + good, body, ErrMismatch, ""},
+		{"tampered timestamp", secret, "t=1700000001,v1=" + good, body, ErrMismatch, ""},
+		{"tampered signature", secret, "t=1700000000,v1=" + strings.Repeat("0", 64), body, ErrMismatch, ""},
+		{"two wrong signatures", secret, "t=1700000000,v1=" + strings.Repeat("0", 64) + ",v1=" + strings.Repeat("1", 64), body, ErrMismatch, "none of the 2"},
 		{"stale but authentic", secret, fmt.Sprintf("t=%d,v1=%s", ts-420, sigFor(secret, ts-420, body)), body, errOutsideTolerance, "timestamp is 7m10s old, tolerance 5m0s"},
-		{"stale and forged", secret, fmt.Sprintf("t=%d,v1=%s", ts-420, good), body, ErrSignatureMismatch, ""},
+		{"stale and forged", secret, fmt.Sprintf("t=%d,v1=%s", ts-420, good), body, ErrMismatch, ""},
 		{"from the future", secret, fmt.Sprintf("t=%d,v1=%s", ts+400, sigFor(secret, ts+400, body)), body, errOutsideTolerance, "timestamp is 6m30s in the future, tolerance 5m0s"},
 		{"empty header", secret, "", body, errMalformedHeader, "empty"},
 		{"blank header", secret, "  \t ", body, errMalformedHeader, ""},
@@ -287,7 +285,7 @@ func TestVerifySignatureErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := VerifySignature(tc.secret, tc.header, []byte(tc.body), now, DefaultTolerance)
+			err := Verify(tc.secret, tc.header, []byte(tc.body), now, DefaultTolerance)
 			switch {
 			case tc.wantErr == nil && tc.wantMsg == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -302,7 +300,7 @@ func TestVerifySignatureErrors(t *testing.T) {
 		})
 	}
 	// The four kinds are distinct: no error is two of them.
-	kinds := []error{errMalformedHeader, errNoV1Signature, errOutsideTolerance, ErrSignatureMismatch}
+	kinds := []error{errMalformedHeader, errNoV1Signature, errOutsideTolerance, ErrMismatch}
 	for i, a := range kinds {
 		for _, b := range kinds[i+1:] {
 			if errors.Is(a, b) || a.Error() == b.Error() {
@@ -330,8 +328,8 @@ func TestVerifySignatureHeaderVariants(t *testing.T) {
 		"t=1700000000,v0=,v1=" + good, // unknown schemes are ignored whatever their value
 	} {
 		t.Run(header, func(t *testing.T) {
-			if err := VerifySignature(secret, header, []byte(body), time.Unix(ts, 0), DefaultTolerance); err != nil {
-				t.Errorf("verifySignature(%q) = %v", header, err)
+			if err := Verify(secret, header, []byte(body), time.Unix(ts, 0), DefaultTolerance); err != nil {
+				t.Errorf("Verify(%q) = %v", header, err)
 			}
 		})
 	}
@@ -362,11 +360,11 @@ func TestVerifyToleranceBoundaries(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := VerifySignature(secret, header, []byte(body), tc.now, tc.tolerance); !errors.Is(err, tc.wantErr) {
-				t.Errorf("verifySignature = %v, want %v", err, tc.wantErr)
+			if err := Verify(secret, header, []byte(body), tc.now, tc.tolerance); !errors.Is(err, tc.wantErr) {
+				t.Errorf("Verify = %v, want %v", err, tc.wantErr)
 			}
 			hdr := http.Header{}
-			MustSigner(t, secret, "").Sign("evt_9", at, []byte(body)).apply(hdr)
+			mustSigner(t, secret, "").sign("evt_9", at, []byte(body)).Apply(hdr)
 			if err := verifyStandardWebhook(secret, hdr, []byte(body), tc.now, tc.tolerance); !errors.Is(err, tc.wantErr) {
 				t.Errorf("verifyStandardWebhook = %v, want %v", err, tc.wantErr)
 			}
@@ -379,7 +377,7 @@ func TestVerifyStandardWebhookErrors(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	body := []byte(`{"a":1}`)
 	base := http.Header{}
-	MustSigner(t, secret, "").Sign("evt_4", at, body).apply(base)
+	mustSigner(t, secret, "").sign("evt_4", at, body).Apply(base)
 	tests := []struct {
 		name    string
 		secret  string
@@ -388,14 +386,14 @@ func TestVerifyStandardWebhookErrors(t *testing.T) {
 		wantErr error
 	}{
 		{"valid", secret, func(http.Header) {}, body, nil},
-		{"tampered body", secret, func(http.Header) {}, []byte(`{"a":2}`), ErrSignatureMismatch},
-		{"wrong secret", NewSecret(), func(http.Header) {}, body, ErrSignatureMismatch},
-		{"tampered id", secret, func(h http.Header) { h.Set("webhook-id", "evt_5") }, body, ErrSignatureMismatch},
-		{"tampered timestamp", secret, func(h http.Header) { h.Set("webhook-timestamp", "1700000001") }, body, ErrSignatureMismatch},
+		{"tampered body", secret, func(http.Header) {}, []byte(`{"a":2}`), ErrMismatch},
+		{"wrong secret", NewSecret(), func(http.Header) {}, body, ErrMismatch},
+		{"tampered id", secret, func(h http.Header) { h.Set("webhook-id", "evt_5") }, body, ErrMismatch},
+		{"tampered timestamp", secret, func(h http.Header) { h.Set("webhook-timestamp", "1700000001") }, body, ErrMismatch},
 		{"missing id", secret, func(h http.Header) { h.Del("webhook-id") }, body, errMalformedHeader},
 		{"bad timestamp", secret, func(h http.Header) { h.Set("webhook-timestamp", "soon") }, body, errMalformedHeader},
 		{"no v1", secret, func(h http.Header) { h.Set("webhook-signature", "v1a,xyz") }, body, errNoV1Signature},
-		{"bad base64", secret, func(h http.Header) { h.Set("webhook-signature", "v1,***") }, body, ErrSignatureMismatch},
+		{"bad base64", secret, func(h http.Header) { h.Set("webhook-signature", "v1,***") }, body, ErrMismatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -413,7 +411,7 @@ func TestVerifyStandardWebhookErrors(t *testing.T) {
 
 func TestApplySetsAllHeaders(t *testing.T) {
 	h := http.Header{}
-	webhookHeaders{Signature: "t=1,v1=a", ID: "evt_1", Timestamp: "1", StdSignature: "v1,b"}.apply(h)
+	Headers{Signature: "t=1,v1=a", ID: "evt_1", Timestamp: "1", StdSignature: "v1,b"}.Apply(h)
 	for name, want := range map[string]string{
 		"X-Webhook-Signature": "t=1,v1=a",
 		"webhook-id":          "evt_1",
@@ -429,7 +427,7 @@ func TestApplySetsAllHeaders(t *testing.T) {
 // One signer serves concurrent deliveries; run with -race.
 func TestSignerConcurrent(t *testing.T) {
 	cur, old := NewSecret(), NewSecret()
-	s := MustSigner(t, cur, old)
+	s := mustSigner(t, cur, old)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -439,8 +437,8 @@ func TestSignerConcurrent(t *testing.T) {
 				id := fmt.Sprintf("evt_%d_%d", g, i)
 				body := []byte(strings.Repeat("b", i))
 				at := time.Unix(int64(1_700_000_000+i), 0)
-				h := s.Sign(id, at, body)
-				if err := VerifySignature(old, h.Signature, body, at, DefaultTolerance); err != nil {
+				h := s.sign(id, at, body)
+				if err := Verify(old, h.Signature, body, at, DefaultTolerance); err != nil {
 					t.Error(err)
 					return
 				}
@@ -455,52 +453,39 @@ func TestSignerConcurrent(t *testing.T) {
 }
 
 func benchmarkSign(b *testing.B, old string) {
-	s := MustSigner(b, NewSecret(), old)
+	s := mustSigner(b, NewSecret(), old)
 	body := []byte(`{"id":"evt_01JGQ7ZK3M9X4VB2C8D5E6F7G","type":"order.status.updated","created_at":1735689600,"data":{"object":{"id":"ord_1042","status":"completed"}}}`)
 	at := time.Unix(1_735_689_600, 0)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		s.Sign("evt_01JGQ7ZK3M9X4VB2C8D5E6F7G", at, body)
+		s.sign("evt_01JGQ7ZK3M9X4VB2C8D5E6F7G", at, body)
 	}
 }
 
 func BenchmarkSign(b *testing.B)         { benchmarkSign(b, "") }
 func BenchmarkSignRotation(b *testing.B) { benchmarkSign(b, NewSecret()) }
 
-// BenchmarkSignWebhookOneShot is the cost without a kept signer.
-func BenchmarkSignWebhookOneShot(b *testing.B) {
+func BenchmarkVerify(b *testing.B) {
 	secret := NewSecret()
 	body := []byte(`{"id":"evt_1","type":"order.status.updated","created_at":1735689600,"data":{"object":{"id":"ord_1042","status":"completed"}}}`)
 	at := time.Unix(1_735_689_600, 0)
+	h := mustSigner(b, secret, "").sign("evt_1", at, body)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := signWebhook(secret, "", "evt_1", at, body); err != nil {
+		if err := Verify(secret, h.Signature, body, at, DefaultTolerance); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-func BenchmarkVerifySignature(b *testing.B) {
-	secret := NewSecret()
-	body := []byte(`{"id":"evt_1","type":"order.status.updated","created_at":1735689600,"data":{"object":{"id":"ord_1042","status":"completed"}}}`)
-	at := time.Unix(1_735_689_600, 0)
-	h := MustSigner(b, secret, "").Sign("evt_1", at, body)
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := VerifySignature(secret, h.Signature, body, at, DefaultTolerance); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// FuzzParseSignatureHeader: parsing arbitrary headers never panics and what
-// parses is well formed; a header the signer made always parses back to its
-// own t and signatures.
-func FuzzParseSignatureHeader(f *testing.F) {
+// FuzzParse: parsing arbitrary headers never panics and what parses is
+// well formed; a header the signer made always parses back to its own t
+// and signatures.
+func FuzzParse(f *testing.F) {
 	f.Add("t=1700000000,v1="+strings.Repeat("ab", 32), int64(1_700_000_000), []byte(`{"a":1}`))
 	f.Fuzz(func(t *testing.T, header string, ts int64, body []byte) {
-		if h, err := ParseSignatureHeader(header); err == nil {
+		if h, err := Parse(header); err == nil {
 			if h.Timestamp < 0 || len(h.V1) == 0 {
 				t.Fatalf("%q parsed to %+v", header, h)
 			}
@@ -511,7 +496,7 @@ func FuzzParseSignatureHeader(f *testing.F) {
 			}
 			// Re-rendering what parsed gives the same result.
 			again := "t=" + strconv.FormatInt(h.Timestamp, 10) + ",v1=" + strings.Join(h.V1, ",v1=")
-			h2, err := ParseSignatureHeader(again)
+			h2, err := Parse(again)
 			if err != nil || h2.Timestamp != h.Timestamp || strings.Join(h2.V1, ",") != strings.Join(h.V1, ",") {
 				t.Fatalf("%q → %+v → %q → %+v, %v", header, h, again, h2, err)
 			}
@@ -523,12 +508,8 @@ func FuzzParseSignatureHeader(f *testing.F) {
 			ts = -(ts + 1)
 		}
 		for _, old := range []string{"", fuzzOldSecret} {
-			s, err := newSigner(fuzzSecret, old)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := s.Sign("evt_fuzz", time.Unix(ts, 0), body)
-			h, err := ParseSignatureHeader(out.Signature)
+			out := mustSigner(t, fuzzSecret, old).sign("evt_fuzz", time.Unix(ts, 0), body)
+			h, err := Parse(out.Signature)
 			if err != nil {
 				t.Fatalf("signer's %q does not parse: %v", out.Signature, err)
 			}
@@ -539,7 +520,7 @@ func FuzzParseSignatureHeader(f *testing.F) {
 			if h.Timestamp != ts || strings.Join(h.V1, ",") != strings.Join(want, ",") {
 				t.Fatalf("signer's %q parsed to %+v, want t=%d v1=%v", out.Signature, h, ts, want)
 			}
-			if err := VerifySignature(fuzzSecret, out.Signature, body, time.Unix(ts, 0), DefaultTolerance); err != nil {
+			if err := Verify(fuzzSecret, out.Signature, body, time.Unix(ts, 0), DefaultTolerance); err != nil {
 				t.Fatalf("signer's %q does not verify: %v", out.Signature, err)
 			}
 		}
@@ -551,10 +532,10 @@ const (
 	fuzzOldSecret = "whsec_5khVtL4Ebtnc+iqvgcWsaZ+jQQW8j1t68G22LJ7MjI0="
 )
 
-// signDelivery is the dispatcher's entry point: the same values as the signer,
-// the test vector included, through the cache.
-func TestSignDelivery(t *testing.T) {
-	v := LoadTestVector(t)
+// Sign is the sender's entry point: the same values as the signer, the
+// test vector included, through the cache.
+func TestSign(t *testing.T) {
+	v := loadTestVector(t)
 	for _, tc := range []struct {
 		name, old, wantSig, wantStd string
 	}{
@@ -563,23 +544,23 @@ func TestSignDelivery(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 3 { // a miss, then hits
-				h := SignDelivery(v.Secret, tc.old, v.ID, v.Timestamp, []byte(v.Body))
+				h := Sign(v.Secret, tc.old, v.ID, v.Timestamp, []byte(v.Body))
 				sig, std := h.Signature, h.StdSignature
 				if sig != tc.wantSig || std != tc.wantStd {
-					t.Fatalf("signDelivery = %q, %q; want %q, %q", sig, std, tc.wantSig, tc.wantStd)
+					t.Fatalf("Sign = %q, %q; want %q, %q", sig, std, tc.wantSig, tc.wantStd)
 				}
 			}
 		})
 	}
 	t.Run("secrets that do not decode still sign", func(t *testing.T) {
 		for _, pair := range [][2]string{{"whsec_%%%", ""}, {"", ""}, {"", v.OldSecret}, {v.Secret, "not-a-secret"}} {
-			h := SignDelivery(pair[0], pair[1], "evt_1", 1, []byte("{}"))
+			h := Sign(pair[0], pair[1], "evt_1", 1, []byte("{}"))
 			sig, std := h.Signature, h.StdSignature
 			if !strings.HasPrefix(sig, "t=1,v1=") || !strings.HasPrefix(std, "v1,") {
-				t.Errorf("%q: signDelivery = %q, %q", pair, sig, std)
+				t.Errorf("%q: Sign = %q, %q", pair, sig, std)
 			}
 			if pair[0] != "" {
-				if err := VerifySignature(pair[0], sig, []byte("{}"), time.Unix(1, 0), 0); err != nil {
+				if err := Verify(pair[0], sig, []byte("{}"), time.Unix(1, 0), 0); err != nil {
 					t.Errorf("%q: %v", pair, err)
 				}
 			}
@@ -587,7 +568,7 @@ func TestSignDelivery(t *testing.T) {
 	})
 	t.Run("cache is bounded", func(t *testing.T) {
 		for range maxCachedSigners + 10 {
-			SignDelivery(NewSecret(), "", "evt_1", 1, nil)
+			Sign(NewSecret(), "", "evt_1", 1, nil)
 		}
 		n := 0
 		signerCache.Range(func(any, any) bool { n++; return true })
@@ -597,12 +578,12 @@ func TestSignDelivery(t *testing.T) {
 	})
 }
 
-// BenchmarkSignDelivery is the dispatcher's per-attempt cost (cache hit).
-func BenchmarkSignDelivery(b *testing.B) {
+// BenchmarkSignCached is the sender's per-attempt cost (cache hit).
+func BenchmarkSignCached(b *testing.B) {
 	cur := NewSecret()
 	body := []byte(`{"id":"evt_01JGQ7ZK3M9X4VB2C8D5E6F7G","type":"order.status.updated","created_at":1735689600,"data":{"object":{"id":"ord_1042","status":"completed"}}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		SignDelivery(cur, "", "evt_01JGQ7ZK3M9X4VB2C8D5E6F7G", 1_735_689_600, body)
+		Sign(cur, "", "evt_01JGQ7ZK3M9X4VB2C8D5E6F7G", 1_735_689_600, body)
 	}
 }

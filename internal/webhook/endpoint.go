@@ -1,0 +1,81 @@
+package webhook
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Endpoint is a merchant's webhook URL. Secrets leave the service only
+// through create, rotate and /secret.
+type Endpoint struct {
+	ID          string   `json:"id"`
+	StoreID     string   `json:"store_id"`
+	URL         string   `json:"url"`
+	Description string   `json:"description"`
+	Events      []string `json:"events"`
+	Enabled     bool     `json:"enabled"`
+	CreatedAt   int64    `json:"created_at"`
+	UpdatedAt   int64    `json:"updated_at"`
+	// CreatedNS is when e was made, in unix nanoseconds: its place among
+	// its store's endpoints, which created_at (seconds) cannot give those
+	// made within one second; 0 in records saved before it was kept.
+	CreatedNS int64 `json:"created_ns,omitempty"`
+
+	// Why a disabled endpoint is: DisabledManual or DisabledFailing; ""
+	// while enabled, and in records saved before it was kept (shown as
+	// manual: only a request could disable an endpoint then).
+	DisabledReason string `json:"disabled_reason,omitempty"`
+	// FailingSince opens e's failure window (failing.go): the time of the
+	// first failed attempt since the last that succeeded, in unix
+	// nanoseconds of Hooks.Now; 0 when there is none.
+	FailingSince int64 `json:"failing_since,omitempty"`
+
+	Secret       string `json:"secret"`
+	OldSecret    string `json:"old_secret,omitempty"`     // still signs until OldSecretEnd
+	OldSecretEnd int64  `json:"old_secret_end,omitempty"` // unix seconds
+
+	NextSeq uint64 `json:"next_seq"` // as earlier builds kept it, which numbered deliveries by it; kept as read
+}
+
+// view is the endpoint as docs/api.md shows it: no secret.
+func (e *Endpoint) view() map[string]any {
+	return map[string]any{
+		"id": e.ID, "url": e.URL, "description": e.Description, "events": e.Events,
+		"enabled": e.Enabled, "disabled_reason": e.disabledReason(), "created_at": e.CreatedAt, "updated_at": e.UpdatedAt,
+	}
+}
+
+// viewWithSecret is view with the secret: what create and rotate answer.
+func (e *Endpoint) viewWithSecret() map[string]any {
+	v := e.view()
+	v["secret"] = e.Secret
+	return v
+}
+
+// disabledReason is e's disabled_reason as API.md §5 shows it: null
+// while enabled.
+func (e *Endpoint) disabledReason() any {
+	if e.Enabled {
+		return nil
+	}
+	return cmp.Or(e.DisabledReason, DisabledManual)
+}
+
+// secrets returns the secrets that sign a request made at now: the current
+// one, and the previous one during its rotation grace.
+func (e *Endpoint) secrets(now time.Time) (cur, old string) {
+	if e.OldSecret != "" && now.Unix() < e.OldSecretEnd {
+		return e.Secret, e.OldSecret
+	}
+	return e.Secret, ""
+}
+
+func (e *Endpoint) subscribed(typ string) bool { return slices.Contains(e.Events, typ) }
+
+// clone returns a copy of e that shares nothing its holder may change.
+func (e *Endpoint) clone() *Endpoint {
+	c := *e
+	c.Events = slices.Clone(e.Events)
+	return &c
+}
