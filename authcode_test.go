@@ -1073,7 +1073,10 @@ func TestTokenUnavailable(t *testing.T) {
 			assert.Equal(t, "temporarily_unavailable", e.Error, "error")
 			assert.NotEmpty(t, e.Description, "error_description")
 			assert.NotEmpty(t, got.header.Get("Retry-After"), "Retry-After")
-			assert.Equal(t, 4, a.db.Len(), "entries left: the cookie key, the two stores' settings and the code, and no replay key naming no token")
+			// A fairness counter is left out: a request whose tally is
+			// older than tallyEvery (a slow run) adds it to the store.
+			counters := a.db.Count(limitPrefix, func([]byte) bool { return true })
+			assert.Equal(t, 4, a.db.Len()-counters, "entries left: the cookie key, the two stores' settings and the code, and no replay key naming no token")
 		})
 	}
 }
