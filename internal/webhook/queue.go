@@ -79,16 +79,21 @@ func enqueueWrites(ep, dlv string, at time.Time) []store.Write {
 }
 
 // claim claims up to n due deliveries at now, each with a place on its
-// endpoint.
+// endpoint, spread over the endpoints with something due: as many of
+// them as n, and n / that many places of each, rounded up. A worker
+// keeps its endpoint's place while the endpoint has more due (handOff),
+// so that spreading makes the endpoints' backlogs go down together,
+// rather than a few endpoints at a time, the last few with workers idle.
 func (q *queue) claim(ctx context.Context, now time.Time, n int) ([]claim, error) {
 	if n <= 0 {
 		return nil, nil
 	}
 	ms, until := now.UnixMilli(), now.Add(q.lease)
 	eps, err := q.st.ZClaim(ctx, queueReady, ms, now.Add(readyHold).UnixMilli(), n)
-	if err != nil {
+	if err != nil || len(eps) == 0 {
 		return nil, err
 	}
+	each := (n + len(eps) - 1) / len(eps)
 	var out []claim
 	for _, ep := range eps {
 		if len(out) == n {
@@ -98,7 +103,7 @@ func (q *queue) claim(ctx context.Context, now time.Time, n int) ([]claim, error
 			}
 			continue
 		}
-		cs, err := q.claimOf(ctx, ep.Member, now, until, min(n-len(out), PerEndpointInFlight))
+		cs, err := q.claimOf(ctx, ep.Member, now, until, min(n-len(out), each, PerEndpointInFlight))
 		out = append(out, cs...)
 		if err != nil {
 			return out, err

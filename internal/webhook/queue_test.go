@@ -88,6 +88,40 @@ func TestQueuePlaces(t *testing.T) {
 	}
 }
 
+// TestQueueClaimSpreads: a claim spreads its workers over the endpoints
+// with something due, as evenly as it can, rather than filling the first
+// endpoints' places.
+func TestQueueClaimSpreads(t *testing.T) {
+	for _, tt := range []struct {
+		eps  int // endpoints with 4 due each
+		n    int
+		want []int // deliveries claimed of each endpoint
+	}{
+		{eps: 4, n: 4, want: []int{1, 1, 1, 1}},
+		{eps: 4, n: 6, want: []int{2, 2, 2, 0}},
+		{eps: 2, n: 3, want: []int{2, 1}},
+		{eps: 2, n: 8, want: []int{4, 4}},
+		{eps: 2, n: 10, want: []int{4, 4}},
+		{eps: 3, n: 2, want: []int{1, 1, 0}},
+	} {
+		t.Run(fmt.Sprint(tt.eps, " endpoints, ", tt.n, " workers"), func(t *testing.T) {
+			q := openQueue(t)
+			for i := range tt.eps {
+				enqueue(t, q, fmt.Sprint("we_", i), 4)
+			}
+			got := make([]int, tt.eps)
+			for _, c := range mustClaim(t, q, t0, tt.n) {
+				var i int
+				fmt.Sscanf(c.Endpoint, "we_%d", &i)
+				got[i]++
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("claim(%d) over %d endpoints took %v of each; want %v", tt.n, tt.eps, got, tt.want)
+			}
+		})
+	}
+}
+
 // TestQueueHandOff: the holder of a place hands it to the endpoint's next
 // delivery under the lease its outcome's writes renewed, or under a new
 // one; but once its own lease has run out, the place is left alone, as
