@@ -184,13 +184,16 @@ func endedWrites(storeID string, d *Delivery) ([]store.Write, error) {
 	}, nil
 }
 
-// trim drops the oldest finished deliveries of the endpoint ep's log
-// beyond size of them all, or while its finished ones hold more than
-// budget bytes; pending ones stay, whatever their age. It reads the log's
-// members and counter, and the records of only those it drops: cheap
-// enough for every delivery that ends. It returns how many it dropped.
+// trim drops the endpoint ep's finished deliveries that are not among
+// the newest size of its log, and then, while its finished ones hold more
+// than budget bytes, the oldest of them; pending ones stay, whatever
+// their age. It reads the newest size+1 members of the log (never the
+// whole log: a backlog of pending deliveries may make it long), its
+// finished ones and its counter, and the records of only those it drops:
+// cheap enough for every delivery that ends. It returns how many it
+// dropped.
 func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (int, error) {
-	all, err := r.st.ZRange(ctx, logKey+ep, math.MinInt64, math.MaxInt64, 0, false)
+	newest, err := r.st.ZRange(ctx, logKey+ep, math.MinInt64, math.MaxInt64, size+1, true)
 	if err != nil {
 		return 0, err
 	}
@@ -198,26 +201,24 @@ func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (
 	if err != nil {
 		return 0, err
 	}
-	excess, over := len(all)-size, held-budget
-	if excess <= 0 && over <= 0 {
+	beyond := len(newest) > size // some are not among the newest size
+	over := held - budget
+	if !beyond && over <= 0 {
 		return 0, nil
 	}
-	limit := max(excess, 0)
-	if over > 0 {
-		limit += logBatch // as many more as their bytes take
-	}
-	done, err := r.st.ZRange(ctx, doneKey+ep, math.MinInt64, math.MaxInt64, limit, false)
+	done, err := r.st.ZRange(ctx, doneKey+ep, math.MinInt64, math.MaxInt64, 0, false)
 	if err != nil {
 		return 0, err
 	}
 	var ws []store.Write
 	var freed int64
 	for _, m := range done { // oldest first
-		if excess <= 0 && over <= 0 {
+		// The log's order: by score, then by member.
+		past := beyond && (m.Score < newest[size].Score || m.Score == newest[size].Score && m.Member <= newest[size].Member)
+		if !past && over <= 0 {
 			break
 		}
 		ws = append(ws, store.Write{Key: logKey + ep, Member: m.Member}, store.Write{Key: doneKey + ep, Member: m.Member})
-		excess--
 		// Taken, so that of trims racing (on two replicas) one counts
 		// what it held.
 		b, err := r.st.Take(ctx, hookKey(kindDelivery, m.Member))

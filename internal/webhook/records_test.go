@@ -347,9 +347,9 @@ func TestPublishBudgets(t *testing.T) {
 	}
 }
 
-// TestTrim: the log keeps its newest entries up to its size, and
-// finished ones up to its budget of bytes, dropping the oldest finished
-// first; pending ones stay whatever their age.
+// TestTrim: the log keeps its newest size entries, and finished ones up
+// to its budget of bytes, dropping the oldest finished first; pending
+// ones stay whatever their age, and take no newer one's place.
 func TestTrim(t *testing.T) {
 	statuses := []string{StatusPending, StatusSucceeded, StatusFailed, StatusPending, StatusSucceeded, StatusSucceeded} // oldest first
 	for _, tt := range []struct {
@@ -359,9 +359,11 @@ func TestTrim(t *testing.T) {
 		want   []int // indexes into statuses kept
 	}{
 		{"all fit", 6, 10, []int{0, 1, 2, 3, 4, 5}},
-		{"size 4", 4, 10, []int{0, 3, 4, 5}},
-		{"size 1: pending ones stay", 1, 10, []int{0, 3}},
+		{"size 4", 4, 10, []int{0, 2, 3, 4, 5}},
+		{"size 1: pending ones stay", 1, 10, []int{0, 3, 5}},
 		{"budget of 1 finished", 6, 1, []int{0, 3, 5}},
+		{"size 4 and a budget of 1", 4, 1, []int{0, 3, 5}},
+		{"size 0: the finished go", 0, 10, []int{0, 3}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r, now := openRecords(t)
