@@ -36,7 +36,16 @@ func (s *server) handlePublish(w http.ResponseWriter, r *http.Request, st *Store
 		s.writeHookError(w, err, true)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{"data": map[string]string{"id": id}})
+	writeJSON(w, http.StatusAccepted, publishAnswer{Data: publishedID{ID: id}})
+}
+
+// publishAnswer is the body of a publish's 202: {"data":{"id":…}}.
+type publishAnswer struct {
+	Data publishedID `json:"data"`
+}
+
+type publishedID struct {
+	ID string `json:"id"`
 }
 
 // validateEvent checks a publish body: a known, publishable type and, for

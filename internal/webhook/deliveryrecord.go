@@ -40,12 +40,14 @@ func (d *Delivery) appendRecord(b []byte) []byte {
 	if d.Event != nil {
 		flags |= flagEvent
 	}
-	size := 160
+	// Room for the whole record, its ids and signatures included, so
+	// that it is made in one allocation.
+	size := 320
 	if d.Event != nil {
 		size += len(d.Event.Body)
 	}
 	for i := range d.Attempts {
-		size += 160 + len(d.Attempts[i].URL) + len(d.Attempts[i].ResponseBody) + len(d.Attempts[i].Error)
+		size += 200 + len(d.Attempts[i].URL) + len(d.Attempts[i].ResponseBody) + len(d.Attempts[i].Error)
 	}
 	b = append(make([]byte, 0, len(b)+size), b...)
 	b = append(b, deliveryTag, flags)

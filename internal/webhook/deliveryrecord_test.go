@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -89,4 +90,26 @@ func FuzzDeliveryRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDeliveryRecordAllocations: a delivery's record, as a publish and an
+// attempt write it, is made in one allocation.
+func TestDeliveryRecordAllocations(t *testing.T) {
+	ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"ord_1234567890","status":"completed","amount":4999}`), t0)
+	d := newDelivery("store_a", NewID("we_"), ev, t0)
+	for _, tt := range []struct {
+		name     string
+		attempts int
+	}{{"published", 0}, {"attempted once", 1}, {"attempted three times", 3}} {
+		t.Run(tt.name, func(t *testing.T) {
+			d.Attempts = nil
+			for range tt.attempts {
+				d.Attempts = append(d.Attempts, Attempt{At: t0.UnixNano(), URL: "https://merchant.example.com/webhooks/deeplink", Timestamp: t0.Unix(),
+					Signature: "t=1765108800,v1=" + strings.Repeat("ab", 32), StdSignature: "v1," + strings.Repeat("A", 44), Status: 200, DurationMS: 21})
+			}
+			if n := testing.AllocsPerRun(100, func() { d.appendRecord(nil) }); n != 1 {
+				t.Errorf("appendRecord with %d attempts made %v allocations; want 1", tt.attempts, n)
+			}
+		})
+	}
 }

@@ -149,7 +149,7 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 // earlier Apply did not get to is given them again.
 func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, have map[string]*Delivery, pending int64, first []store.Write) error {
 	now := r.now()
-	ws := first
+	ws := append(make([]store.Write, 0, len(first)+4*len(m.Deliveries)+2), first...)
 	made := 0
 	for id, ep := range m.Deliveries {
 		d := have[id]
