@@ -41,6 +41,7 @@ const (
 	opLen
 	opCount
 	opGetMany
+	opApplyIf // Apply whose first write has Old: Old, then opApply's frame
 )
 
 // The statuses, the first byte of a reply: ok, or which of the
@@ -259,6 +260,12 @@ func (c *Client) Apply(_ context.Context, ws []store.Write) error {
 		return err
 	}
 	e := req(opApply)
+	if len(ws) > 0 && ws[0].Old != nil {
+		// An op of its own, so that a host of an earlier build refuses it
+		// rather than read it as opApply.
+		e = req(opApplyIf)
+		e.bytes(ws[0].Old)
+	}
 	e.int(int64(len(ws)))
 	for _, w := range ws {
 		e.str(w.Key)
@@ -267,7 +274,6 @@ func (c *Client) Apply(_ context.Context, ws []store.Write) error {
 		e.str(w.Member)
 		e.int(w.Score)
 		e.int(w.Add)
-		e.bytes(w.Old)
 	}
 	return c.ok(e)
 }

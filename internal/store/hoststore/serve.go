@@ -165,18 +165,27 @@ func (b *Backend) serve(ctx context.Context, st store.Store, d *dec, out *enc) e
 			out.int(m.Score)
 		}
 		return err
-	case opApply:
-		// A write takes at least 7 bytes of the frame: more are not there.
+	case opApply, opApplyIf:
+		var old []byte // opApplyIf's: the first write's Old
+		if op == opApplyIf {
+			if old = d.bytes(); old == nil {
+				return errFrame
+			}
+		}
+		// A write takes at least 6 bytes of the frame: more are not there.
 		n := d.int()
-		if d.bad || n < 0 || n > int64(len(d.b))/7 {
+		if d.bad || n < 0 || n > int64(len(d.b))/6 || old != nil && n == 0 {
 			return errFrame
 		}
 		ws := make([]store.Write, n)
 		for i := range ws {
-			ws[i] = store.Write{Key: d.str(), Val: d.bytes(), Exp: d.time(), Member: d.str(), Score: d.int(), Add: d.int(), Old: d.bytes()}
+			ws[i] = store.Write{Key: d.str(), Val: d.bytes(), Exp: d.time(), Member: d.str(), Score: d.int(), Add: d.int()}
 		}
 		if d.bad {
 			return errFrame
+		}
+		if old != nil {
+			ws[0].Old = old
 		}
 		return st.Apply(ctx, ws)
 	case opFailing:
