@@ -224,11 +224,12 @@ func (hk *Hooks) Tick(now time.Time) error {
 		}
 		for _, e := range eps {
 			if e.Enabled && e.FailingSince != 0 {
-				_, disabled, err := r.noteAttempt(ctx, e, false, hk.Now(), after)
-				errs = errors.Join(errs, err)
+				e, disabled, err := r.moveWindowOf(ctx, e, false, hk.Now(), after)
 				if disabled {
+					_, err = r.failQueued(ctx, e, func(*Delivery) bool { return true })
 					warnDisabled(hk.Log, e, after)
 				}
+				errs = errors.Join(errs, err)
 			}
 			if e.OldSecret != "" && now.Unix() >= e.OldSecretEnd {
 				_, err := r.changeEndpoint(ctx, e.StoreID, e.ID, func(e *Endpoint) error {

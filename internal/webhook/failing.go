@@ -11,7 +11,7 @@ import "time"
 //
 // The window is kept with the endpoint (FailingSince), so that a restart
 // neither forgets nor restarts it. It is moved where attempt outcomes
-// are written (records.noteAttempt) and checked by Hooks.Tick, since an
+// are written (records.moveWindowOf) and checked by Hooks.Tick, since an
 // endpoint whose last delivery has run out of retries gets no more
 // outcomes.
 

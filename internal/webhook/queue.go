@@ -189,14 +189,9 @@ func claimed(d *Delivery, score int64) bool {
 	return time.Unix(0, d.NextAt).UnixMilli() < score
 }
 
-// retryAt puts c's delivery back in its endpoint's due set, due at at.
-func (q *queue) retryAt(ctx context.Context, c claim, at time.Time) error {
-	return q.st.ZAdd(ctx, queueDue+c.Endpoint, c.Delivery, at.UnixMilli())
-}
-
-// remove takes c's delivery out of its endpoint's due set: it has ended.
-func (q *queue) remove(ctx context.Context, c claim) error {
-	return q.st.ZRem(ctx, queueDue+c.Endpoint, c.Delivery)
+// setDue makes dueWrite(c, at) in a call of its own.
+func (q *queue) setDue(ctx context.Context, c claim, at time.Time) error {
+	return q.st.Apply(ctx, []store.Write{dueWrite(c, at)})
 }
 
 // handOff is what the holder of c does once c's attempt is written: it

@@ -34,8 +34,7 @@ type records struct {
 	st     store.Store
 	now    func() time.Time
 	budget *budgets // nil: none (tests of what budgets leave alone)
-	// failed is told of the deliveries noteAttempt failed, when it
-	// disabled their endpoint. nil: none is.
+	// failed is told of the deliveries failQueued failed. nil: none is.
 	failed func(ctx context.Context, storeID string, ds []*Delivery)
 	// busy reports whether this process has an attempt of the delivery
 	// dlv of the endpoint ep under way; failQueued leaves those to it.
@@ -284,23 +283,12 @@ func (r *records) endpointGone(id string) []store.Write {
 	return ws
 }
 
-// noteAttempt moves e's failure window on by the outcome of one of its
+// moveWindowOf moves e's failure window on by the outcome of one of its
 // attempts, ok when it succeeded, at now, and disables e (reason failing)
 // once the window has been open after or longer (never when after is 0),
-// as failing.go says; a disabled endpoint's queued deliveries fail at
-// once (failQueued). It writes e only when that changes it, and returns
-// e as it then is, and whether this disabled it.
-func (r *records) noteAttempt(ctx context.Context, e *Endpoint, ok bool, now time.Time, after time.Duration) (*Endpoint, bool, error) {
-	e, disabled, err := r.moveWindowOf(ctx, e, ok, now, after)
-	if err != nil || !disabled {
-		return e, disabled, err
-	}
-	_, err = r.failQueued(ctx, e, func(*Delivery) bool { return true })
-	return e, true, err
-}
-
-// moveWindowOf is noteAttempt without failing the queue: for a sender,
-// which writes its attempt's outcome first.
+// as failing.go says. It writes e only when that changes it, and returns
+// e as it then is, and whether this disabled it: the caller then fails
+// e's queue (failQueued), a sender once its attempt's outcome is written.
 func (r *records) moveWindowOf(ctx context.Context, e *Endpoint, ok bool, now time.Time, after time.Duration) (*Endpoint, bool, error) {
 	if !windowChanges(e, ok, now, after) {
 		return e, false, nil

@@ -287,7 +287,10 @@ func TestFailureWindow(t *testing.T) {
 		{after, false, 2 * time.Minute, false},
 		{after + 2*time.Minute, false, 2 * time.Minute, true},
 	} {
-		got, disabled, err := r.noteAttempt(ctx, e, step.ok, start.Add(step.at), after)
+		got, disabled, err := r.moveWindowOf(ctx, e, step.ok, start.Add(step.at), after)
+		if err == nil && disabled { // as Tick does
+			_, err = r.failQueued(ctx, got, func(*Delivery) bool { return true })
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +300,7 @@ func TestFailureWindow(t *testing.T) {
 			wantSince = start.Add(step.wantSince).UnixNano()
 		}
 		if e.FailingSince != wantSince || disabled != step.wantDisabled || e.Enabled == step.wantDisabled {
-			t.Errorf("noteAttempt(ok %v) at +%v: failing since %d, disabled %v, enabled %v; want %d, %v", step.ok, step.at, e.FailingSince, disabled, e.Enabled, wantSince, step.wantDisabled)
+			t.Errorf("moveWindowOf(ok %v) at +%v: failing since %d, disabled %v, enabled %v; want %d, %v", step.ok, step.at, e.FailingSince, disabled, e.Enabled, wantSince, step.wantDisabled)
 		}
 	}
 	if e.DisabledReason != DisabledFailing {

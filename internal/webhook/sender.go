@@ -246,7 +246,7 @@ func (s *sender) orphan(ctx context.Context, c claim, raw []byte, d *Delivery) e
 	err := s.q.st.Apply(ctx, ws)
 	if errors.Is(err, store.ErrConflict) {
 		// Changed meanwhile: another's to account for.
-		return s.q.remove(ctx, c)
+		return s.q.setDue(ctx, c, time.Time{})
 	}
 	return err
 }
@@ -260,7 +260,7 @@ func (s *sender) giveBack(c claim) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if c.Delivery != "" {
-		s.q.retryAt(ctx, c, s.now())
+		s.q.setDue(ctx, c, s.now())
 	}
 	s.q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, 0)
 	s.q.refresh(ctx, c.Endpoint)
@@ -280,14 +280,14 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 	}
 	raw, epRaw := read[0], read[1]
 	if raw == nil {
-		return time.Time{}, s.q.remove(ctx, c) // deleted with its endpoint
+		return time.Time{}, s.q.setDue(ctx, c, time.Time{}) // deleted with its endpoint
 	}
 	d, err := decodeRecord[Delivery](keys[0], raw)
 	if err != nil {
 		return time.Time{}, err
 	}
 	if d.Status != StatusPending {
-		return time.Time{}, s.q.remove(ctx, c) // ended by another
+		return time.Time{}, s.q.setDue(ctx, c, time.Time{}) // ended by another
 	}
 	if epRaw == nil {
 		return time.Time{}, s.orphan(ctx, c, raw, d)
@@ -300,7 +300,7 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 		return time.Time{}, fmt.Errorf("webhooks: delivery %s has no event", d.ID)
 	}
 	if s.configured != nil && !s.configured(e.StoreID) {
-		return time.Time{}, s.q.retryAt(ctx, c, s.now().Add(parkedWait))
+		return time.Time{}, s.q.setDue(ctx, c, s.now().Add(parkedWait))
 	}
 	if why := e.refusal(d, d.Event.Type); why != "" {
 		_, held, err := s.write(ctx, c, e.StoreID, raw, d, nil, why)
@@ -334,7 +334,11 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 	if err != nil {
 		return time.Time{}, err
 	}
-	if e, err = s.moveWindow(ctx, fresh, a.ok()); err != nil {
+	e, off, err := s.rec.moveWindowOf(ctx, fresh, a.ok(), s.now(), s.cfg.DisableAfter.D())
+	if off {
+		warnDisabled(s.log, e, s.cfg.DisableAfter.D())
+	}
+	if err != nil {
 		return time.Time{}, err
 	}
 	refused := ""
@@ -369,16 +373,6 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 	}
 	_, err = s.rec.failQueued(ctx, now2, func(x *Delivery) bool { return x.ID == d.ID && now2.refusal(x, x.Event.Type) != "" })
 	return held, err
-}
-
-// moveWindow moves e's failure window on (records.moveWindowOf), and
-// says so when that disabled e.
-func (s *sender) moveWindow(ctx context.Context, e *Endpoint, ok bool) (*Endpoint, error) {
-	e, disabled, err := s.rec.moveWindowOf(ctx, e, ok, s.now(), s.cfg.DisableAfter.D())
-	if disabled {
-		warnDisabled(s.log, e, s.cfg.DisableAfter.D())
-	}
-	return e, err
 }
 
 // write adds a (nil: none) to d, whose record was raw when the attempt
@@ -435,7 +429,7 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 			var cur *Delivery
 			raw, cur, err = readRecord[Delivery](ctx, s.q.st, hookKey(kindDelivery, d.ID))
 			if errors.Is(err, store.ErrNotFound) {
-				return "", time.Time{}, s.q.remove(ctx, c)
+				return "", time.Time{}, s.q.setDue(ctx, c, time.Time{})
 			}
 			if err != nil {
 				return "", time.Time{}, err
@@ -449,35 +443,25 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 		if err != nil {
 			return "", time.Time{}, err
 		}
-		s.count(a != nil, wasPending, status)
+		// The attempt (if any) counted by what it led to, and d's end
+		// when it ended here (not failed meanwhile, and counted then).
+		att, end := &s.counts.Attempts.Retried, (*atomic.Int64)(nil)
+		switch status {
+		case StatusSucceeded:
+			att, end = &s.counts.Attempts.Succeeded, &s.counts.Ended.Succeeded
+		case StatusFailed:
+			att, end = &s.counts.Attempts.Failed, &s.counts.Ended.Failed
+		}
+		if a != nil {
+			att.Add(1)
+		}
+		if wasPending && end != nil {
+			end.Add(1)
+		}
 		if s.trim != nil && status != StatusPending && wasPending {
 			s.trim(c.Endpoint)
 		}
 		return status, held, nil
-	}
-}
-
-// count counts an attempt (when attempted) by what it led to, and the
-// delivery's end when it ended here (not failed meanwhile, and counted
-// then).
-func (s *sender) count(attempted, endedHere bool, status string) {
-	switch status {
-	case StatusSucceeded:
-		if endedHere {
-			s.counts.Ended.Succeeded.Add(1)
-		}
-		if attempted {
-			s.counts.Attempts.Succeeded.Add(1)
-		}
-	case StatusFailed:
-		if endedHere {
-			s.counts.Ended.Failed.Add(1)
-		}
-		if attempted {
-			s.counts.Attempts.Failed.Add(1)
-		}
-	default:
-		s.counts.Attempts.Retried.Add(1)
 	}
 }
 
