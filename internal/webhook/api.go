@@ -193,15 +193,6 @@ func sweeping(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), sweepTimeout)
 }
 
-// failed counts ds, deliveries of the store failed without an attempt,
-// and gives back what they held.
-func (hk *Hooks) failed(ctx context.Context, storeID string, ds []*Delivery) {
-	for _, d := range ds {
-		hk.counts.Ended.Failed.Add(1)
-		hk.ended(ctx, storeID, d)
-	}
-}
-
 // DeleteEndpoint deletes the endpoint id of the store, its log and what
 // is queued for it, and gives back what its pending deliveries held.
 func (hk *Hooks) DeleteEndpoint(ctx context.Context, storeID, id string) error {

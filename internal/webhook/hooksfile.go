@@ -117,7 +117,7 @@ func (hk *Hooks) ImportHooksFile(ctx context.Context, dir, moved string) error {
 			store.Write{Key: hookIndex(kind), Member: id, Val: member})
 	}
 	for _, e := range f.Endpoints {
-		add(KindEndpoint, e.ID, e, time.Time{})
+		add(kindEndpoint, e.ID, e, time.Time{})
 	}
 	for _, ev := range f.Events {
 		add(kindEvent, ev.ID, ev, time.Time{})

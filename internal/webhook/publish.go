@@ -80,7 +80,7 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 	const list, pendingCount, idemToday, guessed = 0, 1, 2, 4
 	keys := []string{listKey + storeID, pendingKey + storeID, idemDayKey(storeID, day), idemDayKey(storeID, day-1)}
 	for _, id := range guess.ids {
-		keys = append(keys, hookKey(KindEndpoint, id))
+		keys = append(keys, hookKey(kindEndpoint, id))
 	}
 	read, err := r.st.GetMany(ctx, keys)
 	if err != nil {

@@ -100,7 +100,7 @@ func (r *records) storeEndpoints(ctx context.Context, storeID string) ([]*Endpoi
 func (r *records) endpoints(ctx context.Context, ids []string) ([]*Endpoint, error) {
 	keys := make([]string, len(ids))
 	for i, id := range ids {
-		keys[i] = hookKey(KindEndpoint, id)
+		keys[i] = hookKey(kindEndpoint, id)
 	}
 	raws, err := r.st.GetMany(ctx, keys)
 	if err != nil {
@@ -128,7 +128,7 @@ func decodeEndpoints(keys []string, raws [][]byte) ([]*Endpoint, error) {
 
 // endpoint returns the endpoint id of the store, with its record's bytes.
 func (r *records) endpoint(ctx context.Context, storeID, id string) ([]byte, *Endpoint, error) {
-	raw, e, err := endpointMemo.read(ctx, r.st, hookKey(KindEndpoint, id))
+	raw, e, err := endpointMemo.read(ctx, r.st, hookKey(kindEndpoint, id))
 	if errors.Is(err, store.ErrNotFound) || err == nil && e.StoreID != storeID {
 		return nil, nil, ErrNoEndpoint
 	}
@@ -145,13 +145,13 @@ func (r *records) createEndpoint(ctx context.Context, e *Endpoint) error {
 	}
 	// The record first: listed, it is whole. One never listed (a crash,
 	// or the cap) is no one's.
-	if err := r.st.Apply(ctx, append(placesWrites(e.ID), store.Write{Key: hookKey(KindEndpoint, e.ID), Val: b})); err != nil {
+	if err := r.st.Apply(ctx, append(placesWrites(e.ID), store.Write{Key: hookKey(kindEndpoint, e.ID), Val: b})); err != nil {
 		return err
 	}
 	err = r.editList(ctx, e.StoreID, func(ids []string) ([]string, error) {
 		live := ids[:0:0]
 		for _, id := range ids { // without those a delete left listed
-			if _, err := r.st.Get(ctx, hookKey(KindEndpoint, id)); err == nil {
+			if _, err := r.st.Get(ctx, hookKey(kindEndpoint, id)); err == nil {
 				live = append(live, id)
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return nil, err
@@ -205,7 +205,7 @@ func (r *records) changeEndpoint(ctx context.Context, storeID, id string, f func
 		if err != nil {
 			return nil, err
 		}
-		switch err := r.st.CompareAndSwap(ctx, hookKey(KindEndpoint, id), raw, b, time.Time{}); {
+		switch err := r.st.CompareAndSwap(ctx, hookKey(kindEndpoint, id), raw, b, time.Time{}); {
 		case errors.Is(err, store.ErrConflict):
 			continue
 		case err != nil:
@@ -276,7 +276,7 @@ func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) ([]*De
 // endpointGone are the writes that remove an endpoint's record, its
 // places and its entry among the endpoints with something due.
 func (r *records) endpointGone(id string) []store.Write {
-	ws := []store.Write{{Key: hookKey(KindEndpoint, id)}, {Key: queueReady, Member: id}}
+	ws := []store.Write{{Key: hookKey(kindEndpoint, id)}, {Key: queueReady, Member: id}}
 	for _, w := range placesWrites(id) {
 		ws = append(ws, store.Write{Key: w.Key, Member: w.Member})
 	}

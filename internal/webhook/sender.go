@@ -86,7 +86,7 @@ func (s *sender) gone(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	for _, ep := range eps {
-		if _, err := s.q.st.Get(ctx, hookKey(KindEndpoint, ep)); errors.Is(err, store.ErrNotFound) {
+		if _, err := s.q.st.Get(ctx, hookKey(kindEndpoint, ep)); errors.Is(err, store.ErrNotFound) {
 			s.abandon(ep)
 		}
 	}
@@ -273,7 +273,7 @@ var errGone = errors.New("webhooks: gone")
 // returns when c's place is held until, when those writes renewed it
 // (zero when they did not).
 func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err error) {
-	keys := []string{hookKey(kindDelivery, c.Delivery), hookKey(KindEndpoint, c.Endpoint)}
+	keys := []string{hookKey(kindDelivery, c.Delivery), hookKey(kindEndpoint, c.Endpoint)}
 	read, err := s.q.st.GetMany(ctx, keys)
 	if err != nil {
 		return time.Time{}, err

@@ -17,7 +17,7 @@ import (
 // record also listed each kind's ids in the sorted set hooks:index:<kind>,
 // and kept events in records of their own (upgrade.go reads those).
 const (
-	KindEndpoint = "ep"
+	kindEndpoint = "ep"
 	kindEvent    = "evt"
 	kindDelivery = "dlv"
 	kindIdem     = "idem"
