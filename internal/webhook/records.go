@@ -219,7 +219,7 @@ func (r *records) changeEndpoint(ctx context.Context, storeID, id string, f func
 // and their log and queue first, then its record (a sender then drops
 // what it claims of it), then its place in the store's list; so that one
 // cut short is made whole by being asked again. A pending delivery is
-// deleted by CompareAndSwap, so that one a sender ends meanwhile is its
+// deleted on condition (editDelivery), so that one a sender ends meanwhile is its
 // (ended: given back once): it returns the pending ones it deleted.
 func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) ([]*Delivery, error) {
 	if _, _, err := r.endpoint(ctx, storeID, id); err != nil {
@@ -237,27 +237,19 @@ func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) ([]*De
 			if set != logKey+id {
 				continue
 			}
-			for {
-				raw, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, m.Member))
-				if errors.Is(err, store.ErrNotFound) {
-					break
-				}
-				if err != nil {
-					return nil, err
-				}
+			key := hookKey(kindDelivery, m.Member)
+			d, err := r.editDelivery(ctx, m.Member, func(raw []byte, d *Delivery) []store.Write {
 				if d.Status != StatusPending {
-					ws = append(ws, store.Write{Key: hookKey(kindDelivery, m.Member)})
-					break
+					ws = append(ws, store.Write{Key: key})
+					return nil
 				}
-				err = r.st.CompareAndSwap(ctx, hookKey(kindDelivery, m.Member), raw, nil, time.Time{})
-				if errors.Is(err, store.ErrConflict) {
-					continue // ended meanwhile: deleted as finished
-				}
-				if err != nil {
-					return nil, err
-				}
+				return []store.Write{{Key: key, Old: raw}} // ended meanwhile: then deleted as finished
+			})
+			if err != nil {
+				return nil, err
+			}
+			if d != nil {
 				pending = append(pending, d)
-				break
 			}
 		}
 	}
@@ -298,10 +290,7 @@ func (r *records) moveWindowOf(ctx context.Context, e *Endpoint, ok bool, now ti
 		disabled = moveWindow(e, ok, now, after)
 		return nil
 	})
-	if err != nil {
-		return e, false, err
-	}
-	return e, disabled, nil
+	return e, disabled && err == nil, err
 }
 
 // failQueued fails at once, without an attempt, the deliveries queued
@@ -322,36 +311,47 @@ func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Deli
 	}
 	now := r.now().UnixMilli()
 	for _, m := range queued {
-		for {
-			raw, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, m.Member))
-			if errors.Is(err, store.ErrNotFound) {
-				break
-			}
-			if err != nil {
-				return n, err
-			}
-			if d.Status != StatusPending || d.Event == nil || !drop(d) {
-				break
-			}
-			if r.busy != nil && r.busy(e.ID, d.ID) || m.Score > now && claimed(d, m.Score) {
-				break // under way, here or (claimed) elsewhere
+		d, err := r.editDelivery(ctx, m.Member, func(raw []byte, d *Delivery) []store.Write {
+			if d.Status != StatusPending || d.Event == nil || !drop(d) ||
+				r.busy != nil && r.busy(e.ID, d.ID) || m.Score > now && claimed(d, m.Score) {
+				return nil // ended, kept, or under way here or (claimed) elsewhere
 			}
 			d.Status, d.NextAt, d.Reason = StatusFailed, 0, cmp.Or(e.refusal(d, d.Event.Type), ReasonDisabled)
-			b, err := marshalRecord(d)
-			if err != nil {
-				return n, err
-			}
-			err = r.st.Apply(ctx, []store.Write{{Key: hookKey(kindDelivery, d.ID), Val: b, Old: raw}, {Key: queueDue + e.ID, Member: d.ID}})
-			if errors.Is(err, store.ErrConflict) {
-				continue // an attempt's outcome came first: judged again
-			}
-			if err != nil {
-				return n, err
-			}
+			b := d.appendRecord(nil)
 			d.written = len(b)
+			// On condition: an attempt's outcome written first has it judged again.
+			return []store.Write{{Key: hookKey(kindDelivery, d.ID), Val: b, Old: raw}, {Key: queueDue + e.ID, Member: d.ID}}
+		})
+		if err != nil {
+			return n, err
+		}
+		if d != nil {
 			n = append(n, d)
-			break
 		}
 	}
 	return n, (&queue{st: r.st}).refresh(ctx, e.ID)
+}
+
+// editDelivery reads the delivery id and makes the writes f decides on
+// for it (nil: none), the first on condition that the record still holds
+// raw: one changed meanwhile is read and decided on again. It returns the
+// delivery as f left it once its writes are made; nil when its record is
+// gone or f made none.
+func (r *records) editDelivery(ctx context.Context, id string, f func(raw []byte, d *Delivery) []store.Write) (*Delivery, error) {
+	for {
+		raw, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, id))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		ws := f(raw, d)
+		if ws == nil {
+			return nil, nil
+		}
+		if err := r.st.Apply(ctx, ws); !errors.Is(err, store.ErrConflict) {
+			return d, err
+		}
+	}
 }
