@@ -225,7 +225,7 @@ func (r *records) replay(ctx context.Context, k string) (string, error) {
 			return "", err
 		}
 	}
-	pending, err := r.pending(ctx, m.Store)
+	pending, err := r.counter(ctx, pendingKey+m.Store)
 	if err != nil {
 		return "", err
 	}

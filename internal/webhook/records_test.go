@@ -329,7 +329,7 @@ func TestPublishBudgets(t *testing.T) {
 			t.Fatalf("publish #%d: %v; want %v", i+1, err, want)
 		}
 	}
-	if held, err := r.pending(ctx, testStore); err != nil || held != 3*NewCost(size) {
+	if held, err := r.counter(ctx, pendingKey+testStore); err != nil || held != 3*NewCost(size) {
 		t.Errorf("pending = %d, %v; want %d", held, err, 3*NewCost(size))
 	}
 	if err := r.release(ctx, testStore, 3, 3*size); err != nil { // the three ended

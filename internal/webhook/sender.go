@@ -97,9 +97,6 @@ func (s *sender) gone(ctx context.Context) {
 func (s *sender) track(ep, dlv string, cancel *context.CancelFunc) func() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.underWay == nil {
-		s.underWay = map[string]map[string]*context.CancelFunc{}
-	}
 	if s.underWay[ep] == nil {
 		s.underWay[ep] = map[string]*context.CancelFunc{}
 	}
@@ -144,7 +141,7 @@ const pollEvery = time.Second
 
 func newSender(st store.Store, cfg config.WebhookConfig, client *http.Client, workers int, now func() time.Time, log *slog.Logger) *sender {
 	s := &sender{q: &queue{st: st, lease: senderLease(cfg)}, rec: &records{st: st, now: now}, cfg: cfg, client: client, now: now, log: log,
-		free: make(chan struct{}, workers), wake: make(chan struct{}, 1), counts: &counters{}}
+		free: make(chan struct{}, workers), wake: make(chan struct{}, 1), counts: &counters{}, underWay: map[string]map[string]*context.CancelFunc{}}
 	for range workers {
 		s.free <- struct{}{}
 	}
