@@ -207,7 +207,7 @@ func (hk *Hooks) DeleteEndpoint(ctx context.Context, storeID, id string) error {
 	}
 	size := 0
 	for _, d := range pending {
-		size += len(d.event().Body)
+		size += len(d.Event.Body)
 	}
 	if rerr := hk.rec().release(ctx, storeID, len(pending), size); err == nil {
 		err = rerr
@@ -313,7 +313,7 @@ func (hk *Hooks) Retry(ctx context.Context, storeID, id, dlvID string) (map[stri
 	if err != nil {
 		return nil, err
 	}
-	ds, err := hk.again(ctx, e, []*Event{old.event()})
+	ds, err := hk.again(ctx, e, []*Event{old.Event})
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +323,7 @@ func (hk *Hooks) Retry(ctx context.Context, storeID, id, dlvID string) (map[stri
 // deliveryOf returns e's delivery id, or ErrNoDelivery.
 func (hk *Hooks) deliveryOf(ctx context.Context, e *Endpoint, id string) (*Delivery, error) {
 	_, d, err := readRecord[Delivery](ctx, hk.St, hookKey(kindDelivery, id))
-	if errors.Is(err, store.ErrNotFound) || err == nil && (d.EndpointID != e.ID || d.event() == nil) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && (d.EndpointID != e.ID || d.Event == nil) {
 		return nil, ErrNoDelivery
 	}
 	return d, err

@@ -45,13 +45,10 @@ type Delivery struct {
 	written int
 }
 
-// event is the event d sends.
-func (d *Delivery) event() *Event { return d.Event }
-
 // summary is a delivery as the log lists it.
 func (d *Delivery) summary() map[string]any {
 	m := map[string]any{
-		"id": d.ID, "endpoint_id": d.EndpointID, "event_id": d.EventID, "event_type": d.event().Type,
+		"id": d.ID, "endpoint_id": d.EndpointID, "event_id": d.EventID, "event_type": d.Event.Type,
 		"status": d.Status, "created_at": d.CreatedAt, "attempt_count": len(d.Attempts),
 	}
 	if d.Status == StatusPending {
@@ -77,8 +74,8 @@ func (d *Delivery) detail(e *Endpoint) map[string]any {
 		x := map[string]any{
 			"at":              time.Unix(0, a.At).UTC().Format(time.RFC3339Nano),
 			"url":             cmp.Or(a.URL, e.URL),
-			"request_headers": flatHeader(DeliveryHeader(a.signatures(d.event().ID))),
-			"request_body":    string(d.event().Body),
+			"request_headers": flatHeader(DeliveryHeader(a.signatures(d.Event.ID))),
+			"request_body":    string(d.Event.Body),
 			"response_status": a.Status,
 			"response_body":   a.ResponseBody,
 			"duration_ms":     a.DurationMS,
@@ -89,7 +86,7 @@ func (d *Delivery) detail(e *Endpoint) map[string]any {
 		atts = append(atts, x)
 	}
 	m["attempts"] = atts
-	m["request_body"] = string(d.event().Body)
+	m["request_body"] = string(d.Event.Body)
 	return m
 }
 

@@ -21,13 +21,6 @@ const (
 	DisabledFailing = "failing" // by moveWindow
 )
 
-// windowChanges reports whether moveWindow would change e.
-func windowChanges(e *Endpoint, ok bool, now time.Time, after time.Duration) bool {
-	c := *e
-	moveWindow(&c, ok, now, after)
-	return c.FailingSince != e.FailingSince || c.Enabled != e.Enabled
-}
-
 // moveWindow moves e's failure window on by an attempt's outcome, and
 // disables e once it has been open after; it reports whether it did.
 func moveWindow(e *Endpoint, ok bool, now time.Time, after time.Duration) bool {

@@ -82,7 +82,7 @@ func (r *records) logPage(ctx context.Context, e *Endpoint, q DeliveryQuery) (pa
 	}
 	var last int64
 	err = r.walkLog(ctx, e.ID, true, from, after, func(score int64, d *Delivery) bool {
-		if q.EventType != "" && d.event().Type != q.EventType || q.Status != "" && d.Status != q.Status {
+		if q.EventType != "" && d.Event.Type != q.EventType || q.Status != "" && d.Status != q.Status {
 			return true
 		}
 		if len(page) == q.Limit {
@@ -122,7 +122,7 @@ func parseLogCursor(ep, c string) (score int64, id string, ok bool) {
 func (r *records) recoverable(ctx context.Context, e *Endpoint, since time.Time) ([]*Event, error) {
 	var evs []*Event
 	err := r.walkLog(ctx, e.ID, false, math.MinInt64, "", func(_ int64, d *Delivery) bool {
-		if ev := d.event(); d.Status == StatusFailed && !time.Unix(ev.CreatedAt, 0).Before(since) {
+		if ev := d.Event; d.Status == StatusFailed && !time.Unix(ev.CreatedAt, 0).Before(since) {
 			evs = append(evs, ev)
 		}
 		return true
@@ -178,7 +178,7 @@ func endedWrites(storeID string, d *Delivery) ([]store.Write, error) {
 		d.written = len(b)
 	}
 	return []store.Write{
-		{Key: pendingKey + storeID, Add: -NewCost(len(d.event().Body))},
+		{Key: pendingKey + storeID, Add: -NewCost(len(d.Event.Body))},
 		{Key: logBytesKey + d.EndpointID, Add: logCost(d.written)},
 		{Key: doneKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt},
 	}, nil

@@ -121,8 +121,12 @@ func (q *queue) claimOf(ctx context.Context, ep string, now, until time.Time, n 
 	if err != nil {
 		return nil, err
 	}
-	if len(slots) == 0 {
-		return nil, q.placesOf(ctx, ep)
+	if len(slots) == 0 { // none free; or none at all, if a crash cut short ep's placesWrites: made now
+		has, err := q.st.ZRange(ctx, queueSlots+ep, math.MinInt64, math.MaxInt64, 1, false)
+		if err != nil || len(has) > 0 {
+			return nil, err
+		}
+		return nil, q.st.Apply(ctx, placesWrites(ep))
 	}
 	due, err := q.st.ZClaim(ctx, queueDue+ep, ms, until.UnixMilli(), len(slots))
 	if err != nil {
@@ -138,17 +142,6 @@ func (q *queue) claimOf(ctx context.Context, ep string, now, until time.Time, n 
 		}
 	}
 	return out, q.refresh(ctx, ep)
-}
-
-// placesOf gives ep its places if it has none at all (they are made with
-// the endpoint, by placesWrites, and a crash may have cut that Apply
-// short).
-func (q *queue) placesOf(ctx context.Context, ep string) error {
-	has, err := q.st.ZRange(ctx, queueSlots+ep, math.MinInt64, math.MaxInt64, 1, false)
-	if err != nil || len(has) > 0 {
-		return err
-	}
-	return q.st.Apply(ctx, placesWrites(ep))
 }
 
 // refresh sets ep's entry in queueReady to the earliest score in its due

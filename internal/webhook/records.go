@@ -282,8 +282,8 @@ func (r *records) endpointGone(id string) []store.Write {
 // e as it then is, and whether this disabled it: the caller then fails
 // e's queue (failQueued), a sender once its attempt's outcome is written.
 func (r *records) moveWindowOf(ctx context.Context, e *Endpoint, ok bool, now time.Time, after time.Duration) (*Endpoint, bool, error) {
-	if !windowChanges(e, ok, now, after) {
-		return e, false, nil
+	if c := *e; !moveWindow(&c, ok, now, after) && c.FailingSince == e.FailingSince {
+		return e, false, nil // nothing to write
 	}
 	disabled := false
 	e, err := r.changeEndpoint(ctx, e.StoreID, e.ID, func(e *Endpoint) error {

@@ -238,7 +238,7 @@ func (s *sender) work(ctx context.Context, c claim) {
 func (s *sender) orphan(ctx context.Context, c claim, raw []byte, d *Delivery) error {
 	ws := []store.Write{{Key: hookKey(kindDelivery, d.ID), Old: raw}, dueWrite(c, time.Time{})}
 	if d.StoreID != "" {
-		ws = append(ws, store.Write{Key: pendingKey + d.StoreID, Add: -NewCost(len(d.event().Body))})
+		ws = append(ws, store.Write{Key: pendingKey + d.StoreID, Add: -NewCost(len(d.Event.Body))})
 	}
 	err := s.q.st.Apply(ctx, ws)
 	if errors.Is(err, store.ErrConflict) {
