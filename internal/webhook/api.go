@@ -274,11 +274,7 @@ func (hk *Hooks) again(ctx context.Context, e *Endpoint, evs []*Event) ([]*Deliv
 		d.NextAt += int64(i) * int64(time.Microsecond) // one after the other in the log, in the order asked
 		d.LoggedAt += int64(i)
 		d.Explicit, d.WhileDisabled = true, !e.Enabled
-		w, err := enqueueRecord(d, now)
-		if err != nil {
-			return nil, err
-		}
-		ws, ds[i] = append(ws, w...), d
+		ws, ds[i] = append(ws, enqueueRecord(d, now)...), d
 	}
 	if err := r.st.Apply(ctx, ws); err != nil {
 		r.release(context.WithoutCancel(ctx), e.StoreID, len(evs), size) // not answered 2xx: given back

@@ -135,10 +135,7 @@ func (hk *Hooks) failed(ctx context.Context, storeID string, ds []*Delivery) {
 		hk.counts.Ended.Failed.Add(1)
 		// The delivery has ended, whatever befell the caller's context.
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-		ws, err := endedWrites(storeID, d)
-		if err == nil {
-			err = hk.sendSt().Apply(wctx, ws)
-		}
+		err := hk.sendSt().Apply(wctx, endedWrites(storeID, d))
 		cancel()
 		if err != nil {
 			hk.Log.Warn("webhooks: cannot account for a delivery that ended", "endpoint", d.EndpointID, "err", err)

@@ -169,19 +169,15 @@ const (
 // endedWrites are the writes that account for d, of the store, once it
 // has ended: what it held of the store's pending budget is given back
 // and counted as its endpoint's log's, and trim may drop it.
-func endedWrites(storeID string, d *Delivery) ([]store.Write, error) {
+func endedWrites(storeID string, d *Delivery) []store.Write {
 	if d.written == 0 { // not written here: its record's length again
-		b, err := marshalRecord(d)
-		if err != nil {
-			return nil, err
-		}
-		d.written = len(b)
+		d.written = len(d.appendRecord(nil))
 	}
 	return []store.Write{
 		{Key: pendingKey + storeID, Add: -NewCost(len(d.Event.Body))},
 		{Key: logBytesKey + d.EndpointID, Add: logCost(d.written)},
 		{Key: doneKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt},
-	}, nil
+	}
 }
 
 // trim drops the endpoint ep's finished deliveries that are not among

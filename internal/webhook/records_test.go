@@ -229,11 +229,7 @@ func TestFailQueued(t *testing.T) {
 	order := putDelivery(t, r.st, e.ID, *now)
 	test := newDelivery(testStore, e.ID, newEvent(EventTest, json.RawMessage(`{"id":"test"}`), *now), *now)
 	test.Explicit = true
-	ws, err := enqueueRecord(test, *now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.st.Apply(ctx, ws); err != nil {
+	if err := r.st.Apply(ctx, enqueueRecord(test, *now)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -376,11 +372,7 @@ func TestTrim(t *testing.T) {
 				at := now.Add(time.Duration(i) * time.Second)
 				made = append(made, logged(t, r.st, "we_a", EventOrderStatus, st, at, at.UnixMicro()))
 				if st != StatusPending {
-					ws, err := endedWrites("s", delivery(t, r.st, made[i]))
-					if err == nil {
-						err = r.st.Apply(ctx, ws)
-					}
-					if err != nil {
+					if err := r.st.Apply(ctx, endedWrites("s", delivery(t, r.st, made[i]))); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -440,10 +432,7 @@ func cutShort(t *testing.T, r *records, ep string, now time.Time, kept int) (*Ev
 	d := newDelivery(testStore, ep, ev, now)
 	m := idemRecord{Store: testStore, EventID: ev.ID, Expires: now.Add(idempotencyTTL).Unix(), Event: ev, Deliveries: map[string]string{d.ID: ep}, Made: now.UnixNano()}
 	b, _ := json.Marshal(m)
-	ws, err := enqueueRecord(d, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := enqueueRecord(d, now)
 	key := store.Write{Key: hookKey(kindIdem, testStore+"\x00k1"), Val: b, Exp: time.Unix(m.Expires, 0)}
 	if err := r.st.Apply(context.Background(), append([]store.Write{key}, ws[:kept]...)); err != nil {
 		t.Fatal(err)

@@ -398,21 +398,14 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 		if status == StatusPending {
 			d.NextAt = s.now().Add(wait).UnixNano()
 		}
-		b, err := marshalRecord(d)
-		if err != nil {
-			return "", time.Time{}, err
-		}
+		b := d.appendRecord(nil)
 		d.written = len(b)
 		ws := []store.Write{{Key: hookKey(kindDelivery, d.ID), Val: b, Old: raw}}
 		switch {
 		case status == StatusPending:
 			ws = append(ws, dueWrite(c, time.Unix(0, d.NextAt)))
 		case wasPending:
-			ended, err := endedWrites(storeID, d)
-			if err != nil {
-				return "", time.Time{}, err
-			}
-			ws = append(ws, ended...)
+			ws = append(ws, endedWrites(storeID, d)...)
 			fallthrough
 		default:
 			ws = append(ws, dueWrite(c, time.Time{}))
