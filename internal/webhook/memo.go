@@ -42,10 +42,7 @@ func (m *recordMemo) read(ctx context.Context, st store.Store, key string) ([]by
 		return nil, nil, err
 	}
 	v, err := m.decode(key, raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	return raw, v, nil
+	return raw, v, err
 }
 
 // decode returns the Endpoint raw, the record key as read from the store,

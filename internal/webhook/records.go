@@ -205,13 +205,9 @@ func (r *records) changeEndpoint(ctx context.Context, storeID, id string, f func
 		if err != nil {
 			return nil, err
 		}
-		switch err := r.st.CompareAndSwap(ctx, hookKey(kindEndpoint, id), raw, b, time.Time{}); {
-		case errors.Is(err, store.ErrConflict):
-			continue
-		case err != nil:
-			return nil, err
+		if err := r.st.CompareAndSwap(ctx, hookKey(kindEndpoint, id), raw, b, time.Time{}); !errors.Is(err, store.ErrConflict) {
+			return e, err
 		}
-		return e, nil
 	}
 }
 
