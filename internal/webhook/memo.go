@@ -18,8 +18,8 @@ import (
 // it: what they see is what the store holds.
 var endpointMemo = recordMemo{limit: 1 << 20}
 
-// recordMemo maps endpoint records' keys to their bytes and the
-// Endpoints they decode to. It keeps two generations, of up to limit bytes of records
+// recordMemo maps endpoint records' keys to their bytes and the Endpoints
+// they decode to, in two generations of up to limit bytes of records
 // each: when the newer is full, it becomes the older, and the older goes.
 type recordMemo struct {
 	limit int

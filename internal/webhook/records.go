@@ -211,11 +211,11 @@ func (r *records) changeEndpoint(ctx context.Context, storeID, id string, f func
 	}
 }
 
-// deleteEndpoint deletes the endpoint id of the store: its deliveries
-// and their log and queue first, then its record (a sender then drops
-// what it claims of it), then its place in the store's list; so that one
-// cut short is made whole by being asked again. A pending delivery is
-// deleted on condition (editDelivery), so that one a sender ends meanwhile is its
+// deleteEndpoint deletes the endpoint id of the store: its deliveries and
+// their log and queue first, then its record (a sender then drops what it
+// claims of it), then its place in the store's list; so that one cut
+// short is made whole by being asked again. A pending delivery is deleted
+// on condition (editDelivery), so that one a sender ends meanwhile is its
 // (ended: given back once): it returns the pending ones it deleted.
 func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) ([]*Delivery, error) {
 	if _, _, err := r.endpoint(ctx, storeID, id); err != nil {

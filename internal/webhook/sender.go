@@ -25,12 +25,12 @@ import (
 // only the attempts under way.
 //
 // Fencing: a delivery's record is written on condition (Write.Old) that
-// it still holds the bytes its attempt began from. An attempt whose lease ran out, and
-// whose delivery another sender claimed and attempted meanwhile, finds
-// more attempts in the record than it began with: its outcome is
-// dropped, and it leaves the queue to the other. A record changed in
-// another way meanwhile (its endpoint disabled: failed) takes the attempt
-// in, keeping its end.
+// it still holds the bytes its attempt began from. An attempt whose lease
+// ran out, and whose delivery another sender claimed and attempted
+// meanwhile, finds more attempts in the record than it began with: its
+// outcome is dropped, and it leaves the queue to the other. A record
+// changed in another way meanwhile (its endpoint disabled: failed) takes
+// the attempt in, keeping its end.
 type sender struct {
 	q      *queue
 	rec    *records
@@ -338,19 +338,15 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 		return time.Time{}, err
 	}
 	refused := ""
-	var disabled *Endpoint // by this failure: its queue fails once the outcome is written
 	if !a.ok() {
-		if !e.Enabled && fresh.Enabled {
-			disabled = e
-		}
 		refused = e.refusal(d, d.Event.Type)
-	}
-	if disabled != nil {
-		defer func() {
-			if _, err := s.rec.failQueued(ctx, disabled, func(*Delivery) bool { return true }); err != nil {
-				s.log.Warn("webhooks: cannot fail the queue of an endpoint disabled as failing; its deliveries fail as they come due", "endpoint", disabled.ID, "err", err)
-			}
-		}()
+		if disabled := e; !e.Enabled && fresh.Enabled { // by this failure: its queue fails once the outcome is written
+			defer func() {
+				if _, err := s.rec.failQueued(ctx, disabled, func(*Delivery) bool { return true }); err != nil {
+					s.log.Warn("webhooks: cannot fail the queue of an endpoint disabled as failing; its deliveries fail as they come due", "endpoint", disabled.ID, "err", err)
+				}
+			}()
+		}
 	}
 	status, held, err := s.write(ctx, c, e.StoreID, raw, d, &a, refused)
 	untrack()
@@ -372,12 +368,12 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 }
 
 // write adds a (nil: none) to d, whose record was raw when the attempt
-// began, decides what follows, and writes it in one Apply: the record,
-// on condition that it is still raw (fenced: see sender), then the
-// queue, the accounting of d's end (endedWrites) and c's place renewed
-// for handOff, as long as c's lease holds. refused is why d's endpoint refuses it, "" when it does not. It
-// returns d's status, and when c's place is held until (zero: not
-// renewed).
+// began, decides what follows, and writes it in one Apply: the record, on
+// condition that it is still raw (fenced: see sender), then the queue,
+// the accounting of d's end (endedWrites) and c's place renewed for
+// handOff, as long as c's lease holds. refused is why d's endpoint
+// refuses it, "" when it does not. It returns d's status, and when c's
+// place is held until (zero: not renewed).
 func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte, d *Delivery, a *Attempt, refused string) (status string, held time.Time, err error) {
 	began := len(d.Attempts)
 	for {
