@@ -21,19 +21,13 @@ import (
 // webhook state, one JSON file; ImportHooksFile reads it once.
 const HooksFileName = "webhooks.json"
 
-// hooksFile is the whole webhook state as HooksFileName holds it.
+// hooksFile is the whole webhook state as HooksFileName holds it. Its
+// Idempotency-Keys hold only the event each published, and until when.
 type hooksFile struct {
-	Endpoints   []*Endpoint     `json:"endpoints"`
-	Events      []*Event        `json:"events"`
-	Deliveries  []*Delivery     `json:"deliveries"`
-	Idempotency map[string]idem `json:"idempotency"`
-}
-
-// idem is what an earlier build kept of an Idempotency-Key (in its
-// webhooks.json too): the event it published, and until when.
-type idem struct {
-	EventID string `json:"event_id"`
-	Expires int64  `json:"expires"` // unix seconds
+	Endpoints   []*Endpoint           `json:"endpoints"`
+	Events      []*Event              `json:"events"`
+	Deliveries  []*Delivery           `json:"deliveries"`
+	Idempotency map[string]idemRecord `json:"idempotency"`
 }
 
 // The last builds before the store contract wrote HooksFileName whole,

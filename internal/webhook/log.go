@@ -28,10 +28,12 @@ const logBatch = 100
 // gone (trimmed meanwhile) is passed over.
 func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, after string, f func(score int64, d *Delivery) bool) error {
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
-	if rev && (from != 0 || after != "") {
-		hi = from
-	} else if !rev {
-		lo = from
+	bound := &lo // the end the cursor moves
+	if rev {
+		bound = &hi
+	}
+	if !rev || from != 0 || after != "" {
+		*bound = from
 	}
 	for {
 		batch, err := r.st.ZRange(ctx, logKey+ep, lo, hi, logBatch, rev)
@@ -60,11 +62,7 @@ func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, 
 		}
 		last := batch[len(batch)-1]
 		from, after = last.Score, last.Member
-		if rev {
-			hi = from
-		} else {
-			lo = from
-		}
+		*bound = from
 	}
 }
 

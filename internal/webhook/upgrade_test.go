@@ -50,7 +50,7 @@ func TestUpgradeRecords(t *testing.T) {
 			old(kindDelivery, id, &Delivery{ID: id, Seq: uint64(i), EndpointID: ep, EventID: ev.ID, Status: StatusPending, CreatedAt: now.Unix(), NextAt: now.UnixNano()})
 		}
 	}
-	old(kindIdem, testStore+"\x00k1", idem{EventID: events[1], Expires: now.Add(time.Hour).Unix()})
+	old(kindIdem, testStore+"\x00k1", idemRecord{EventID: events[1], Expires: now.Add(time.Hour).Unix()})
 	if err := st.Apply(ctx, ws); err != nil {
 		t.Fatal(err)
 	}
