@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -120,12 +121,7 @@ func (hk *Hooks) Poke() {
 }
 
 // sendSt is the store the sender writes through.
-func (hk *Hooks) sendSt() store.Store {
-	if hk.SendSt != nil {
-		return hk.SendSt
-	}
-	return hk.St
-}
+func (hk *Hooks) sendSt() store.Store { return cmp.Or(hk.SendSt, hk.St) }
 
 // failed counts ds, deliveries of the store that ended without their
 // sender (failed with their endpoint's queue), and writes what follows:

@@ -262,9 +262,6 @@ func (s *sender) giveBack(c claim) {
 	s.q.refresh(ctx, c.Endpoint)
 }
 
-// errGone: the delivery or its endpoint no longer exists.
-var errGone = errors.New("webhooks: gone")
-
 // attempt makes c's attempt and writes its outcome, then the queue. It
 // returns when c's place is held until, when those writes renewed it
 // (zero when they did not).
