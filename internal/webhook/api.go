@@ -87,13 +87,10 @@ func (hk *Hooks) endpointFor(ctx context.Context, storeID, id string, change boo
 		return nil, ErrUnreadable
 	}
 	_, e, err := hk.rec().endpoint(ctx, storeID, id)
-	if err != nil {
-		return nil, err
+	if err == nil && change {
+		err = hk.Writable()
 	}
-	if change {
-		return e, hk.Writable()
-	}
-	return e, nil
+	return e, err
 }
 
 // CreateEndpoint makes an endpoint of the store with c, enabled unless c
