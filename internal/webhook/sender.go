@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,10 +81,7 @@ func (s *sender) abandon(ep string) {
 // (by another process: one deleted here was abandoned at once).
 func (s *sender) gone(ctx context.Context) {
 	s.mu.Lock()
-	eps := make([]string, 0, len(s.underWay))
-	for ep := range s.underWay {
-		eps = append(eps, ep)
-	}
+	eps := slices.Collect(maps.Keys(s.underWay))
 	s.mu.Unlock()
 	for _, ep := range eps {
 		if _, err := s.q.st.Get(ctx, hookKey(kindEndpoint, ep)); errors.Is(err, store.ErrNotFound) {
