@@ -170,7 +170,7 @@ func (hk *Hooks) ChangeEndpoint(ctx context.Context, storeID, id string, c Endpo
 	case disabled:
 		_, err = hk.rec().failQueued(fctx, e, func(*Delivery) bool { return true })
 	case c.Events != nil:
-		_, err = hk.rec().failQueued(fctx, e, func(d *Delivery) bool { return e.refusal(d, d.Event.Type) != "" })
+		_, err = hk.rec().failQueued(fctx, e, func(d *Delivery) bool { return e.refusal(d) != "" })
 	}
 	if err != nil {
 		return nil, err

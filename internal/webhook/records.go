@@ -312,7 +312,7 @@ func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Deli
 				r.busy != nil && r.busy(e.ID, d.ID) || m.Score > now && claimed(d, m.Score) {
 				return nil // ended, kept, or under way here or (claimed) elsewhere
 			}
-			d.Status, d.NextAt, d.Reason = StatusFailed, 0, cmp.Or(e.refusal(d, d.Event.Type), ReasonDisabled)
+			d.Status, d.NextAt, d.Reason = StatusFailed, 0, cmp.Or(e.refusal(d), ReasonDisabled)
 			b := d.appendRecord(nil)
 			d.written = len(b)
 			// On condition: an attempt's outcome written first has it judged again.

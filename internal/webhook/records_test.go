@@ -234,7 +234,7 @@ func TestFailQueued(t *testing.T) {
 	}
 
 	e.Events = []string{EventTest}
-	if n, err := r.failQueued(ctx, e, func(d *Delivery) bool { return e.refusal(d, d.Event.Type) != "" }); err != nil || len(n) != 1 {
+	if n, err := r.failQueued(ctx, e, func(d *Delivery) bool { return e.refusal(d) != "" }); err != nil || len(n) != 1 {
 		t.Fatalf("failQueued(refused) = %d, %v; want 1", len(n), err)
 	}
 	if d := delivery(t, r.st, order); d.Status != StatusFailed || d.Reason != ReasonUnsubscribed {

@@ -294,7 +294,7 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 	if s.configured != nil && !s.configured(e.StoreID) {
 		return time.Time{}, s.q.setDue(ctx, c, s.now().Add(parkedWait))
 	}
-	if why := e.refusal(d, d.Event.Type); why != "" {
+	if why := e.refusal(d); why != "" {
 		_, held, err := s.write(ctx, c, e.StoreID, raw, d, nil, why)
 		return held, err
 	}
@@ -335,7 +335,7 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 	}
 	refused := ""
 	if !a.ok() {
-		refused = e.refusal(d, d.Event.Type)
+		refused = e.refusal(d)
 		if disabled := e; !e.Enabled && fresh.Enabled { // by this failure: its queue fails once the outcome is written
 			defer func() {
 				if _, err := s.rec.failQueued(ctx, disabled, func(*Delivery) bool { return true }); err != nil {
@@ -353,13 +353,13 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 	// longer taking the type) had its queue failed without this delivery,
 	// busy then: judged again now, it fails as the others did.
 	_, now2, err := s.rec.endpoint(ctx, e.StoreID, e.ID)
-	if errors.Is(err, ErrNoEndpoint) || err == nil && now2.refusal(d, d.Event.Type) == "" {
+	if errors.Is(err, ErrNoEndpoint) || err == nil && now2.refusal(d) == "" {
 		return held, nil
 	}
 	if err != nil {
 		return held, err
 	}
-	_, err = s.rec.failQueued(ctx, now2, func(x *Delivery) bool { return x.ID == d.ID && now2.refusal(x, x.Event.Type) != "" })
+	_, err = s.rec.failQueued(ctx, now2, func(x *Delivery) bool { return x.ID == d.ID && now2.refusal(x) != "" })
 	return held, err
 }
 
