@@ -206,11 +206,10 @@ func (q *queue) handOff(ctx context.Context, c claim, now, held time.Time) (clai
 		return claim{}, false, err
 	}
 	if len(due) == 1 {
-		next := claim{Endpoint: c.Endpoint, Delivery: due[0].Member, slot: c.slot, until: held}
-		if !renew {
-			return next, true, nil
+		if renew {
+			err = q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, held.UnixMilli())
 		}
-		return next, true, q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, held.UnixMilli())
+		return claim{Endpoint: c.Endpoint, Delivery: due[0].Member, slot: c.slot, until: held}, true, err
 	}
 	if err := q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, 0); err != nil {
 		return claim{}, false, err
