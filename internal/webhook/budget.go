@@ -35,6 +35,16 @@ const (
 	idemDay    = "hooks:idemday:"
 )
 
+// budgets are a store's limits: what its pending deliveries may hold
+// (NewCost each), how many Idempotency-Keys it may have made in a day and
+// the day before, and what an endpoint's finished deliveries may hold in
+// its log (logCost each).
+type budgets struct {
+	Pending int64
+	Idem    int
+	Log     int64
+}
+
 // pendingCost is what n deliveries, whose events hold size bytes in all,
 // hold of their store's pending budget: NewCost each.
 func pendingCost(n, size int) int64 { return int64(size) + int64(n)*pendingOverhead }

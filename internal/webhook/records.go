@@ -42,16 +42,6 @@ type records struct {
 	busy func(ep, dlv string) bool
 }
 
-// budgets are a store's limits: what its pending deliveries may hold
-// (NewCost each), how many Idempotency-Keys it may have made in a day and
-// the day before, and what an endpoint's finished deliveries may hold in
-// its log (logCost each).
-type budgets struct {
-	Pending int64
-	Idem    int
-	Log     int64
-}
-
 const (
 	listKey = "hooks:eps:"
 	logKey  = "hooks:log:"

@@ -113,13 +113,6 @@ func (s *sender) track(ep, dlv string, cancel *context.CancelFunc) func() {
 // waits before it is looked at again.
 const parkedWait = time.Hour
 
-// counters are what /metrics counts of webhooks: attempts by outcome, and
-// deliveries by how they ended, attempted or not.
-type counters struct {
-	Attempts struct{ Succeeded, Failed, Retried atomic.Int64 }
-	Ended    struct{ Succeeded, Failed atomic.Int64 }
-}
-
 // senderMargin is what an attempt leaves of its lease for the writes
 // that end it: it is cut short that much before the lease ends.
 const senderMargin = 2 * time.Second
