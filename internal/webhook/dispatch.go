@@ -53,11 +53,10 @@ const (
 	ReasonUnsubscribed  = "the endpoint no longer takes this event type"
 )
 
-// refusal is why e refuses d, or "": only enabled endpoints subscribed
-// to the type of d's event receive it. A delivery asked
-// for explicitly, by the test call, a retry or recover, goes once
-// whatever e's events, and even if e is disabled; its retries then need e
-// enabled.
+// refusal is why e refuses d, or "": only enabled endpoints subscribed to
+// the type of d's event receive it. A delivery asked for explicitly, by
+// the test call, a retry or recover, goes once whatever e's events, and
+// even if e is disabled; its retries then need e enabled.
 func (e *Endpoint) refusal(d *Delivery) string {
 	switch {
 	case d.Explicit && (e.Enabled || d.WhileDisabled && len(d.Attempts) == 0):

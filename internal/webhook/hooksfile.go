@@ -30,8 +30,7 @@ type hooksFile struct {
 	Idempotency map[string]idemRecord `json:"idempotency"`
 }
 
-// The last builds before the store contract wrote HooksFileName whole,
-// as
+// The last builds before the store contract wrote HooksFileName whole, as
 //
 //	{"format":2,"sha256":"<hex>","state":{"endpoints":…,"events":…,…}}
 //

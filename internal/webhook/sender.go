@@ -147,9 +147,8 @@ func (s *sender) Poke() {
 	}
 }
 
-// run claims and sends until ctx ends, then waits for the attempts
-// under way, which ctx cancels: their deliveries are given back, due at
-// once.
+// run claims and sends until ctx ends, then waits for the attempts under
+// way, which ctx cancels: their deliveries are given back, due at once.
 func (s *sender) run(ctx context.Context) {
 	defer s.wg.Wait()
 	t := time.NewTimer(0)
