@@ -87,13 +87,10 @@ func (hk *Hooks) endpointFor(ctx context.Context, storeID, id string, change boo
 		return nil, ErrUnreadable
 	}
 	_, e, err := hk.rec().endpoint(ctx, storeID, id)
-	if err != nil {
-		return nil, err
+	if err == nil && change {
+		err = hk.Writable()
 	}
-	if change {
-		return e, hk.Writable()
-	}
-	return e, nil
+	return e, err
 }
 
 // CreateEndpoint makes an endpoint of the store with c, enabled unless c
@@ -173,7 +170,7 @@ func (hk *Hooks) ChangeEndpoint(ctx context.Context, storeID, id string, c Endpo
 	case disabled:
 		_, err = hk.rec().failQueued(fctx, e, func(*Delivery) bool { return true })
 	case c.Events != nil:
-		_, err = hk.rec().failQueued(fctx, e, func(d *Delivery) bool { return e.refusal(d, d.Event.Type) != "" })
+		_, err = hk.rec().failQueued(fctx, e, func(d *Delivery) bool { return e.refusal(d) != "" })
 	}
 	if err != nil {
 		return nil, err
@@ -193,15 +190,6 @@ func sweeping(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), sweepTimeout)
 }
 
-// failed counts ds, deliveries of the store failed without an attempt,
-// and gives back what they held.
-func (hk *Hooks) failed(ctx context.Context, storeID string, ds []*Delivery) {
-	for _, d := range ds {
-		hk.counts.Ended.Failed.Add(1)
-		hk.ended(ctx, storeID, d)
-	}
-}
-
 // DeleteEndpoint deletes the endpoint id of the store, its log and what
 // is queued for it, and gives back what its pending deliveries held.
 func (hk *Hooks) DeleteEndpoint(ctx context.Context, storeID, id string) error {
@@ -216,7 +204,7 @@ func (hk *Hooks) DeleteEndpoint(ctx context.Context, storeID, id string) error {
 	}
 	size := 0
 	for _, d := range pending {
-		size += len(d.event().Body)
+		size += len(d.Event.Body)
 	}
 	if rerr := hk.rec().release(ctx, storeID, len(pending), size); err == nil {
 		err = rerr
@@ -283,11 +271,7 @@ func (hk *Hooks) again(ctx context.Context, e *Endpoint, evs []*Event) ([]*Deliv
 		d.NextAt += int64(i) * int64(time.Microsecond) // one after the other in the log, in the order asked
 		d.LoggedAt += int64(i)
 		d.Explicit, d.WhileDisabled = true, !e.Enabled
-		w, err := enqueueRecord(d, now)
-		if err != nil {
-			return nil, err
-		}
-		ws, ds[i] = append(ws, w...), d
+		ws, ds[i] = append(ws, enqueueRecord(d, now)...), d
 	}
 	if err := r.st.Apply(ctx, ws); err != nil {
 		r.release(context.WithoutCancel(ctx), e.StoreID, len(evs), size) // not answered 2xx: given back
@@ -322,7 +306,7 @@ func (hk *Hooks) Retry(ctx context.Context, storeID, id, dlvID string) (map[stri
 	if err != nil {
 		return nil, err
 	}
-	ds, err := hk.again(ctx, e, []*Event{old.event()})
+	ds, err := hk.again(ctx, e, []*Event{old.Event})
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +316,7 @@ func (hk *Hooks) Retry(ctx context.Context, storeID, id, dlvID string) (map[stri
 // deliveryOf returns e's delivery id, or ErrNoDelivery.
 func (hk *Hooks) deliveryOf(ctx context.Context, e *Endpoint, id string) (*Delivery, error) {
 	_, d, err := readRecord[Delivery](ctx, hk.St, hookKey(kindDelivery, id))
-	if errors.Is(err, store.ErrNotFound) || err == nil && (d.EndpointID != e.ID || d.event() == nil) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && (d.EndpointID != e.ID || d.Event == nil) {
 		return nil, ErrNoDelivery
 	}
 	return d, err

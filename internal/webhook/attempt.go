@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -98,10 +97,4 @@ func DeliveryHeader(sig signature.Headers) http.Header {
 	h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {UserAgent}}
 	sig.Apply(h)
 	return h
-}
-
-// signatures are the signature headers attempt a sent for event eventID,
-// rebuilt for the delivery log from what the attempt keeps.
-func (a Attempt) signatures(eventID string) signature.Headers {
-	return signature.Headers{Signature: a.Signature, ID: eventID, Timestamp: strconv.FormatInt(a.Timestamp, 10), StdSignature: a.StdSignature}
 }

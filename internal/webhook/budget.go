@@ -35,6 +35,20 @@ const (
 	idemDay    = "hooks:idemday:"
 )
 
+// budgets are a store's limits: what its pending deliveries may hold
+// (NewCost each), how many Idempotency-Keys it may have made in a day and
+// the day before, and what an endpoint's finished deliveries may hold in
+// its log (logCost each).
+type budgets struct {
+	Pending int64
+	Idem    int
+	Log     int64
+}
+
+// pendingCost is what n deliveries, whose events hold size bytes in all,
+// hold of their store's pending budget: NewCost each.
+func pendingCost(n, size int) int64 { return int64(size) + int64(n)*pendingOverhead }
+
 // reserve counts n new deliveries, whose events hold size bytes in all,
 // against the store's pending budget, or fails with ErrOverBudget,
 // counting nothing, when that would take it past budget.
@@ -42,18 +56,14 @@ func (r *records) reserve(ctx context.Context, storeID string, n, size int, budg
 	if n == 0 {
 		return nil
 	}
-	cost := int64(size) + int64(n)*pendingOverhead
-	v, err := r.st.Add(ctx, pendingKey+storeID, cost, time.Time{})
-	if err != nil {
+	v, err := r.st.Add(ctx, pendingKey+storeID, pendingCost(n, size), time.Time{})
+	if err != nil || v <= budget {
 		return err
 	}
-	if v > budget {
-		if _, err := r.st.Add(ctx, pendingKey+storeID, -cost, time.Time{}); err != nil {
-			return err
-		}
-		return ErrOverBudget
+	if err := r.release(ctx, storeID, n, size); err != nil {
+		return err
 	}
-	return nil
+	return ErrOverBudget
 }
 
 // release gives back what n deliveries, whose events hold size bytes in
@@ -62,15 +72,11 @@ func (r *records) release(ctx context.Context, storeID string, n, size int) erro
 	if n == 0 {
 		return nil
 	}
-	_, err := r.st.Add(ctx, pendingKey+storeID, -int64(size)-int64(n)*pendingOverhead, time.Time{})
+	_, err := r.st.Add(ctx, pendingKey+storeID, -pendingCost(n, size), time.Time{})
 	return err
 }
 
-// pending is what the store's pending deliveries hold, as counted.
-func (r *records) pending(ctx context.Context, storeID string) (int64, error) {
-	return r.counter(ctx, pendingKey+storeID)
-}
-
+// counter is the number the counter key holds (none: 0).
 func (r *records) counter(ctx context.Context, key string) (int64, error) {
 	b, err := r.st.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
@@ -99,7 +105,7 @@ func counted(key string, b []byte) (int64, error) {
 // hold size bytes in all, in the store's pending count, read as pending
 // before; ErrOverBudget when that would take it past budget.
 func pendingWrite(storeID string, n, size int, pending, budget int64) (store.Write, error) {
-	cost := int64(size) + int64(n)*pendingOverhead
+	cost := pendingCost(n, size)
 	if pending+cost > budget {
 		return store.Write{}, ErrOverBudget
 	}

@@ -2,8 +2,10 @@ package webhook
 
 import (
 	"cmp"
-	"net/http"
+	"strconv"
 	"time"
+
+	"deeplink/internal/signature"
 )
 
 // Delivery statuses.
@@ -45,13 +47,10 @@ type Delivery struct {
 	written int
 }
 
-// event is the event d sends.
-func (d *Delivery) event() *Event { return d.Event }
-
 // summary is a delivery as the log lists it.
 func (d *Delivery) summary() map[string]any {
 	m := map[string]any{
-		"id": d.ID, "endpoint_id": d.EndpointID, "event_id": d.EventID, "event_type": d.event().Type,
+		"id": d.ID, "endpoint_id": d.EndpointID, "event_id": d.EventID, "event_type": d.Event.Type,
 		"status": d.Status, "created_at": d.CreatedAt, "attempt_count": len(d.Attempts),
 	}
 	if d.Status == StatusPending {
@@ -74,11 +73,18 @@ func (d *Delivery) detail(e *Endpoint) map[string]any {
 	m["url"] = e.URL
 	atts := []map[string]any{}
 	for _, a := range d.Attempts {
+		// The headers it sent, rebuilt from the signatures it keeps, one
+		// value per name.
+		h := map[string]string{}
+		sig := signature.Headers{Signature: a.Signature, ID: d.Event.ID, Timestamp: strconv.FormatInt(a.Timestamp, 10), StdSignature: a.StdSignature}
+		for k, v := range DeliveryHeader(sig) {
+			h[k] = v[0]
+		}
 		x := map[string]any{
 			"at":              time.Unix(0, a.At).UTC().Format(time.RFC3339Nano),
 			"url":             cmp.Or(a.URL, e.URL),
-			"request_headers": flatHeader(DeliveryHeader(a.signatures(d.event().ID))),
-			"request_body":    string(d.event().Body),
+			"request_headers": h,
+			"request_body":    string(d.Event.Body),
 			"response_status": a.Status,
 			"response_body":   a.ResponseBody,
 			"duration_ms":     a.DurationMS,
@@ -89,15 +95,6 @@ func (d *Delivery) detail(e *Endpoint) map[string]any {
 		atts = append(atts, x)
 	}
 	m["attempts"] = atts
-	m["request_body"] = string(d.event().Body)
-	return m
-}
-
-// flatHeader is h with one value per name, as the delivery log shows it.
-func flatHeader(h http.Header) map[string]string {
-	m := make(map[string]string, len(h))
-	for k, v := range h {
-		m[k] = v[0]
-	}
+	m["request_body"] = string(d.Event.Body)
 	return m
 }

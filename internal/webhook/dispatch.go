@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -26,9 +27,9 @@ const (
 	MaxDispatchWorkers  = egress.MaxInFlight // about 8 MiB of idle goroutines
 )
 
-// dispatchWorkers is the size of the pool for a configuration of stores
-// stores (each up to maxEndpointsPerStore endpoints), within
-// [minDispatchWorkers, maxDispatchWorkers]. Past 51 stores the bound no
+// DispatchWorkers is the size of the pool for a configuration of stores
+// stores (each up to MaxEndpointsPerStore endpoints), within
+// [MinDispatchWorkers, MaxDispatchWorkers]. Past 51 stores the bound no
 // longer holds for every endpoint at once: 256 endpoints, all slow at
 // their limit, would take every worker.
 func DispatchWorkers(stores int) int {
@@ -52,18 +53,17 @@ const (
 	ReasonUnsubscribed  = "the endpoint no longer takes this event type"
 )
 
-// refusal is why e refuses d, of an event of type typ, or "": only
-// enabled endpoints subscribed to the type receive it. A delivery asked
-// for explicitly, by the test call, a retry or recover, goes once
-// whatever e's events, and even if e is disabled; its retries then need e
-// enabled.
-func (e *Endpoint) refusal(d *Delivery, typ string) string {
+// refusal is why e refuses d, or "": only enabled endpoints subscribed to
+// the type of d's event receive it. A delivery asked for explicitly, by
+// the test call, a retry or recover, goes once whatever e's events, and
+// even if e is disabled; its retries then need e enabled.
+func (e *Endpoint) refusal(d *Delivery) string {
 	switch {
 	case d.Explicit && (e.Enabled || d.WhileDisabled && len(d.Attempts) == 0):
 		return ""
 	case !e.Enabled:
 		return ReasonDisabled
-	case !d.Explicit && !e.subscribed(typ):
+	case !d.Explicit && !e.subscribed(d.Event.Type):
 		return ReasonUnsubscribed
 	}
 	return ""
@@ -120,28 +120,23 @@ func (hk *Hooks) Poke() {
 }
 
 // sendSt is the store the sender writes through.
-func (hk *Hooks) sendSt() store.Store {
-	if hk.SendSt != nil {
-		return hk.SendSt
-	}
-	return hk.St
-}
+func (hk *Hooks) sendSt() store.Store { return cmp.Or(hk.SendSt, hk.St) }
 
-// ended is what follows a delivery of the store that ended without its
-// sender (failed with its endpoint's queue): its endedWrites, and a trim
-// of its endpoint's log.
-func (hk *Hooks) ended(ctx context.Context, storeID string, d *Delivery) {
-	// The delivery has ended, whatever befell the caller's context.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-	defer cancel()
-	ws, err := endedWrites(storeID, d)
-	if err == nil {
-		err = hk.sendSt().Apply(ctx, ws)
+// failed counts ds, deliveries of the store that ended without their
+// sender (failed with their endpoint's queue), and writes what follows:
+// each one's endedWrites, and a trim of its endpoint's log.
+func (hk *Hooks) failed(ctx context.Context, storeID string, ds []*Delivery) {
+	for _, d := range ds {
+		hk.counts.Ended.Failed.Add(1)
+		// The delivery has ended, whatever befell the caller's context.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		err := hk.sendSt().Apply(wctx, endedWrites(storeID, d))
+		cancel()
+		if err != nil {
+			hk.Log.Warn("webhooks: cannot account for a delivery that ended", "endpoint", d.EndpointID, "err", err)
+		}
+		hk.trim(d.EndpointID)
 	}
-	if err != nil {
-		hk.Log.Warn("webhooks: cannot account for a delivery that ended", "endpoint", d.EndpointID, "err", err)
-	}
-	hk.trim(d.EndpointID)
 }
 
 // trim trims the endpoint ep's log soon (trims): a delivery of it ended.
@@ -164,13 +159,9 @@ const trimEvery = 100 * time.Millisecond
 // after the last call that came meanwhile: the log is trimmed within
 // trimEvery of a delivery's end.
 type trims struct {
-	mu sync.Mutex                // guards by
-	by map[string]*endpointTrims // endpoint id → its trims
-}
-
-type endpointTrims struct {
-	last    time.Time // when the last one began
-	pending bool      // one is due: running, or waiting for trimEvery
+	mu      sync.Mutex           // guards the maps
+	last    map[string]time.Time // endpoint id → when its last trim began
+	pending map[string]bool      // endpoint id → one is due: running, or waiting for trimEvery
 }
 
 // soon runs f for the endpoint ep now, or within trimEvery when one ran
@@ -178,25 +169,21 @@ type endpointTrims struct {
 func (t *trims) soon(ep string, f func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.by == nil {
-		t.by = map[string]*endpointTrims{}
-	}
-	s := t.by[ep]
-	if s == nil {
-		s = &endpointTrims{}
-		t.by[ep] = s
-	}
-	if s.pending {
+	if t.pending[ep] {
 		return
 	}
-	s.pending = true
+	if t.pending == nil {
+		t.last, t.pending = map[string]time.Time{}, map[string]bool{}
+	}
+	t.pending[ep] = true
 	run := func() {
 		t.mu.Lock()
-		s.last, s.pending = time.Now(), false
+		t.last[ep] = time.Now()
+		delete(t.pending, ep)
 		t.mu.Unlock()
 		f()
 	}
-	if wait := trimEvery - time.Since(s.last); wait > 0 {
+	if wait := trimEvery - time.Since(t.last[ep]); wait > 0 {
 		time.AfterFunc(wait, run)
 		return
 	}
@@ -224,11 +211,12 @@ func (hk *Hooks) Tick(now time.Time) error {
 		}
 		for _, e := range eps {
 			if e.Enabled && e.FailingSince != 0 {
-				_, disabled, err := r.noteAttempt(ctx, e, false, hk.Now(), after)
-				errs = errors.Join(errs, err)
+				e, disabled, err := r.moveWindowOf(ctx, e, false, hk.Now(), after)
 				if disabled {
+					_, err = r.failQueued(ctx, e, func(*Delivery) bool { return true })
 					warnDisabled(hk.Log, e, after)
 				}
+				errs = errors.Join(errs, err)
 			}
 			if e.OldSecret != "" && now.Unix() >= e.OldSecretEnd {
 				_, err := r.changeEndpoint(ctx, e.StoreID, e.ID, func(e *Endpoint) error {

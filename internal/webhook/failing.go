@@ -11,7 +11,7 @@ import "time"
 //
 // The window is kept with the endpoint (FailingSince), so that a restart
 // neither forgets nor restarts it. It is moved where attempt outcomes
-// are written (records.noteAttempt) and checked by Hooks.Tick, since an
+// are written (records.moveWindowOf) and checked by Hooks.Tick, since an
 // endpoint whose last delivery has run out of retries gets no more
 // outcomes.
 
@@ -20,13 +20,6 @@ const (
 	DisabledManual  = "manual"  // by a request: PATCH, or creation with enabled false
 	DisabledFailing = "failing" // by moveWindow
 )
-
-// windowChanges reports whether moveWindow would change e.
-func windowChanges(e *Endpoint, ok bool, now time.Time, after time.Duration) bool {
-	c := *e
-	moveWindow(&c, ok, now, after)
-	return c.FailingSince != e.FailingSince || c.Enabled != e.Enabled
-}
 
 // moveWindow moves e's failure window on by an attempt's outcome, and
 // disables e once it has been open after; it reports whether it did.

@@ -21,23 +21,16 @@ import (
 // webhook state, one JSON file; ImportHooksFile reads it once.
 const HooksFileName = "webhooks.json"
 
-// hooksFile is the whole webhook state as HooksFileName holds it.
+// hooksFile is the whole webhook state as HooksFileName holds it. Its
+// Idempotency-Keys hold only the event each published, and until when.
 type hooksFile struct {
-	Endpoints   []*Endpoint     `json:"endpoints"`
-	Events      []*Event        `json:"events"`
-	Deliveries  []*Delivery     `json:"deliveries"`
-	Idempotency map[string]idem `json:"idempotency"`
+	Endpoints   []*Endpoint           `json:"endpoints"`
+	Events      []*Event              `json:"events"`
+	Deliveries  []*Delivery           `json:"deliveries"`
+	Idempotency map[string]idemRecord `json:"idempotency"`
 }
 
-// idem is what an earlier build kept of an Idempotency-Key (in its
-// webhooks.json too): the event it published, and until when.
-type idem struct {
-	EventID string `json:"event_id"`
-	Expires int64  `json:"expires"` // unix seconds
-}
-
-// The last builds before the store contract wrote HooksFileName whole,
-// as
+// The last builds before the store contract wrote HooksFileName whole, as
 //
 //	{"format":2,"sha256":"<hex>","state":{"endpoints":…,"events":…,…}}
 //
@@ -117,7 +110,7 @@ func (hk *Hooks) ImportHooksFile(ctx context.Context, dir, moved string) error {
 			store.Write{Key: hookIndex(kind), Member: id, Val: member})
 	}
 	for _, e := range f.Endpoints {
-		add(KindEndpoint, e.ID, e, time.Time{})
+		add(kindEndpoint, e.ID, e, time.Time{})
 	}
 	for _, ev := range f.Events {
 		add(kindEvent, ev.ID, ev, time.Time{})

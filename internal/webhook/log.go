@@ -28,10 +28,12 @@ const logBatch = 100
 // gone (trimmed meanwhile) is passed over.
 func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, after string, f func(score int64, d *Delivery) bool) error {
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
-	if rev && (from != 0 || after != "") {
-		hi = from
-	} else if !rev {
-		lo = from
+	bound := &lo // the end the cursor moves
+	if rev {
+		bound = &hi
+	}
+	if !rev || from != 0 || after != "" {
+		*bound = from
 	}
 	for {
 		batch, err := r.st.ZRange(ctx, logKey+ep, lo, hi, logBatch, rev)
@@ -60,11 +62,7 @@ func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, 
 		}
 		last := batch[len(batch)-1]
 		from, after = last.Score, last.Member
-		if rev {
-			hi = from
-		} else {
-			lo = from
-		}
+		*bound = from
 	}
 }
 
@@ -82,7 +80,7 @@ func (r *records) logPage(ctx context.Context, e *Endpoint, q DeliveryQuery) (pa
 	}
 	var last int64
 	err = r.walkLog(ctx, e.ID, true, from, after, func(score int64, d *Delivery) bool {
-		if q.EventType != "" && d.event().Type != q.EventType || q.Status != "" && d.Status != q.Status {
+		if q.EventType != "" && d.Event.Type != q.EventType || q.Status != "" && d.Status != q.Status {
 			return true
 		}
 		if len(page) == q.Limit {
@@ -122,7 +120,7 @@ func parseLogCursor(ep, c string) (score int64, id string, ok bool) {
 func (r *records) recoverable(ctx context.Context, e *Endpoint, since time.Time) ([]*Event, error) {
 	var evs []*Event
 	err := r.walkLog(ctx, e.ID, false, math.MinInt64, "", func(_ int64, d *Delivery) bool {
-		if ev := d.event(); d.Status == StatusFailed && !time.Unix(ev.CreatedAt, 0).Before(since) {
+		if ev := d.Event; d.Status == StatusFailed && !time.Unix(ev.CreatedAt, 0).Before(since) {
 			evs = append(evs, ev)
 		}
 		return true
@@ -169,19 +167,15 @@ const (
 // endedWrites are the writes that account for d, of the store, once it
 // has ended: what it held of the store's pending budget is given back
 // and counted as its endpoint's log's, and trim may drop it.
-func endedWrites(storeID string, d *Delivery) ([]store.Write, error) {
+func endedWrites(storeID string, d *Delivery) []store.Write {
 	if d.written == 0 { // not written here: its record's length again
-		b, err := marshalRecord(d)
-		if err != nil {
-			return nil, err
-		}
-		d.written = len(b)
+		d.written = len(d.appendRecord(nil))
 	}
 	return []store.Write{
-		{Key: pendingKey + storeID, Add: -NewCost(len(d.event().Body))},
+		{Key: pendingKey + storeID, Add: -NewCost(len(d.Event.Body))},
 		{Key: logBytesKey + d.EndpointID, Add: logCost(d.written)},
 		{Key: doneKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt},
-	}, nil
+	}
 }
 
 // trim drops the endpoint ep's finished deliveries that are not among

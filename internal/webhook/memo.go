@@ -18,8 +18,8 @@ import (
 // it: what they see is what the store holds.
 var endpointMemo = recordMemo{limit: 1 << 20}
 
-// recordMemo maps endpoint records' keys to their bytes and the
-// Endpoints they decode to. It keeps two generations, of up to limit bytes of records
+// recordMemo maps endpoint records' keys to their bytes and the Endpoints
+// they decode to, in two generations of up to limit bytes of records
 // each: when the newer is full, it becomes the older, and the older goes.
 type recordMemo struct {
 	limit int
@@ -34,51 +34,34 @@ type memoEntry struct {
 	v   *Endpoint // never handed out: callers get a clone
 }
 
-// read reads the record key: its bytes, and the Endpoint they decode to, the
-// caller's to change.
+// read reads the record key: its bytes, and the Endpoint they decode to,
+// the caller's to change.
 func (m *recordMemo) read(ctx context.Context, st store.Store, key string) ([]byte, *Endpoint, error) {
 	raw, err := st.Get(ctx, key)
 	if err != nil {
 		return nil, nil, err
 	}
 	v, err := m.decode(key, raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	return raw, v, nil
+	return raw, v, err
 }
 
 // decode returns the Endpoint raw, the record key as read from the store,
-// decodes to, the caller's to change.
+// decodes to, the caller's to change: remembered when key's record was
+// last decoded from these very bytes, and remembered from now on.
 func (m *recordMemo) decode(key string, raw []byte) (*Endpoint, error) {
-	if v := m.get(key, raw); v != nil {
-		return v, nil
+	m.mu.Lock()
+	en, ok := m.new[key]
+	if !ok {
+		en, ok = m.old[key]
+	}
+	m.mu.Unlock() // an entry never changes once made
+	if ok && bytes.Equal(en.raw, raw) {
+		return en.v.clone(), nil
 	}
 	v, err := decodeRecord[Endpoint](key, raw)
 	if err != nil {
 		return nil, err
 	}
-	m.put(key, raw, v)
-	return v, nil
-}
-
-// get returns a clone of the value raw stands for, when key's record was
-// last remembered with raw; nil otherwise.
-func (m *recordMemo) get(key string, raw []byte) *Endpoint {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	en, ok := m.new[key]
-	if !ok {
-		en, ok = m.old[key]
-	}
-	if ok && bytes.Equal(en.raw, raw) {
-		return en.v.clone()
-	}
-	return nil
-}
-
-// put remembers that key's record raw decodes to v (both copied).
-func (m *recordMemo) put(key string, raw []byte, v *Endpoint) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.new == nil || m.newBytes+len(raw) > m.limit {
@@ -86,6 +69,7 @@ func (m *recordMemo) put(key string, raw []byte, v *Endpoint) {
 	}
 	m.new[key] = memoEntry{raw: bytes.Clone(raw), v: v.clone()}
 	m.newBytes += len(raw)
+	return v, nil
 }
 
 // listMemo remembers, for each store, the last list of its endpoints a

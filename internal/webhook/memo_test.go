@@ -20,7 +20,7 @@ func TestEndpointMemo(t *testing.T) {
 	if err := r.createEndpoint(ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	key := hookKey(KindEndpoint, e.ID)
+	key := hookKey(kindEndpoint, e.ID)
 	a, b := &recordMemo{limit: 1 << 20}, &recordMemo{limit: 1 << 20}
 
 	changes := []struct {

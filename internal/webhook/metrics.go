@@ -4,7 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync/atomic"
 )
+
+// counters are what /metrics counts of webhooks: attempts by outcome, and
+// deliveries by how they ended, attempted or not.
+type counters struct {
+	Attempts struct{ Succeeded, Failed, Retried atomic.Int64 }
+	Ended    struct{ Succeeded, Failed atomic.Int64 }
+}
 
 // WriteMetrics writes the webhook metrics of docs/operations.md, in
 // Prometheus's text format: the attempts this process made and the

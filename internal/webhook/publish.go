@@ -42,16 +42,12 @@ const publishDeadline = 10 * time.Second
 
 // enqueueRecord returns the writes that make d, logged on its endpoint and
 // queued, due now.
-func enqueueRecord(d *Delivery, now time.Time) ([]store.Write, error) {
-	b, err := marshalRecord(d)
-	if err != nil {
-		return nil, err
-	}
+func enqueueRecord(d *Delivery, now time.Time) []store.Write {
 	ws := []store.Write{
-		{Key: hookKey(kindDelivery, d.ID), Val: b},
+		{Key: hookKey(kindDelivery, d.ID), Val: d.appendRecord(nil)},
 		{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt},
 	}
-	return append(ws, enqueueWrites(d.EndpointID, d.ID, now)...), nil
+	return append(ws, enqueueWrites(d.EndpointID, d.ID, now)...)
 }
 
 // newDelivery is a pending delivery of ev to the endpoint ep of the store
@@ -80,7 +76,7 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 	const list, pendingCount, idemToday, guessed = 0, 1, 2, 4
 	keys := []string{listKey + storeID, pendingKey + storeID, idemDayKey(storeID, day), idemDayKey(storeID, day-1)}
 	for _, id := range guess.ids {
-		keys = append(keys, hookKey(KindEndpoint, id))
+		keys = append(keys, hookKey(kindEndpoint, id))
 	}
 	read, err := r.st.GetMany(ctx, keys)
 	if err != nil {
@@ -158,10 +154,7 @@ func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, 
 			d.ID = id
 			made++
 		}
-		w, err := enqueueRecord(d, now)
-		if err != nil {
-			return err
-		}
+		w := enqueueRecord(d, now)
 		if have[id] != nil {
 			w = w[1:] // the record is there: its log and queue entries, again
 			if d.Status != StatusPending {
@@ -225,7 +218,7 @@ func (r *records) replay(ctx context.Context, k string) (string, error) {
 			return "", err
 		}
 	}
-	pending, err := r.pending(ctx, m.Store)
+	pending, err := r.counter(ctx, pendingKey+m.Store)
 	if err != nil {
 		return "", err
 	}

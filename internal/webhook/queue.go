@@ -121,8 +121,12 @@ func (q *queue) claimOf(ctx context.Context, ep string, now, until time.Time, n 
 	if err != nil {
 		return nil, err
 	}
-	if len(slots) == 0 {
-		return nil, q.placesOf(ctx, ep)
+	if len(slots) == 0 { // none free; or none at all, if a crash cut short ep's placesWrites: made now
+		has, err := q.st.ZRange(ctx, queueSlots+ep, math.MinInt64, math.MaxInt64, 1, false)
+		if err != nil || len(has) > 0 {
+			return nil, err
+		}
+		return nil, q.st.Apply(ctx, placesWrites(ep))
 	}
 	due, err := q.st.ZClaim(ctx, queueDue+ep, ms, until.UnixMilli(), len(slots))
 	if err != nil {
@@ -138,17 +142,6 @@ func (q *queue) claimOf(ctx context.Context, ep string, now, until time.Time, n 
 		}
 	}
 	return out, q.refresh(ctx, ep)
-}
-
-// placesOf gives ep its places if it has none at all (they are made with
-// the endpoint, by placesWrites, and a crash may have cut that Apply
-// short).
-func (q *queue) placesOf(ctx context.Context, ep string) error {
-	has, err := q.st.ZRange(ctx, queueSlots+ep, math.MinInt64, math.MaxInt64, 1, false)
-	if err != nil || len(has) > 0 {
-		return err
-	}
-	return q.st.Apply(ctx, placesWrites(ep))
 }
 
 // refresh sets ep's entry in queueReady to the earliest score in its due
@@ -189,14 +182,9 @@ func claimed(d *Delivery, score int64) bool {
 	return time.Unix(0, d.NextAt).UnixMilli() < score
 }
 
-// retryAt puts c's delivery back in its endpoint's due set, due at at.
-func (q *queue) retryAt(ctx context.Context, c claim, at time.Time) error {
-	return q.st.ZAdd(ctx, queueDue+c.Endpoint, c.Delivery, at.UnixMilli())
-}
-
-// remove takes c's delivery out of its endpoint's due set: it has ended.
-func (q *queue) remove(ctx context.Context, c claim) error {
-	return q.st.ZRem(ctx, queueDue+c.Endpoint, c.Delivery)
+// setDue makes dueWrite(c, at) in a call of its own.
+func (q *queue) setDue(ctx context.Context, c claim, at time.Time) error {
+	return q.st.Apply(ctx, []store.Write{dueWrite(c, at)})
 }
 
 // handOff is what the holder of c does once c's attempt is written: it
@@ -218,11 +206,10 @@ func (q *queue) handOff(ctx context.Context, c claim, now, held time.Time) (clai
 		return claim{}, false, err
 	}
 	if len(due) == 1 {
-		next := claim{Endpoint: c.Endpoint, Delivery: due[0].Member, slot: c.slot, until: held}
-		if !renew {
-			return next, true, nil
+		if renew {
+			err = q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, held.UnixMilli())
 		}
-		return next, true, q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, held.UnixMilli())
+		return claim{Endpoint: c.Endpoint, Delivery: due[0].Member, slot: c.slot, until: held}, true, err
 	}
 	if err := q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, 0); err != nil {
 		return claim{}, false, err

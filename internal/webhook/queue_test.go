@@ -79,7 +79,7 @@ func TestQueuePlaces(t *testing.T) {
 	}
 	i := slices.IndexFunc(cs, func(c claim) bool { return c.Delivery == "we_slow/0" })
 	first := cs[i]
-	if err := a.remove(context.Background(), first); err != nil {
+	if err := a.setDue(context.Background(), first, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	next, ok, err := a.handOff(context.Background(), first, t0.Add(time.Second), time.Time{})
@@ -145,7 +145,7 @@ func TestQueueHandOff(t *testing.T) {
 			q := openQueue(t)
 			enqueue(t, q, "we_a", 2)
 			c := mustClaim(t, q, t0, 1)[0]
-			if err := q.remove(ctx, c); err != nil {
+			if err := q.setDue(ctx, c, time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 			var held time.Time
@@ -238,7 +238,7 @@ func TestQueueReadyEntry(t *testing.T) {
 	ctx := context.Background()
 	enqueue(t, q, "we_a", 1)
 	c := mustClaim(t, q, t0, 1)[0]
-	if err := q.retryAt(ctx, c, t0.Add(time.Minute)); err != nil {
+	if err := q.setDue(ctx, c, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := q.handOff(ctx, c, t0, time.Time{}); err != nil {
@@ -248,7 +248,7 @@ func TestQueueReadyEntry(t *testing.T) {
 		t.Errorf("next() after a retry in a minute = %v, %v, %v; want t0+1m", at, ok, err)
 	}
 	c = mustClaim(t, q, t0.Add(time.Minute), 1)[0]
-	if err := q.remove(ctx, c); err != nil {
+	if err := q.setDue(ctx, c, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := q.handOff(ctx, c, t0.Add(time.Minute), time.Time{}); err != nil {

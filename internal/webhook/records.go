@@ -34,23 +34,12 @@ type records struct {
 	st     store.Store
 	now    func() time.Time
 	budget *budgets // nil: none (tests of what budgets leave alone)
-	// failed is told of the deliveries noteAttempt failed, when it
-	// disabled their endpoint. nil: none is.
+	// failed is told of the deliveries failQueued failed. nil: none is.
 	failed func(ctx context.Context, storeID string, ds []*Delivery)
 	// busy reports whether this process has an attempt of the delivery
 	// dlv of the endpoint ep under way; failQueued leaves those to it.
 	// nil: none is.
 	busy func(ep, dlv string) bool
-}
-
-// budgets are a store's limits: what its pending deliveries may hold
-// (NewCost each), how many Idempotency-Keys it may have made in a day and
-// the day before, and what an endpoint's finished deliveries may hold in
-// its log (logCost each).
-type budgets struct {
-	Pending int64
-	Idem    int
-	Log     int64
 }
 
 const (
@@ -101,7 +90,7 @@ func (r *records) storeEndpoints(ctx context.Context, storeID string) ([]*Endpoi
 func (r *records) endpoints(ctx context.Context, ids []string) ([]*Endpoint, error) {
 	keys := make([]string, len(ids))
 	for i, id := range ids {
-		keys[i] = hookKey(KindEndpoint, id)
+		keys[i] = hookKey(kindEndpoint, id)
 	}
 	raws, err := r.st.GetMany(ctx, keys)
 	if err != nil {
@@ -129,7 +118,7 @@ func decodeEndpoints(keys []string, raws [][]byte) ([]*Endpoint, error) {
 
 // endpoint returns the endpoint id of the store, with its record's bytes.
 func (r *records) endpoint(ctx context.Context, storeID, id string) ([]byte, *Endpoint, error) {
-	raw, e, err := endpointMemo.read(ctx, r.st, hookKey(KindEndpoint, id))
+	raw, e, err := endpointMemo.read(ctx, r.st, hookKey(kindEndpoint, id))
 	if errors.Is(err, store.ErrNotFound) || err == nil && e.StoreID != storeID {
 		return nil, nil, ErrNoEndpoint
 	}
@@ -146,13 +135,13 @@ func (r *records) createEndpoint(ctx context.Context, e *Endpoint) error {
 	}
 	// The record first: listed, it is whole. One never listed (a crash,
 	// or the cap) is no one's.
-	if err := r.st.Apply(ctx, append(placesWrites(e.ID), store.Write{Key: hookKey(KindEndpoint, e.ID), Val: b})); err != nil {
+	if err := r.st.Apply(ctx, append(placesWrites(e.ID), store.Write{Key: hookKey(kindEndpoint, e.ID), Val: b})); err != nil {
 		return err
 	}
 	err = r.editList(ctx, e.StoreID, func(ids []string) ([]string, error) {
 		live := ids[:0:0]
 		for _, id := range ids { // without those a delete left listed
-			if _, err := r.st.Get(ctx, hookKey(KindEndpoint, id)); err == nil {
+			if _, err := r.st.Get(ctx, hookKey(kindEndpoint, id)); err == nil {
 				live = append(live, id)
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return nil, err
@@ -206,21 +195,17 @@ func (r *records) changeEndpoint(ctx context.Context, storeID, id string, f func
 		if err != nil {
 			return nil, err
 		}
-		switch err := r.st.CompareAndSwap(ctx, hookKey(KindEndpoint, id), raw, b, time.Time{}); {
-		case errors.Is(err, store.ErrConflict):
-			continue
-		case err != nil:
-			return nil, err
+		if err := r.st.CompareAndSwap(ctx, hookKey(kindEndpoint, id), raw, b, time.Time{}); !errors.Is(err, store.ErrConflict) {
+			return e, err
 		}
-		return e, nil
 	}
 }
 
-// deleteEndpoint deletes the endpoint id of the store: its deliveries
-// and their log and queue first, then its record (a sender then drops
-// what it claims of it), then its place in the store's list; so that one
-// cut short is made whole by being asked again. A pending delivery is
-// deleted by CompareAndSwap, so that one a sender ends meanwhile is its
+// deleteEndpoint deletes the endpoint id of the store: its deliveries and
+// their log and queue first, then its record (a sender then drops what it
+// claims of it), then its place in the store's list; so that one cut
+// short is made whole by being asked again. A pending delivery is deleted
+// on condition (editDelivery), so that one a sender ends meanwhile is its
 // (ended: given back once): it returns the pending ones it deleted.
 func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) ([]*Delivery, error) {
 	if _, _, err := r.endpoint(ctx, storeID, id); err != nil {
@@ -238,27 +223,19 @@ func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) ([]*De
 			if set != logKey+id {
 				continue
 			}
-			for {
-				raw, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, m.Member))
-				if errors.Is(err, store.ErrNotFound) {
-					break
-				}
-				if err != nil {
-					return nil, err
-				}
+			key := hookKey(kindDelivery, m.Member)
+			d, err := r.editDelivery(ctx, m.Member, func(raw []byte, d *Delivery) []store.Write {
 				if d.Status != StatusPending {
-					ws = append(ws, store.Write{Key: hookKey(kindDelivery, m.Member)})
-					break
+					ws = append(ws, store.Write{Key: key})
+					return nil
 				}
-				err = r.st.CompareAndSwap(ctx, hookKey(kindDelivery, m.Member), raw, nil, time.Time{})
-				if errors.Is(err, store.ErrConflict) {
-					continue // ended meanwhile: deleted as finished
-				}
-				if err != nil {
-					return nil, err
-				}
+				return []store.Write{{Key: key, Old: raw}} // ended meanwhile: then deleted as finished
+			})
+			if err != nil {
+				return nil, err
+			}
+			if d != nil {
 				pending = append(pending, d)
-				break
 			}
 		}
 	}
@@ -277,43 +254,29 @@ func (r *records) deleteEndpoint(ctx context.Context, storeID, id string) ([]*De
 // endpointGone are the writes that remove an endpoint's record, its
 // places and its entry among the endpoints with something due.
 func (r *records) endpointGone(id string) []store.Write {
-	ws := []store.Write{{Key: hookKey(KindEndpoint, id)}, {Key: queueReady, Member: id}}
+	ws := []store.Write{{Key: hookKey(kindEndpoint, id)}, {Key: queueReady, Member: id}}
 	for _, w := range placesWrites(id) {
 		ws = append(ws, store.Write{Key: w.Key, Member: w.Member})
 	}
 	return ws
 }
 
-// noteAttempt moves e's failure window on by the outcome of one of its
+// moveWindowOf moves e's failure window on by the outcome of one of its
 // attempts, ok when it succeeded, at now, and disables e (reason failing)
 // once the window has been open after or longer (never when after is 0),
-// as failing.go says; a disabled endpoint's queued deliveries fail at
-// once (failQueued). It writes e only when that changes it, and returns
-// e as it then is, and whether this disabled it.
-func (r *records) noteAttempt(ctx context.Context, e *Endpoint, ok bool, now time.Time, after time.Duration) (*Endpoint, bool, error) {
-	e, disabled, err := r.moveWindowOf(ctx, e, ok, now, after)
-	if err != nil || !disabled {
-		return e, disabled, err
-	}
-	_, err = r.failQueued(ctx, e, func(*Delivery) bool { return true })
-	return e, true, err
-}
-
-// moveWindowOf is noteAttempt without failing the queue: for a sender,
-// which writes its attempt's outcome first.
+// as failing.go says. It writes e only when that changes it, and returns
+// e as it then is, and whether this disabled it: the caller then fails
+// e's queue (failQueued), a sender once its attempt's outcome is written.
 func (r *records) moveWindowOf(ctx context.Context, e *Endpoint, ok bool, now time.Time, after time.Duration) (*Endpoint, bool, error) {
-	if !windowChanges(e, ok, now, after) {
-		return e, false, nil
+	if c := *e; !moveWindow(&c, ok, now, after) && c.FailingSince == e.FailingSince {
+		return e, false, nil // nothing to write
 	}
 	disabled := false
 	e, err := r.changeEndpoint(ctx, e.StoreID, e.ID, func(e *Endpoint) error {
 		disabled = moveWindow(e, ok, now, after)
 		return nil
 	})
-	if err != nil {
-		return e, false, err
-	}
-	return e, disabled, nil
+	return e, disabled && err == nil, err
 }
 
 // failQueued fails at once, without an attempt, the deliveries queued
@@ -334,36 +297,47 @@ func (r *records) failQueued(ctx context.Context, e *Endpoint, drop func(d *Deli
 	}
 	now := r.now().UnixMilli()
 	for _, m := range queued {
-		for {
-			raw, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, m.Member))
-			if errors.Is(err, store.ErrNotFound) {
-				break
+		d, err := r.editDelivery(ctx, m.Member, func(raw []byte, d *Delivery) []store.Write {
+			if d.Status != StatusPending || d.Event == nil || !drop(d) ||
+				r.busy != nil && r.busy(e.ID, d.ID) || m.Score > now && claimed(d, m.Score) {
+				return nil // ended, kept, or under way here or (claimed) elsewhere
 			}
-			if err != nil {
-				return n, err
-			}
-			if d.Status != StatusPending || d.Event == nil || !drop(d) {
-				break
-			}
-			if r.busy != nil && r.busy(e.ID, d.ID) || m.Score > now && claimed(d, m.Score) {
-				break // under way, here or (claimed) elsewhere
-			}
-			d.Status, d.NextAt, d.Reason = StatusFailed, 0, cmp.Or(e.refusal(d, d.Event.Type), ReasonDisabled)
-			b, err := marshalRecord(d)
-			if err != nil {
-				return n, err
-			}
-			err = r.st.Apply(ctx, []store.Write{{Key: hookKey(kindDelivery, d.ID), Val: b, Old: raw}, {Key: queueDue + e.ID, Member: d.ID}})
-			if errors.Is(err, store.ErrConflict) {
-				continue // an attempt's outcome came first: judged again
-			}
-			if err != nil {
-				return n, err
-			}
+			d.Status, d.NextAt, d.Reason = StatusFailed, 0, cmp.Or(e.refusal(d), ReasonDisabled)
+			b := d.appendRecord(nil)
 			d.written = len(b)
+			// On condition: an attempt's outcome written first has it judged again.
+			return []store.Write{{Key: hookKey(kindDelivery, d.ID), Val: b, Old: raw}, {Key: queueDue + e.ID, Member: d.ID}}
+		})
+		if err != nil {
+			return n, err
+		}
+		if d != nil {
 			n = append(n, d)
-			break
 		}
 	}
 	return n, (&queue{st: r.st}).refresh(ctx, e.ID)
+}
+
+// editDelivery reads the delivery id and makes the writes f decides on
+// for it (nil: none), the first on condition that the record still holds
+// raw: one changed meanwhile is read and decided on again. It returns the
+// delivery as f left it once its writes are made; nil when its record is
+// gone or f made none.
+func (r *records) editDelivery(ctx context.Context, id string, f func(raw []byte, d *Delivery) []store.Write) (*Delivery, error) {
+	for {
+		raw, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, id))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		ws := f(raw, d)
+		if ws == nil {
+			return nil, nil
+		}
+		if err := r.st.Apply(ctx, ws); !errors.Is(err, store.ErrConflict) {
+			return d, err
+		}
+	}
 }

@@ -2,11 +2,12 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,12 +27,12 @@ import (
 // only the attempts under way.
 //
 // Fencing: a delivery's record is written on condition (Write.Old) that
-// it still holds the bytes its attempt began from. An attempt whose lease ran out, and
-// whose delivery another sender claimed and attempted meanwhile, finds
-// more attempts in the record than it began with: its outcome is
-// dropped, and it leaves the queue to the other. A record changed in
-// another way meanwhile (its endpoint disabled: failed) takes the attempt
-// in, keeping its end.
+// it still holds the bytes its attempt began from. An attempt whose lease
+// ran out, and whose delivery another sender claimed and attempted
+// meanwhile, finds more attempts in the record than it began with: its
+// outcome is dropped, and it leaves the queue to the other. A record
+// changed in another way meanwhile (its endpoint disabled: failed) takes
+// the attempt in, keeping its end.
 type sender struct {
 	q      *queue
 	rec    *records
@@ -80,13 +81,10 @@ func (s *sender) abandon(ep string) {
 // (by another process: one deleted here was abandoned at once).
 func (s *sender) gone(ctx context.Context) {
 	s.mu.Lock()
-	eps := make([]string, 0, len(s.underWay))
-	for ep := range s.underWay {
-		eps = append(eps, ep)
-	}
+	eps := slices.Collect(maps.Keys(s.underWay))
 	s.mu.Unlock()
 	for _, ep := range eps {
-		if _, err := s.q.st.Get(ctx, hookKey(KindEndpoint, ep)); errors.Is(err, store.ErrNotFound) {
+		if _, err := s.q.st.Get(ctx, hookKey(kindEndpoint, ep)); errors.Is(err, store.ErrNotFound) {
 			s.abandon(ep)
 		}
 	}
@@ -97,9 +95,6 @@ func (s *sender) gone(ctx context.Context) {
 func (s *sender) track(ep, dlv string, cancel *context.CancelFunc) func() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.underWay == nil {
-		s.underWay = map[string]map[string]*context.CancelFunc{}
-	}
 	if s.underWay[ep] == nil {
 		s.underWay[ep] = map[string]*context.CancelFunc{}
 	}
@@ -117,13 +112,6 @@ func (s *sender) track(ep, dlv string, cancel *context.CancelFunc) func() {
 // parkedWait is how long a delivery of a store no longer configured
 // waits before it is looked at again.
 const parkedWait = time.Hour
-
-// counters are what /metrics counts of webhooks: attempts by outcome, and
-// deliveries by how they ended, attempted or not.
-type counters struct {
-	Attempts struct{ Succeeded, Failed, Retried atomic.Int64 }
-	Ended    struct{ Succeeded, Failed atomic.Int64 }
-}
 
 // senderMargin is what an attempt leaves of its lease for the writes
 // that end it: it is cut short that much before the lease ends.
@@ -144,7 +132,7 @@ const pollEvery = time.Second
 
 func newSender(st store.Store, cfg config.WebhookConfig, client *http.Client, workers int, now func() time.Time, log *slog.Logger) *sender {
 	s := &sender{q: &queue{st: st, lease: senderLease(cfg)}, rec: &records{st: st, now: now}, cfg: cfg, client: client, now: now, log: log,
-		free: make(chan struct{}, workers), wake: make(chan struct{}, 1), counts: &counters{}}
+		free: make(chan struct{}, workers), wake: make(chan struct{}, 1), counts: &counters{}, underWay: map[string]map[string]*context.CancelFunc{}}
 	for range workers {
 		s.free <- struct{}{}
 	}
@@ -159,9 +147,8 @@ func (s *sender) Poke() {
 	}
 }
 
-// run claims and sends until ctx ends, then waits for the attempts
-// under way, which ctx cancels: their deliveries are given back, due at
-// once.
+// run claims and sends until ctx ends, then waits for the attempts under
+// way, which ctx cancels: their deliveries are given back, due at once.
 func (s *sender) run(ctx context.Context) {
 	defer s.wg.Wait()
 	t := time.NewTimer(0)
@@ -241,12 +228,12 @@ func (s *sender) work(ctx context.Context, c claim) {
 func (s *sender) orphan(ctx context.Context, c claim, raw []byte, d *Delivery) error {
 	ws := []store.Write{{Key: hookKey(kindDelivery, d.ID), Old: raw}, dueWrite(c, time.Time{})}
 	if d.StoreID != "" {
-		ws = append(ws, store.Write{Key: pendingKey + d.StoreID, Add: -NewCost(len(d.event().Body))})
+		ws = append(ws, store.Write{Key: pendingKey + d.StoreID, Add: -NewCost(len(d.Event.Body))})
 	}
 	err := s.q.st.Apply(ctx, ws)
 	if errors.Is(err, store.ErrConflict) {
 		// Changed meanwhile: another's to account for.
-		return s.q.remove(ctx, c)
+		return s.q.setDue(ctx, c, time.Time{})
 	}
 	return err
 }
@@ -260,34 +247,31 @@ func (s *sender) giveBack(c claim) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if c.Delivery != "" {
-		s.q.retryAt(ctx, c, s.now())
+		s.q.setDue(ctx, c, s.now())
 	}
 	s.q.st.ZAdd(ctx, queueSlots+c.Endpoint, c.slot, 0)
 	s.q.refresh(ctx, c.Endpoint)
 }
 
-// errGone: the delivery or its endpoint no longer exists.
-var errGone = errors.New("webhooks: gone")
-
 // attempt makes c's attempt and writes its outcome, then the queue. It
 // returns when c's place is held until, when those writes renewed it
 // (zero when they did not).
 func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err error) {
-	keys := []string{hookKey(kindDelivery, c.Delivery), hookKey(KindEndpoint, c.Endpoint)}
+	keys := []string{hookKey(kindDelivery, c.Delivery), hookKey(kindEndpoint, c.Endpoint)}
 	read, err := s.q.st.GetMany(ctx, keys)
 	if err != nil {
 		return time.Time{}, err
 	}
 	raw, epRaw := read[0], read[1]
 	if raw == nil {
-		return time.Time{}, s.q.remove(ctx, c) // deleted with its endpoint
+		return time.Time{}, s.q.setDue(ctx, c, time.Time{}) // deleted with its endpoint
 	}
 	d, err := decodeRecord[Delivery](keys[0], raw)
 	if err != nil {
 		return time.Time{}, err
 	}
 	if d.Status != StatusPending {
-		return time.Time{}, s.q.remove(ctx, c) // ended by another
+		return time.Time{}, s.q.setDue(ctx, c, time.Time{}) // ended by another
 	}
 	if epRaw == nil {
 		return time.Time{}, s.orphan(ctx, c, raw, d)
@@ -300,9 +284,9 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 		return time.Time{}, fmt.Errorf("webhooks: delivery %s has no event", d.ID)
 	}
 	if s.configured != nil && !s.configured(e.StoreID) {
-		return time.Time{}, s.q.retryAt(ctx, c, s.now().Add(parkedWait))
+		return time.Time{}, s.q.setDue(ctx, c, s.now().Add(parkedWait))
 	}
-	if why := e.refusal(d, d.Event.Type); why != "" {
+	if why := e.refusal(d); why != "" {
 		_, held, err := s.write(ctx, c, e.StoreID, raw, d, nil, why)
 		return held, err
 	}
@@ -334,23 +318,23 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 	if err != nil {
 		return time.Time{}, err
 	}
-	if e, err = s.moveWindow(ctx, fresh, a.ok()); err != nil {
+	e, off, err := s.rec.moveWindowOf(ctx, fresh, a.ok(), s.now(), s.cfg.DisableAfter.D())
+	if off {
+		warnDisabled(s.log, e, s.cfg.DisableAfter.D())
+	}
+	if err != nil {
 		return time.Time{}, err
 	}
 	refused := ""
-	var disabled *Endpoint // by this failure: its queue fails once the outcome is written
 	if !a.ok() {
-		if !e.Enabled && fresh.Enabled {
-			disabled = e
+		refused = e.refusal(d)
+		if disabled := e; !e.Enabled && fresh.Enabled { // by this failure: its queue fails once the outcome is written
+			defer func() {
+				if _, err := s.rec.failQueued(ctx, disabled, func(*Delivery) bool { return true }); err != nil {
+					s.log.Warn("webhooks: cannot fail the queue of an endpoint disabled as failing; its deliveries fail as they come due", "endpoint", disabled.ID, "err", err)
+				}
+			}()
 		}
-		refused = e.refusal(d, d.Event.Type)
-	}
-	if disabled != nil {
-		defer func() {
-			if _, err := s.rec.failQueued(ctx, disabled, func(*Delivery) bool { return true }); err != nil {
-				s.log.Warn("webhooks: cannot fail the queue of an endpoint disabled as failing; its deliveries fail as they come due", "endpoint", disabled.ID, "err", err)
-			}
-		}()
 	}
 	status, held, err := s.write(ctx, c, e.StoreID, raw, d, &a, refused)
 	untrack()
@@ -361,33 +345,23 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 	// longer taking the type) had its queue failed without this delivery,
 	// busy then: judged again now, it fails as the others did.
 	_, now2, err := s.rec.endpoint(ctx, e.StoreID, e.ID)
-	if errors.Is(err, ErrNoEndpoint) || err == nil && now2.refusal(d, d.Event.Type) == "" {
+	if errors.Is(err, ErrNoEndpoint) || err == nil && now2.refusal(d) == "" {
 		return held, nil
 	}
 	if err != nil {
 		return held, err
 	}
-	_, err = s.rec.failQueued(ctx, now2, func(x *Delivery) bool { return x.ID == d.ID && now2.refusal(x, x.Event.Type) != "" })
+	_, err = s.rec.failQueued(ctx, now2, func(x *Delivery) bool { return x.ID == d.ID && now2.refusal(x) != "" })
 	return held, err
 }
 
-// moveWindow moves e's failure window on (records.moveWindowOf), and
-// says so when that disabled e.
-func (s *sender) moveWindow(ctx context.Context, e *Endpoint, ok bool) (*Endpoint, error) {
-	e, disabled, err := s.rec.moveWindowOf(ctx, e, ok, s.now(), s.cfg.DisableAfter.D())
-	if disabled {
-		warnDisabled(s.log, e, s.cfg.DisableAfter.D())
-	}
-	return e, err
-}
-
 // write adds a (nil: none) to d, whose record was raw when the attempt
-// began, decides what follows, and writes it in one Apply: the record,
-// on condition that it is still raw (fenced: see sender), then the
-// queue, the accounting of d's end (endedWrites) and c's place renewed
-// for handOff, as long as c's lease holds. refused is why d's endpoint refuses it, "" when it does not. It
-// returns d's status, and when c's place is held until (zero: not
-// renewed).
+// began, decides what follows, and writes it in one Apply: the record, on
+// condition that it is still raw (fenced: see sender), then the queue,
+// the accounting of d's end (endedWrites) and c's place renewed for
+// handOff, as long as c's lease holds. refused is why d's endpoint
+// refuses it, "" when it does not. It returns d's status, and when c's
+// place is held until (zero: not renewed).
 func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte, d *Delivery, a *Attempt, refused string) (status string, held time.Time, err error) {
 	began := len(d.Attempts)
 	for {
@@ -407,21 +381,14 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 		if status == StatusPending {
 			d.NextAt = s.now().Add(wait).UnixNano()
 		}
-		b, err := marshalRecord(d)
-		if err != nil {
-			return "", time.Time{}, err
-		}
+		b := d.appendRecord(nil)
 		d.written = len(b)
 		ws := []store.Write{{Key: hookKey(kindDelivery, d.ID), Val: b, Old: raw}}
 		switch {
 		case status == StatusPending:
 			ws = append(ws, dueWrite(c, time.Unix(0, d.NextAt)))
 		case wasPending:
-			ended, err := endedWrites(storeID, d)
-			if err != nil {
-				return "", time.Time{}, err
-			}
-			ws = append(ws, ended...)
+			ws = append(ws, endedWrites(storeID, d)...)
 			fallthrough
 		default:
 			ws = append(ws, dueWrite(c, time.Time{}))
@@ -435,7 +402,7 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 			var cur *Delivery
 			raw, cur, err = readRecord[Delivery](ctx, s.q.st, hookKey(kindDelivery, d.ID))
 			if errors.Is(err, store.ErrNotFound) {
-				return "", time.Time{}, s.q.remove(ctx, c)
+				return "", time.Time{}, s.q.setDue(ctx, c, time.Time{})
 			}
 			if err != nil {
 				return "", time.Time{}, err
@@ -449,61 +416,24 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 		if err != nil {
 			return "", time.Time{}, err
 		}
-		s.count(a != nil, wasPending, status)
+		// The attempt (if any) counted by what it led to, and d's end
+		// when it ended here (not failed meanwhile, and counted then).
+		att, end := &s.counts.Attempts.Retried, (*atomic.Int64)(nil)
+		switch status {
+		case StatusSucceeded:
+			att, end = &s.counts.Attempts.Succeeded, &s.counts.Ended.Succeeded
+		case StatusFailed:
+			att, end = &s.counts.Attempts.Failed, &s.counts.Ended.Failed
+		}
+		if a != nil {
+			att.Add(1)
+		}
+		if wasPending && end != nil {
+			end.Add(1)
+		}
 		if s.trim != nil && status != StatusPending && wasPending {
 			s.trim(c.Endpoint)
 		}
 		return status, held, nil
 	}
-}
-
-// count counts an attempt (when attempted) by what it led to, and the
-// delivery's end when it ended here (not failed meanwhile, and counted
-// then).
-func (s *sender) count(attempted, endedHere bool, status string) {
-	switch status {
-	case StatusSucceeded:
-		if endedHere {
-			s.counts.Ended.Succeeded.Add(1)
-		}
-		if attempted {
-			s.counts.Attempts.Succeeded.Add(1)
-		}
-	case StatusFailed:
-		if endedHere {
-			s.counts.Ended.Failed.Add(1)
-		}
-		if attempted {
-			s.counts.Attempts.Failed.Add(1)
-		}
-	default:
-		s.counts.Attempts.Retried.Add(1)
-	}
-}
-
-// readRecord reads the record key as a T (decodeRecord), with its bytes.
-func readRecord[T any](ctx context.Context, st store.Store, key string) ([]byte, *T, error) {
-	b, err := st.Get(ctx, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	v, err := decodeRecord[T](key, b)
-	return b, v, err
-}
-
-// decodeRecord decodes b, the record key, as a T: JSON, but a delivery
-// written in its own format (deliveryrecord.go), whose event's body then
-// shares b's bytes.
-func decodeRecord[T any](key string, b []byte) (*T, error) {
-	v := new(T)
-	var err error
-	if d, ok := any(v).(*Delivery); ok && len(b) > 0 && b[0] == deliveryTag {
-		err = d.parseRecord(b)
-	} else {
-		err = json.Unmarshal(b, v)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("webhooks: record %s: %w", key, err)
-	}
-	return v, nil
 }

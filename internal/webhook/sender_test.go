@@ -51,7 +51,7 @@ func putEndpoint(t *testing.T, st store.Store, id, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := append(placesWrites(id), store.Write{Key: hookKey(KindEndpoint, id), Val: b})
+	ws := append(placesWrites(id), store.Write{Key: hookKey(kindEndpoint, id), Val: b})
 	if err := st.Apply(context.Background(), ws); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestSenderEndpointDeletedMidAttempt(t *testing.T) {
 	id := putDelivery(t, st, "we_a", time.Now())
 	s := startSender(t, st, 1, 0)
 	waitFor(t, arrived, "the attempt")
-	if err := st.Delete(context.Background(), hookKey(KindEndpoint, "we_a")); err != nil {
+	if err := st.Delete(context.Background(), hookKey(kindEndpoint, "we_a")); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, func() bool {

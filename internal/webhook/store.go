@@ -17,7 +17,7 @@ import (
 // record also listed each kind's ids in the sorted set hooks:index:<kind>,
 // and kept events in records of their own (upgrade.go reads those).
 const (
-	KindEndpoint = "ep"
+	kindEndpoint = "ep"
 	kindEvent    = "evt"
 	kindDelivery = "dlv"
 	kindIdem     = "idem"
@@ -40,6 +40,33 @@ func marshalRecord(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// readRecord reads the record key as a T (decodeRecord), with its bytes.
+func readRecord[T any](ctx context.Context, st store.Store, key string) ([]byte, *T, error) {
+	b, err := st.Get(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := decodeRecord[T](key, b)
+	return b, v, err
+}
+
+// decodeRecord decodes b, the record key, as a T: JSON, but a delivery
+// written in its own format (deliveryrecord.go), whose event's body then
+// shares b's bytes.
+func decodeRecord[T any](key string, b []byte) (*T, error) {
+	v := new(T)
+	var err error
+	if d, ok := any(v).(*Delivery); ok && len(b) > 0 && b[0] == deliveryTag {
+		err = d.parseRecord(b)
+	} else {
+		err = json.Unmarshal(b, v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: record %s: %w", key, err)
+	}
+	return v, nil
 }
 
 // Open makes the state in hk.St one this build serves: it upgrades what

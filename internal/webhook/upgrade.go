@@ -70,7 +70,7 @@ func upgradeRecords(ctx context.Context, st store.Store, cfg *config.Config) (up
 // earlierState reports whether an earlier build wrote endpoints or
 // deliveries to st: whether it lists any in its indexes.
 func earlierState(ctx context.Context, st store.Store) (bool, error) {
-	for _, kind := range []string{KindEndpoint, kindDelivery} {
+	for _, kind := range []string{kindEndpoint, kindDelivery} {
 		ms, err := st.ZRange(ctx, hookIndex(kind), math.MinInt64, math.MaxInt64, 1, false)
 		if err != nil || len(ms) > 0 {
 			return len(ms) > 0, err
@@ -85,7 +85,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 	index := func(kind string) ([]store.Scored, error) {
 		return st.ZRange(ctx, hookIndex(kind), math.MinInt64, math.MaxInt64, 0, false)
 	}
-	eps, err := index(KindEndpoint)
+	eps, err := index(kindEndpoint)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 	storeOf := map[string]string{} // endpoint id → its store's
 	var ws []store.Write
 	for _, m := range eps {
-		_, e, err := endpointMemo.read(ctx, st, hookKey(KindEndpoint, m.Member))
+		_, e, err := endpointMemo.read(ctx, st, hookKey(kindEndpoint, m.Member))
 		if errors.Is(err, store.ErrNotFound) {
 			continue // its write cut short
 		}
@@ -106,7 +106,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 			if err != nil {
 				return err
 			}
-			ws = append(ws, store.Write{Key: hookKey(KindEndpoint, e.ID), Val: b})
+			ws = append(ws, store.Write{Key: hookKey(kindEndpoint, e.ID), Val: b})
 		}
 		byStore[e.StoreID] = append(byStore[e.StoreID], e)
 		storeOf[e.ID] = e.StoreID

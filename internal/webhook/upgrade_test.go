@@ -37,7 +37,7 @@ func TestUpgradeRecords(t *testing.T) {
 		e := newTestEndpoint()
 		e.StoreID = strings.ToUpper(testStore) // spelt otherwise than the configuration
 		e.CreatedAt, e.CreatedNS, e.NextSeq = now.Unix(), now.UnixNano()+int64(i), 2
-		old(KindEndpoint, e.ID, e)
+		old(kindEndpoint, e.ID, e)
 		made = append(made, e.ID)
 	}
 	var events []string
@@ -50,7 +50,7 @@ func TestUpgradeRecords(t *testing.T) {
 			old(kindDelivery, id, &Delivery{ID: id, Seq: uint64(i), EndpointID: ep, EventID: ev.ID, Status: StatusPending, CreatedAt: now.Unix(), NextAt: now.UnixNano()})
 		}
 	}
-	old(kindIdem, testStore+"\x00k1", idem{EventID: events[1], Expires: now.Add(time.Hour).Unix()})
+	old(kindIdem, testStore+"\x00k1", idemRecord{EventID: events[1], Expires: now.Add(time.Hour).Unix()})
 	if err := st.Apply(ctx, ws); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestUpgradeRecordsInBatches(t *testing.T) {
 	ev := newEvent(EventOrderStatus, json.RawMessage(`{"id":"o1","status":"pending"}`), now)
 	evb, _ := json.Marshal(ev)
 	ws := []store.Write{
-		{Key: hookKey(KindEndpoint, e.ID), Val: eb}, {Key: hookIndex(KindEndpoint), Member: e.ID, Val: []byte{1}},
+		{Key: hookKey(kindEndpoint, e.ID), Val: eb}, {Key: hookIndex(kindEndpoint), Member: e.ID, Val: []byte{1}},
 		{Key: hookKey(kindEvent, ev.ID), Val: evb}, {Key: hookIndex(kindEvent), Member: ev.ID, Val: []byte{1}},
 	}
 	const n = 400 // four writes each: past a batch of a thousand
