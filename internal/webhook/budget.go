@@ -72,8 +72,12 @@ func (r *records) release(ctx context.Context, storeID string, n, size int) erro
 	if n == 0 {
 		return nil
 	}
-	_, err := r.st.Add(ctx, pendingKey+storeID, -pendingCost(n, size), time.Time{})
-	return err
+	return r.st.Apply(ctx, []store.Write{releaseWrite(storeID, n, size)})
+}
+
+// releaseWrite is release's write, for an Apply of more.
+func releaseWrite(storeID string, n, size int) store.Write {
+	return store.Write{Key: pendingKey + storeID, Add: -pendingCost(n, size)}
 }
 
 // counter is the number the counter key holds (none: 0).

@@ -172,7 +172,7 @@ func endedWrites(storeID string, d *Delivery) []store.Write {
 		d.written = len(d.appendRecord(nil))
 	}
 	return []store.Write{
-		{Key: pendingKey + storeID, Add: -NewCost(len(d.Event.Body))},
+		releaseWrite(storeID, 1, len(d.Event.Body)),
 		{Key: logBytesKey + d.EndpointID, Add: logCost(d.written)},
 		{Key: doneKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt},
 	}

@@ -228,7 +228,7 @@ func (s *sender) work(ctx context.Context, c claim) {
 func (s *sender) orphan(ctx context.Context, c claim, raw []byte, d *Delivery) error {
 	ws := []store.Write{{Key: hookKey(kindDelivery, d.ID), Old: raw}, dueWrite(c, time.Time{})}
 	if d.StoreID != "" {
-		ws = append(ws, store.Write{Key: pendingKey + d.StoreID, Add: -NewCost(len(d.Event.Body))})
+		ws = append(ws, releaseWrite(d.StoreID, 1, len(d.Event.Body)))
 	}
 	err := s.q.st.Apply(ctx, ws)
 	if errors.Is(err, store.ErrConflict) {
