@@ -107,3 +107,37 @@ func TestDeferredWait(t *testing.T) {
 		}
 	}
 }
+
+// TestNoWaitSharesTheNextWrite checks that a change nobody waits for
+// (NoWait's) does not start a journal write of its own, and is on disk
+// within writeEvery all the same, though nobody asks.
+func TestNoWaitSharesTheNextWrite(t *testing.T) {
+	dir := t.TempDir()
+	db := openT(t, dir, Options{})
+	ctx := context.Background()
+	begun, open := stall(db)
+	first := make(chan error, 1)
+	go func() { first <- db.Put(ctx, "waited", []byte("v"), time.Time{}) }()
+	<-begun // the writer is busy with the waited change's batch
+	if err := db.NoWait().Put(ctx, "unwaited", []byte("v"), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(db.j.kick); n != 0 {
+		t.Errorf("after a NoWait Put, %d writes asked for; want 0", n)
+	}
+	tk := db.j.barrier() // the open batch, which holds the NoWait change
+	close(open)
+	must(t, <-first)
+	select {
+	case <-tk.b.done:
+		must(t, tk.b.err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the NoWait change was not written within 10s; want within %v", writeEvery)
+	}
+	db.abandon()
+	db = openT(t, dir, Options{})
+	defer db.Close()
+	if _, err := db.Get(ctx, "unwaited"); err != nil {
+		t.Errorf("Get(%q) after its write and a crash = %v", "unwaited", err)
+	}
+}

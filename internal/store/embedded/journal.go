@@ -14,7 +14,11 @@ import (
 // journal appends records to the current journal file, one batch at a
 // time: a change appends its record to the open batch, the writer takes
 // the whole batch, writes it with one write and one fsync, then tells
-// every change of it at once (group commit).
+// every change of it at once (group commit). The writer starts a batch's
+// write as soon as someone waits for it (durability "fsync"), and every
+// writeEvery otherwise: the records nobody waits for (interval mode's,
+// NoWait's) ride with the next batch somebody does, rather than cost an
+// fsync of their own.
 type journal struct {
 	db       *DB
 	dir      string
@@ -27,7 +31,7 @@ type journal struct {
 	spare   []byte     // the buffer of the batch written last, for the next
 	shut    bool       // closed: appends get a failed ticket
 
-	kick chan struct{} // a batch has records (fsync mode); buffered, one
+	kick chan struct{} // someone waits for a batch (fsync mode); buffered, one
 	done chan struct{} // closed when the writer has ended
 
 	// Owned by the writer goroutine.
@@ -71,8 +75,9 @@ func newBatch(buf []byte) *batch {
 // retryEvery is how often a failing journal tries to recover.
 const retryEvery = time.Second
 
-// writeEvery is how often the journal is written with durability
-// "interval": well within the second it promises.
+// writeEvery is how often the journal is written when nobody waits for
+// it: well within the second that durability "interval" and NoWait
+// promise.
 const writeEvery = 200 * time.Millisecond
 
 // closedBatch is the batch of a change made as the journal closed: it
@@ -92,12 +97,6 @@ func (j *journal) append(r record) ticket {
 	b := j.cur
 	b.buf = appendRecord(b.buf, r)
 	j.mu.Unlock()
-	if !j.interval {
-		select {
-		case j.kick <- struct{}{}:
-		default:
-		}
-	}
 	return ticket{b}
 }
 
@@ -106,27 +105,29 @@ func (j *journal) append(r record) ticket {
 func (j *journal) barrier() ticket {
 	j.mu.Lock()
 	var b *batch
-	open := false
 	switch {
 	case j.shut:
 	case len(j.cur.buf) > batchHeaderSize:
-		b, open = j.cur, true
+		b = j.cur
 	default:
 		b = j.writing
 	}
 	j.mu.Unlock()
-	if open && !j.interval {
-		select {
-		case j.kick <- struct{}{}:
-		default:
-		}
-	}
 	return ticket{b}
 }
 
 func (j *journal) wait(ctx context.Context, t ticket) error {
 	if t.b == nil || j.interval {
 		return nil
+	}
+	select {
+	case <-t.b.done:
+		return t.b.err
+	default:
+	}
+	select {
+	case j.kick <- struct{}{}:
+	default:
 	}
 	select {
 	case <-t.b.done:
@@ -154,12 +155,8 @@ func (j *journal) fail(err error) {
 // writer writes the batches until close, and recovers from failures.
 func (j *journal) writer() {
 	defer close(j.done)
-	var tick <-chan time.Time
-	if j.interval {
-		t := time.NewTicker(writeEvery)
-		defer t.Stop()
-		tick = t.C
-	}
+	tick := time.NewTicker(writeEvery)
+	defer tick.Stop()
 	retry := time.NewTicker(retryEvery)
 	defer retry.Stop()
 	for {
@@ -174,7 +171,7 @@ func (j *journal) writer() {
 			runtime.Gosched()
 			j.flush()
 			j.maybeFold()
-		case <-tick:
+		case <-tick.C:
 			j.flush()
 			j.maybeFold()
 		case <-retry.C:
