@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"deeplink/internal/store"
+	"deeplink/internal/store/redisstore"
 	"deeplink/internal/store/redisstore/redistest"
 	"deeplink/internal/webhook"
 )
@@ -41,7 +43,11 @@ const (
 // each of its rounds, after an unmeasured round like the first's. It reports, for each side,
 // the events accepted per second and the deliveries made per second (from
 // the first publish to the last delivery of the round), and two's as a
-// ratio of one's: publish-ratio and send-ratio.
+// ratio of one's: publish-ratio and send-ratio. A third side, the
+// yardstick (publishYardstick), publishes alongside in each round, to
+// the same Redis, and reports yard-events/s: what the issue's design,
+// an event's deliveries and their queue entries in one Apply, can take
+// here when nothing else is done.
 func BenchmarkReplicaWebhooks(b *testing.B) {
 	rd := redistest.New(b, redistest.Persistent...)
 	// The receiver counts what arrived, and closes done once it is want.
@@ -121,6 +127,25 @@ func BenchmarkReplicaWebhooks(b *testing.B) {
 		pub, send time.Duration
 	}
 	one, two := &side{name: "one", replicas: 1}, &side{name: "two", replicas: 2}
+	yard := &side{name: "yard"}
+	yardURL := publishYardstick(b, rd.URL())
+	publishTo := func(url string, n int) time.Duration {
+		t0 := time.Now()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range replicaBenchPublishers {
+			wg.Go(func() {
+				for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+					st := cfg.Stores[i%int64(len(cfg.Stores))]
+					body := `{"type":"order.status.updated","data":{"object":` + benchOrder + `}}`
+					benchPost(b, url+"/stores/"+st.ID+"/events", st.APIKeys[0], body, http.StatusAccepted)
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(t0)
+	}
+	publishTo(yardURL, 2*replicaBenchPublishers) // first connections, not measured
 	run := func(s *side, n int) {
 		urls := []string{firstURL.URL}
 		if s.replicas == 2 {
@@ -146,6 +171,8 @@ func BenchmarkReplicaWebhooks(b *testing.B) {
 		for i := range sides {
 			run(sides[(r+i)%2], per) // who goes first alternates too
 		}
+		yard.pub += publishTo(yardURL, per)
+		yard.events += per
 	}
 	b.StopTimer()
 	rate := func(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
@@ -153,6 +180,7 @@ func BenchmarkReplicaWebhooks(b *testing.B) {
 		b.ReportMetric(rate(s.events, s.pub), s.name+"-events/s")
 		b.ReportMetric(rate(s.events*webhook.MaxEndpointsPerStore, s.send), s.name+"-deliveries/s")
 	}
+	b.ReportMetric(rate(yard.events, yard.pub), "yard-events/s")
 	b.ReportMetric(rate(two.events, two.pub)/rate(one.events, one.pub), "publish-ratio")
 	b.ReportMetric(rate(two.events, two.send)/rate(one.events, one.send), "send-ratio")
 }
@@ -177,4 +205,56 @@ func benchPost(b *testing.B, url, key, body string, want int) {
 	if resp.StatusCode != want {
 		b.Error(fmt.Sprintf("POST %s: %d %s; want %d", url, resp.StatusCode, got, want))
 	}
+}
+
+// publishYardstick serves, on the Redis at url, a publish that does only
+// the store work of the issue's design: the reads a publish makes (one
+// MGET of the store's list, counters and five endpoints) and the writes
+// of an event to five endpoints in one Apply (each delivery's record
+// with the event, its log entry, its queue entry and its endpoint's
+// entry among those with something due; the store's pending count), and
+// answers 202. No key, body or record is looked at: what the service
+// does besides is what one-events/s pays and this does not.
+func publishYardstick(b *testing.B, url string) string {
+	st, err := redisstore.Open(redisstore.Options{URL: url, Prefix: "yard:", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	reads := []string{"eps", "pending", "idem:today", "idem:yesterday", "ep:1", "ep:2", "ep:3", "ep:4", "ep:5"}
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if _, err := st.GetMany(r.Context(), reads); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		id := fmt.Sprint(n.Add(1))
+		rec := make([]byte, len(body)+200) // a delivery's record: the envelope and the ids
+		ws := make([]store.Write, 0, 4*webhook.MaxEndpointsPerStore+1)
+		now := time.Now()
+		for ep := range webhook.MaxEndpointsPerStore {
+			dlv := fmt.Sprintf("dlv_%s_%d", id, ep)
+			epID := fmt.Sprint("ep:", ep)
+			ws = append(ws,
+				store.Write{Key: "dlv:" + dlv, Val: rec},
+				store.Write{Key: "log:" + epID, Member: dlv, Val: []byte{1}, Score: now.UnixMicro()},
+				store.Write{Key: "due:" + epID, Member: dlv, Val: []byte{1}, Score: now.UnixMilli()},
+				store.Write{Key: "ready", Member: epID, Val: []byte{1}, Score: now.UnixMilli()})
+		}
+		ws = append(ws, store.Write{Key: "pending", Add: int64(len(body))})
+		if err := st.Apply(r.Context(), ws); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(w, `{"id":"evt_%s"}`, id)
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL
 }
