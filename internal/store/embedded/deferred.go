@@ -56,10 +56,14 @@ func (d *Deferred) Wait(ctx context.Context) error {
 	return nil
 }
 
-// add notes the batch of a change made through d.
+// add notes the batch of a change made through d, and has it written
+// now, for the Wait to come.
 func (d *Deferred) add(t ticket) {
 	if t.b == nil || d.unkept {
 		return
+	}
+	if !d.db.j.interval {
+		d.db.j.ask(t)
 	}
 	d.mu.Lock()
 	if n := len(d.batches); n == 0 || d.batches[n-1] != t.b {

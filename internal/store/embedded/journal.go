@@ -15,8 +15,8 @@ import (
 // time: a change appends its record to the open batch, the writer takes
 // the whole batch, writes it with one write and one fsync, then tells
 // every change of it at once (group commit). The writer starts a batch's
-// write as soon as someone waits for it (durability "fsync"), and every
-// writeEvery otherwise: the records nobody waits for (interval mode's,
+// write as soon as someone waits for it, or a Deferred will (durability
+// "fsync"), and every writeEvery otherwise: the records nobody waits for (interval mode's,
 // NoWait's) ride with the next batch somebody does, rather than cost an
 // fsync of their own.
 type journal struct {
@@ -116,19 +116,25 @@ func (j *journal) barrier() ticket {
 	return ticket{b}
 }
 
-func (j *journal) wait(ctx context.Context, t ticket) error {
-	if t.b == nil || j.interval {
-		return nil
-	}
+// ask has the writer write t's batch now, unless it is written already:
+// someone waits for it.
+func (j *journal) ask(t ticket) {
 	select {
 	case <-t.b.done:
-		return t.b.err
+		return
 	default:
 	}
 	select {
 	case j.kick <- struct{}{}:
 	default:
 	}
+}
+
+func (j *journal) wait(ctx context.Context, t ticket) error {
+	if t.b == nil || j.interval {
+		return nil
+	}
+	j.ask(t)
 	select {
 	case <-t.b.done:
 		return t.b.err
