@@ -15,7 +15,7 @@ import (
 //
 //   - pendingKey + store id counts what the store's pending deliveries
 //     hold, NewCost each (the event's bytes and an overhead): added by
-//     a publish's Apply (pendingWrite), reserved before the Apply of the
+//     a publish's Apply (records.make), reserved before the Apply of the
 //     other changes that make deliveries (reserve), given back when a
 //     delivery ends or its endpoint is deleted. A crash between a
 //     delivery's end and its give back leaves its cost counted: at most
@@ -103,17 +103,6 @@ func counted(key string, b []byte) (int64, error) {
 		return 0, fmt.Errorf("webhooks: counter %s: %w", key, err)
 	}
 	return n, nil
-}
-
-// pendingWrite is the write that counts n new deliveries, whose events
-// hold size bytes in all, in the store's pending count, read as pending
-// before; ErrOverBudget when that would take it past budget.
-func pendingWrite(storeID string, n, size int, pending, budget int64) (store.Write, error) {
-	cost := pendingCost(n, size)
-	if pending+cost > budget {
-		return store.Write{}, ErrOverBudget
-	}
-	return store.Write{Key: pendingKey + storeID, Add: cost}, nil
 }
 
 func idemDayKey(storeID string, day int64) string {

@@ -3,7 +3,6 @@ package webhook
 import (
 	"cmp"
 	"slices"
-	"time"
 )
 
 // Endpoint is a merchant's webhook URL. Secrets leave the service only
@@ -32,17 +31,22 @@ type Endpoint struct {
 	FailingSince int64 `json:"failing_since,omitempty"`
 
 	Secret       string `json:"secret"`
-	OldSecret    string `json:"old_secret,omitempty"`     // still signs until OldSecretEnd
+	OldSecret    string `json:"old_secret,omitempty"`     // still signs until OldSecretEnd (its rotation grace)
 	OldSecretEnd int64  `json:"old_secret_end,omitempty"` // unix seconds
 
 	NextSeq uint64 `json:"next_seq"` // as earlier builds kept it, which numbered deliveries by it; kept as read
 }
 
-// view is the endpoint as docs/api.md shows it: no secret.
+// view is the endpoint as docs/api.md shows it: no secret, and
+// disabled_reason null while enabled (API.md §5).
 func (e *Endpoint) view() map[string]any {
+	var reason any
+	if !e.Enabled {
+		reason = cmp.Or(e.DisabledReason, DisabledManual)
+	}
 	return map[string]any{
 		"id": e.ID, "url": e.URL, "description": e.Description, "events": e.Events,
-		"enabled": e.Enabled, "disabled_reason": e.disabledReason(), "created_at": e.CreatedAt, "updated_at": e.UpdatedAt,
+		"enabled": e.Enabled, "disabled_reason": reason, "created_at": e.CreatedAt, "updated_at": e.UpdatedAt,
 	}
 }
 
@@ -51,24 +55,6 @@ func (e *Endpoint) viewWithSecret() map[string]any {
 	v := e.view()
 	v["secret"] = e.Secret
 	return v
-}
-
-// disabledReason is e's disabled_reason as API.md §5 shows it: null
-// while enabled.
-func (e *Endpoint) disabledReason() any {
-	if e.Enabled {
-		return nil
-	}
-	return cmp.Or(e.DisabledReason, DisabledManual)
-}
-
-// secrets returns the secrets that sign a request made at now: the current
-// one, and the previous one during its rotation grace.
-func (e *Endpoint) secrets(now time.Time) (cur, old string) {
-	if e.OldSecret != "" && now.Unix() < e.OldSecretEnd {
-		return e.Secret, e.OldSecret
-	}
-	return e.Secret, ""
 }
 
 func (e *Endpoint) subscribed(typ string) bool { return slices.Contains(e.Events, typ) }

@@ -138,8 +138,7 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 
 // make writes, in one Apply: first; the deliveries m lists but those in
 // have (written whole already), logged and queued; what they hold, added
-// to the store's pending count (pendingWrite); and, when keyed, m marked
-// done, last. pending is the store's pending count as read before it:
+// to the store's pending count; and, when keyed, m marked done, last. pending is the store's pending count as read before it:
 // past the budget with the new deliveries, it makes nothing
 // (ErrOverBudget). A delivery in have whose log or queue entries an
 // earlier Apply did not get to is given them again.
@@ -163,12 +162,11 @@ func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, 
 		}
 		ws = append(ws, w...)
 	}
-	if made > 0 && r.budget != nil {
-		w, err := pendingWrite(m.Store, made, made*len(m.Event.Body), pending, r.budget.Pending)
-		if err != nil {
-			return err
+	if cost := pendingCost(made, made*len(m.Event.Body)); made > 0 && r.budget != nil {
+		if pending+cost > r.budget.Pending {
+			return ErrOverBudget
 		}
-		ws = append(ws, w)
+		ws = append(ws, store.Write{Key: pendingKey + m.Store, Add: cost})
 	}
 	if keyed {
 		m.Done = true

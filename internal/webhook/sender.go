@@ -290,9 +290,11 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 		_, held, err := s.write(ctx, c, e.StoreID, raw, d, nil, why)
 		return held, err
 	}
-	now := s.now()
-	cur, old := e.secrets(now)
-	sig := signature.Sign(cur, old, d.Event.ID, now.Unix(), d.Event.Body)
+	now, old := s.now(), ""
+	if now.Unix() < e.OldSecretEnd {
+		old = e.OldSecret
+	}
+	sig := signature.Sign(e.Secret, old, d.Event.ID, now.Unix(), d.Event.Body)
 	a := Attempt{At: now.UnixNano(), URL: e.URL, Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}
 	actx, cancel := context.WithDeadline(ctx, c.until.Add(-senderMargin))
 	untrack := sync.OnceFunc(s.track(e.ID, d.ID, &cancel)) // busy until the outcome is written
