@@ -46,14 +46,11 @@ func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, 
 			if after != "" && m.Score == from && (rev && m.Member >= after || !rev && m.Member <= after) {
 				continue
 			}
-			_, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, m.Member))
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
+			switch _, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, m.Member)); {
+			case errors.Is(err, store.ErrNotFound): // trimmed meanwhile: passed over
+			case err != nil:
 				return err
-			}
-			if !f(m.Score, d) {
+			case !f(m.Score, d):
 				return nil
 			}
 		}

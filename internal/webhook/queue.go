@@ -122,8 +122,8 @@ func (q *queue) claimOf(ctx context.Context, ep string, now, until time.Time, n 
 		return nil, err
 	}
 	if len(slots) == 0 { // none free; or none at all, if a crash cut short ep's placesWrites: made now
-		has, err := q.st.ZRange(ctx, queueSlots+ep, math.MinInt64, math.MaxInt64, 1, false)
-		if err != nil || len(has) > 0 {
+		_, has, err := q.head(ctx, queueSlots+ep)
+		if err != nil || has {
 			return nil, err
 		}
 		return nil, q.st.Apply(ctx, placesWrites(ep))
@@ -150,14 +150,7 @@ func (q *queue) claimOf(ctx context.Context, ep string, now, until time.Time, n 
 // read, which sets the entry again: the entry is never left later than
 // what is due.
 func (q *queue) refresh(ctx context.Context, ep string) error {
-	head := func() (int64, bool, error) {
-		h, err := q.st.ZRange(ctx, queueDue+ep, math.MinInt64, math.MaxInt64, 1, false)
-		if err != nil || len(h) == 0 {
-			return 0, false, err
-		}
-		return h[0].Score, true, nil
-	}
-	first, ok, err := head()
+	first, ok, err := q.head(ctx, queueDue+ep)
 	if err != nil {
 		return err
 	}
@@ -169,7 +162,7 @@ func (q *queue) refresh(ctx context.Context, ep string) error {
 	if err != nil {
 		return err
 	}
-	again, ok2, err := head()
+	again, ok2, err := q.head(ctx, queueDue+ep)
 	if err != nil || !ok2 || ok && again >= first {
 		return err
 	}
@@ -235,9 +228,16 @@ func dueWrite(c claim, at time.Time) store.Write {
 // next returns when the earliest endpoint in queueReady comes due, or
 // false when none is listed.
 func (q *queue) next(ctx context.Context) (time.Time, bool, error) {
-	h, err := q.st.ZRange(ctx, queueReady, math.MinInt64, math.MaxInt64, 1, false)
+	ms, ok, err := q.head(ctx, queueReady)
+	return time.UnixMilli(ms), ok, err
+}
+
+// head returns the lowest score in the sorted set key, or false when the
+// set is empty.
+func (q *queue) head(ctx context.Context, key string) (int64, bool, error) {
+	h, err := q.st.ZRange(ctx, key, math.MinInt64, math.MaxInt64, 1, false)
 	if err != nil || len(h) == 0 {
-		return time.Time{}, false, err
+		return 0, false, err
 	}
-	return time.UnixMilli(h[0].Score), true, nil
+	return h[0].Score, true, nil
 }

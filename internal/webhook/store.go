@@ -110,14 +110,11 @@ func (hk *Hooks) forgetClaims(ctx context.Context) error {
 				return err
 			}
 			for _, m := range later {
-				_, d, err := readRecord[Delivery](ctx, hk.St, hookKey(kindDelivery, m.Member))
-				if errors.Is(err, store.ErrNotFound) {
-					continue
-				}
-				if err != nil {
+				switch _, d, err := readRecord[Delivery](ctx, hk.St, hookKey(kindDelivery, m.Member)); {
+				case errors.Is(err, store.ErrNotFound):
+				case err != nil:
 					return err
-				}
-				if d.Status == StatusPending && claimed(d, m.Score) {
+				case d.Status == StatusPending && claimed(d, m.Score):
 					ws = append(ws, store.Write{Key: queueDue + ep, Member: m.Member, Val: member, Score: time.Unix(0, d.NextAt).UnixMilli()})
 				}
 			}
