@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -164,19 +163,13 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		// by the endpoint's sequence, as the earlier build ordered it.
 		d.LoggedAt = d.CreatedAt*1e6 + int64(d.Seq%1e6) // microseconds, as the log's scores
 		d.StoreID = storeOf[d.EndpointID]
-		score := d.LoggedAt
-		b, err := marshalRecord(d)
-		if err != nil {
-			return fmt.Errorf("webhooks: delivery %s: %w", d.ID, err)
-		}
-		ws = append(ws, store.Write{Key: hookKey(kindDelivery, d.ID), Val: b},
-			store.Write{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: score})
+		w := enqueueRecord(d, time.Unix(0, d.NextAt)) // its record, its place in the log, and in the queue
 		if d.Status == StatusPending {
-			ws = append(ws, enqueueWrites(d.EndpointID, d.ID, time.Unix(0, d.NextAt))...)
-			pending[storeOf[d.EndpointID]] += NewCost(len(d.Event.Body))
+			ws = append(ws, w...)
+			pending[d.StoreID] += NewCost(len(d.Event.Body))
 		} else {
-			logBytes[d.EndpointID] += logCost(len(b))
-			ws = append(ws, store.Write{Key: doneKey + d.EndpointID, Member: d.ID, Val: member, Score: score})
+			logBytes[d.EndpointID] += logCost(len(w[0].Val))
+			ws = append(ws, w[0], w[1], store.Write{Key: doneKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt})
 		}
 		if len(ws) >= 1000 { // one Apply a thousand writes: a journal batch of a sensible size
 			if err := st.Apply(ctx, ws); err != nil {
