@@ -126,8 +126,3 @@ func idemRoom(storeID string, day int64, made [][]byte, budget int) error {
 	}
 	return nil
 }
-
-// idemMade is the write that counts a key the store made on day.
-func idemMade(storeID string, day int64) store.Write {
-	return store.Write{Key: idemDayKey(storeID, day), Add: 1, Exp: time.Unix((day+2)*86400, 0)}
-}

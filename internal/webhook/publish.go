@@ -129,8 +129,8 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 		case err != nil:
 			return "", err
 		}
-		if r.budget != nil {
-			first = append(first, idemMade(storeID, day))
+		if r.budget != nil { // kept until tomorrow's end, when idemRoom reads it as yesterday's
+			first = append(first, store.Write{Key: idemDayKey(storeID, day), Add: 1, Exp: time.Unix((day+2)*86400, 0)})
 		}
 	}
 	return ev.ID, r.make(ctx, k, key != "", m, nil, pending, first)
