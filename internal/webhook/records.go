@@ -261,12 +261,10 @@ func (r *records) endpointGone(id string) []store.Write {
 	return ws
 }
 
-// moveWindowOf moves e's failure window on by the outcome of one of its
-// attempts, ok when it succeeded, at now, and disables e (reason failing)
-// once the window has been open after or longer (never when after is 0),
-// as failing.go says. It writes e only when that changes it, and returns
-// e as it then is, and whether this disabled it: the caller then fails
-// e's queue (failQueued), a sender once its attempt's outcome is written.
+// moveWindowOf makes moveWindow's change (ok: the attempt succeeded) in
+// e's record, when there is one. It returns e as it then is, and whether
+// this disabled it: the caller then fails e's queue (failQueued), a
+// sender once its attempt's outcome is written.
 func (r *records) moveWindowOf(ctx context.Context, e *Endpoint, ok bool, now time.Time, after time.Duration) (*Endpoint, bool, error) {
 	if c := *e; !moveWindow(&c, ok, now, after) && c.FailingSince == e.FailingSince {
 		return e, false, nil // nothing to write
