@@ -23,19 +23,15 @@ const logBatch = 100
 
 // walkLog calls f with e's deliveries, newest first (oldest first when
 // !rev), from the cursor at (from, after) on: with rev, those made
-// before it; without, those made at or after it. (0, "") with rev starts
-// at the newest. It stops when f returns false. An entry whose record is
-// gone (trimmed meanwhile) is passed over.
+// before it; without, those made at or after it. It stops when f returns
+// false. An entry whose record is gone (trimmed meanwhile) is passed
+// over.
 func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, after string, f func(score int64, d *Delivery) bool) error {
-	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
-	bound := &lo // the end the cursor moves
-	if rev {
-		bound = &hi
-	}
-	if !rev || from != 0 || after != "" {
-		*bound = from
-	}
 	for {
+		lo, hi := from, int64(math.MaxInt64)
+		if rev {
+			lo, hi = math.MinInt64, from
+		}
 		batch, err := r.st.ZRange(ctx, logKey+ep, lo, hi, logBatch, rev)
 		if err != nil {
 			return err
@@ -59,7 +55,6 @@ func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, 
 		}
 		last := batch[len(batch)-1]
 		from, after = last.Score, last.Member
-		*bound = from
 	}
 }
 
@@ -67,10 +62,8 @@ func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, 
 // q names ("": any), q.Limit of them, after q.Cursor; and the cursor of
 // the next page, "" when there is none.
 func (r *records) logPage(ctx context.Context, e *Endpoint, q DeliveryQuery) (page []*Delivery, next string, err error) {
-	var from int64
-	var after string
+	from, after, ok := int64(math.MaxInt64), "", true // from the newest
 	if q.Cursor != "" {
-		var ok bool
 		if from, after, ok = parseLogCursor(e.ID, q.Cursor); !ok {
 			return nil, "", ErrBadCursor
 		}

@@ -138,10 +138,11 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 
 // make writes, in one Apply: first; the deliveries m lists but those in
 // have (written whole already), logged and queued; what they hold, added
-// to the store's pending count; and, when keyed, m marked done, last. pending is the store's pending count as read before it:
-// past the budget with the new deliveries, it makes nothing
-// (ErrOverBudget). A delivery in have whose log or queue entries an
-// earlier Apply did not get to is given them again.
+// to the store's pending count; and, when keyed, m marked done, last.
+// pending is the store's pending count as read before it: past the
+// budget with the new deliveries, it makes nothing (ErrOverBudget). A
+// delivery in have whose log or queue entries an earlier Apply did not
+// get to is given them again.
 func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, have map[string]*Delivery, pending int64, first []store.Write) error {
 	now := r.now()
 	ws := append(make([]store.Write, 0, len(first)+4*len(m.Deliveries)+2), first...)
