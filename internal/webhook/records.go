@@ -129,16 +129,13 @@ func (r *records) endpoint(ctx context.Context, storeID, id string) ([]byte, *En
 // queue, and lists it, unless the store has MaxEndpointsPerStore:
 // ErrEndpointCap, and nothing made.
 func (r *records) createEndpoint(ctx context.Context, e *Endpoint) error {
-	b, err := marshalRecord(e)
-	if err != nil {
-		return err
-	}
+	b, _ := marshalRecord(e) // an Endpoint always encodes
 	// The record first: listed, it is whole. One never listed (a crash,
 	// or the cap) is no one's.
 	if err := r.st.Apply(ctx, append(placesWrites(e.ID), store.Write{Key: hookKey(kindEndpoint, e.ID), Val: b})); err != nil {
 		return err
 	}
-	err = r.editList(ctx, e.StoreID, func(ids []string) ([]string, error) {
+	err := r.editList(ctx, e.StoreID, func(ids []string) ([]string, error) {
 		live := ids[:0:0]
 		for _, id := range ids { // without those a delete left listed
 			if _, err := r.st.Get(ctx, hookKey(kindEndpoint, id)); err == nil {
@@ -191,10 +188,7 @@ func (r *records) changeEndpoint(ctx context.Context, storeID, id string, f func
 		if err := f(e); err != nil {
 			return nil, err
 		}
-		b, err := marshalRecord(e)
-		if err != nil {
-			return nil, err
-		}
+		b, _ := marshalRecord(e) // an Endpoint always encodes
 		if err := r.st.CompareAndSwap(ctx, hookKey(kindEndpoint, id), raw, b, time.Time{}); !errors.Is(err, store.ErrConflict) {
 			return e, err
 		}

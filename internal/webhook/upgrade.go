@@ -101,10 +101,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		}
 		if sc := cfg.Store(e.StoreID); sc != nil && sc.ID != e.StoreID {
 			e.StoreID = sc.ID // in its one spelling
-			b, err := marshalRecord(e)
-			if err != nil {
-				return err
-			}
+			b, _ := marshalRecord(e)
 			ws = append(ws, store.Write{Key: hookKey(kindEndpoint, e.ID), Val: b})
 		}
 		byStore[e.StoreID] = append(byStore[e.StoreID], e)
@@ -119,10 +116,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		for i, e := range list {
 			ids[i] = e.ID
 		}
-		b, err := marshalRecord(ids)
-		if err != nil {
-			return err
-		}
+		b, _ := marshalRecord(ids) // strings always encode
 		ws = append(ws, store.Write{Key: listKey + id, Val: b})
 	}
 	if err := st.Apply(ctx, ws); err != nil {
