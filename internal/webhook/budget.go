@@ -49,9 +49,8 @@ type budgets struct {
 // hold of their store's pending budget: NewCost each.
 func pendingCost(n, size int) int64 { return int64(size) + int64(n)*pendingOverhead }
 
-// reserve counts n new deliveries, whose events hold size bytes in all,
-// against the store's pending budget, or fails with ErrOverBudget,
-// counting nothing, when that would take it past budget.
+// reserve counts pendingCost(n, size) against the store's pending budget,
+// or, when that would take it past budget, counts nothing: ErrOverBudget.
 func (r *records) reserve(ctx context.Context, storeID string, n, size int, budget int64) error {
 	if n == 0 {
 		return nil
@@ -66,8 +65,7 @@ func (r *records) reserve(ctx context.Context, storeID string, n, size int, budg
 	return ErrOverBudget
 }
 
-// release gives back what n deliveries, whose events hold size bytes in
-// all, held of the store's pending budget.
+// release gives back pendingCost(n, size) of the store's pending budget.
 func (r *records) release(ctx context.Context, storeID string, n, size int) error {
 	if n == 0 {
 		return nil
@@ -92,8 +90,7 @@ func (r *records) counter(ctx context.Context, key string) (int64, error) {
 	return counted(key, b)
 }
 
-// counted is the number the counter key holds, its value b as read (nil:
-// none, 0).
+// counted is the number the counter key holds, read as b (nil: none, 0).
 func counted(key string, b []byte) (int64, error) {
 	if b == nil {
 		return 0, nil

@@ -37,8 +37,7 @@ func DispatchWorkers(stores int) int {
 }
 
 // Workers is the size of this process's pool of delivery workers:
-// webhooks.workers, or when that is 0, DispatchWorkers of the stores
-// configured.
+// webhooks.workers, or when 0, DispatchWorkers of the stores configured.
 func (hk *Hooks) Workers() int {
 	if n := hk.Cfg.Webhooks.Workers; n > 0 {
 		return n

@@ -169,13 +169,12 @@ func endedWrites(storeID string, d *Delivery) []store.Write {
 }
 
 // trim drops the endpoint ep's finished deliveries that are not among
-// the newest size of its log, and then, while its finished ones hold more
-// than budget bytes, the oldest of them; pending ones stay, whatever
-// their age. It reads the newest size+1 members of the log (never the
-// whole log: a backlog of pending deliveries may make it long), its
-// finished ones and its counter, and the records of only those it drops:
-// cheap enough for every delivery that ends. It returns how many it
-// dropped.
+// the newest size of its log, then the oldest finished ones while they
+// hold more than budget bytes; pending ones stay, whatever their age. It
+// reads the newest size+1 of the log (never the whole log: a backlog of
+// pending deliveries may make it long), the finished ones, the counter,
+// and the records of only those it drops: cheap enough for every
+// delivery that ends. It returns how many it dropped.
 func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (int, error) {
 	newest, err := r.st.ZRange(ctx, logKey+ep, math.MinInt64, math.MaxInt64, size+1, true)
 	if err != nil {

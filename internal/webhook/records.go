@@ -85,8 +85,7 @@ func (r *records) storeEndpoints(ctx context.Context, storeID string) ([]*Endpoi
 	return r.endpoints(ctx, ids)
 }
 
-// endpoints returns the endpoints ids, in their order, read in one call;
-// an id without a record is left out.
+// endpoints reads the endpoints ids in one call (decodeEndpoints).
 func (r *records) endpoints(ctx context.Context, ids []string) ([]*Endpoint, error) {
 	keys := make([]string, len(ids))
 	for i, id := range ids {
@@ -176,9 +175,7 @@ func (r *records) editList(ctx context.Context, storeID string, f func(ids []str
 }
 
 // changeEndpoint applies f to the endpoint id of the store and writes it,
-// by CompareAndSwap on the bytes f saw: a change made meanwhile by
-// another is read again and f applied to it. An error from f is
-// returned, nothing written.
+// by CompareAndSwap on the bytes f saw, as editList does the list.
 func (r *records) changeEndpoint(ctx context.Context, storeID, id string, f func(e *Endpoint) error) (*Endpoint, error) {
 	for {
 		raw, e, err := r.endpoint(ctx, storeID, id)

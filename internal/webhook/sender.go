@@ -23,8 +23,7 @@ import (
 // (webhooks.workers), sends each, signed with its endpoint's secrets as
 // they are then, and writes the outcome into the delivery's record
 // before it changes the queue (the next attempt's due time, or the
-// delivery's end). The records are the state of record; a sender holds
-// only the attempts under way.
+// delivery's end). It holds only the attempts under way.
 //
 // Fencing: a delivery's record is written on condition (Write.Old) that
 // it still holds the bytes its attempt began from. An attempt whose lease
