@@ -52,9 +52,6 @@ func pendingCost(n, size int) int64 { return int64(size) + int64(n)*pendingOverh
 // reserve counts pendingCost(n, size) against the store's pending budget,
 // or, when that would take it past budget, counts nothing: ErrOverBudget.
 func (r *records) reserve(ctx context.Context, storeID string, n, size int, budget int64) error {
-	if n == 0 {
-		return nil
-	}
 	v, err := r.st.Add(ctx, pendingKey+storeID, pendingCost(n, size), time.Time{})
 	if err != nil || v <= budget {
 		return err

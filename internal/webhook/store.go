@@ -91,10 +91,9 @@ func (hk *Hooks) Open(ctx context.Context) error {
 
 // forgetClaims frees the places of every endpoint of the stores
 // configured, and makes each delivery claimed due at its own time (its
-// record's NextAt) rather than when the claim's lease ends: for a start
-// on a store no other process uses, where every claim is a dead
-// process's, so that a crash does not cost the next start its places
-// for a lease's length.
+// record's NextAt) rather than when the lease ends (Open's, on a store
+// whose claims are all a dead process's): so that a crash does not cost
+// the next start its places for a lease's length.
 func (hk *Hooks) forgetClaims(ctx context.Context) error {
 	now := hk.Now().UnixMilli()
 	q := &queue{st: hk.St}
