@@ -140,18 +140,15 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 			return err
 		}
 		if d.Event == nil {
-			ev, ok := events[d.EventID]
-			if !ok {
-				_, ev, err = readRecord[Event](ctx, st, hookKey(kindEvent, d.EventID))
+			if _, ok := events[d.EventID]; !ok {
+				_, events[d.EventID], err = readRecord[Event](ctx, st, hookKey(kindEvent, d.EventID))
 				if err != nil && !errors.Is(err, store.ErrNotFound) {
 					return err
 				}
-				events[d.EventID] = ev
 			}
-			if ev == nil {
+			if d.Event = events[d.EventID]; d.Event == nil {
 				continue // an earlier build dropped it too
 			}
-			d.Event = ev
 		}
 		// The log's order: by when it was made, and within one second
 		// by the endpoint's sequence, as the earlier build ordered it.
