@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strconv"
 	"time"
@@ -240,4 +241,43 @@ func (q *queue) head(ctx context.Context, key string) (int64, bool, error) {
 		return 0, false, err
 	}
 	return h[0].Score, true, nil
+}
+
+// forgetClaims frees the places of every endpoint of the stores
+// configured, and makes each delivery claimed due at its own time (its
+// record's NextAt) rather than when the lease ends (Open's, on a store
+// whose claims are all a dead process's): so that a crash does not cost
+// the next start its places for a lease's length.
+func (hk *Hooks) forgetClaims(ctx context.Context) error {
+	now := hk.Now().UnixMilli()
+	q := &queue{st: hk.St}
+	for _, sc := range hk.Cfg.Stores {
+		_, ids, err := hk.rec().endpointIDs(ctx, sc.ID)
+		if err != nil {
+			return err
+		}
+		for _, ep := range ids {
+			ws := placesWrites(ep) // all free
+			later, err := hk.St.ZRange(ctx, queueDue+ep, now+1, math.MaxInt64, 0, false)
+			if err != nil {
+				return err
+			}
+			for _, m := range later {
+				switch _, d, err := readRecord[Delivery](ctx, hk.St, hookKey(kindDelivery, m.Member)); {
+				case errors.Is(err, store.ErrNotFound):
+				case err != nil:
+					return err
+				case d.Status == StatusPending && claimed(d, m.Score):
+					ws = append(ws, store.Write{Key: queueDue + ep, Member: m.Member, Val: member, Score: time.Unix(0, d.NextAt).UnixMilli()})
+				}
+			}
+			if err := hk.St.Apply(ctx, ws); err != nil {
+				return err
+			}
+			if err := q.refresh(ctx, ep); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

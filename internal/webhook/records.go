@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -42,10 +43,65 @@ type records struct {
 	busy func(ep, dlv string) bool
 }
 
+// Records of the webhook state, as JSON (but deliveries:
+// deliveryrecord.go), under hooks:<kind>:<id>. Builds before the state of
+// record also listed each kind's ids in the sorted set hooks:index:<kind>,
+// and kept events in records of their own (upgrade.go reads those).
 const (
+	kindEndpoint = "ep"
+	kindEvent    = "evt"
+	kindDelivery = "dlv"
+	kindIdem     = "idem"
+
 	listKey = "hooks:eps:"
 	logKey  = "hooks:log:"
 )
+
+func hookKey(kind, id string) string { return "hooks:" + kind + ":" + id }
+func hookIndex(kind string) string   { return "hooks:index:" + kind }
+
+// marshalRecord encodes v as JSON without escaping HTML: an event's body
+// is kept byte for byte as it is sent ("<" stays "<"); but a delivery,
+// which has a format of its own (deliveryrecord.go).
+func marshalRecord(v any) ([]byte, error) {
+	if d, ok := v.(*Delivery); ok {
+		return d.appendRecord(nil), nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// readRecord reads the record key as a T (decodeRecord), with its bytes.
+func readRecord[T any](ctx context.Context, st store.Store, key string) ([]byte, *T, error) {
+	b, err := st.Get(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := decodeRecord[T](key, b)
+	return b, v, err
+}
+
+// decodeRecord decodes b, the record key, as a T: JSON, but a delivery
+// written in its own format (deliveryrecord.go), whose event's body then
+// shares b's bytes.
+func decodeRecord[T any](key string, b []byte) (*T, error) {
+	v := new(T)
+	var err error
+	if d, ok := any(v).(*Delivery); ok && len(b) > 0 && b[0] == deliveryTag {
+		err = d.parseRecord(b)
+	} else {
+		err = json.Unmarshal(b, v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: record %s: %w", key, err)
+	}
+	return v, nil
+}
 
 // endpointIDs returns the ids listed for the store, and the list's bytes
 // (nil when there is none).

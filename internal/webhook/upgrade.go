@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -29,6 +30,26 @@ const (
 	upgradingKey = "hooks:upgrading" // held by the process upgrading, expiring
 	upgradeHold  = time.Minute
 )
+
+// Open makes the state in hk.St one this build serves: it upgrades what
+// an earlier build wrote (upgradeRecords), once, saying so; and when the
+// store is this process's alone (Alone), it frees every claim in the
+// queue, all a dead process's (forgetClaims).
+func (hk *Hooks) Open(ctx context.Context) error {
+	upgraded, err := upgradeRecords(ctx, hk.St, hk.Cfg)
+	if err != nil {
+		return fmt.Errorf("webhooks: upgrading the state an earlier build wrote: %w", err)
+	}
+	if upgraded {
+		hk.Log.Info("webhooks: upgraded the state an earlier build wrote; a rollback needs a copy of the state from before this start")
+	}
+	if hk.Alone {
+		if err := hk.forgetClaims(ctx); err != nil {
+			return fmt.Errorf("webhooks: freeing the claims of the process before: %w", err)
+		}
+	}
+	return nil
+}
 
 // upgradeRecords upgrades the webhook state in st, if an earlier build
 // wrote it and no process has upgraded it yet; with several processes
