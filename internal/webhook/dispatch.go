@@ -45,29 +45,6 @@ func (hk *Hooks) Workers() int {
 	return DispatchWorkers(len(hk.Cfg.Stores))
 }
 
-// Why a delivery failed, as its log shows it (failure_reason).
-const (
-	ReasonRetriesUsedUp = "no attempt succeeded and the retries are used up"
-	ReasonDisabled      = "the endpoint is disabled"
-	ReasonUnsubscribed  = "the endpoint no longer takes this event type"
-)
-
-// refusal is why e refuses d, or "": only enabled endpoints subscribed to
-// the type of d's event receive it. A delivery asked for explicitly, by
-// the test call, a retry or recover, goes once whatever e's events, and
-// even if e is disabled; its retries then need e enabled.
-func (e *Endpoint) refusal(d *Delivery) string {
-	switch {
-	case d.Explicit && (e.Enabled || d.WhileDisabled && len(d.Attempts) == 0):
-		return ""
-	case !e.Enabled:
-		return ReasonDisabled
-	case !d.Explicit && !e.subscribed(d.Event.Type):
-		return ReasonUnsubscribed
-	}
-	return ""
-}
-
 // Start runs the sender, but where NoSend is set.
 func (hk *Hooks) Start() error {
 	if hk.NoSend {
