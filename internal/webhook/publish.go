@@ -11,11 +11,6 @@ import (
 	"deeplink/internal/store"
 )
 
-// Publishing in the state of record (records.go): an event's deliveries,
-// their places in the logs and the queue, and the store's counts, in one
-// Apply after the Idempotency-Key's Insert; a replay of the key answers
-// the first event, and completes a publish cut short.
-
 // idemRecord is what an Idempotency-Key holds: the event its publish
 // made and the deliveries it makes of it, and whether they are written
 // (Done, written last in the publish's Apply). A replay of a publish

@@ -27,10 +27,8 @@ import (
 //     by when they were made; its pending ones are in the queue
 //     (queue.go);
 //   - an Idempotency-Key is one Insert (hooks:idem:<store id>\x00<key>),
-//     holding what its publish made, so that a replay finds it.
-//
-// Publishing (publish.go) writes the deliveries, their places in the
-// logs and in the queue, and the store's counts in one Apply.
+//     holding what its publish made, so that a replay finds it
+//     (publish.go).
 type records struct {
 	st     store.Store
 	now    func() time.Time
