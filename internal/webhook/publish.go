@@ -36,13 +36,13 @@ var errPublishUnderWay = fmt.Errorf("webhooks: a publish with this Idempotency-K
 const publishDeadline = 10 * time.Second
 
 // enqueueRecord returns the writes that make d, logged on its endpoint and
-// queued, due now.
-func enqueueRecord(d *Delivery, now time.Time) []store.Write {
+// queued, due at due.
+func enqueueRecord(d *Delivery, due time.Time) []store.Write {
 	ws := []store.Write{
 		{Key: hookKey(kindDelivery, d.ID), Val: d.appendRecord(nil)},
 		{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt},
 	}
-	return append(ws, enqueueWrites(d.EndpointID, d.ID, now)...)
+	return append(ws, enqueueWrites(d.EndpointID, d.ID, due)...)
 }
 
 // newDelivery is a pending delivery of ev to the endpoint ep of the store
