@@ -204,15 +204,12 @@ func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (
 		ws = append(ws, store.Write{Key: logKey + ep, Member: m.Member}, store.Write{Key: doneKey + ep, Member: m.Member})
 		// Taken, so that of trims racing (on two replicas) one counts
 		// what it held.
-		b, err := r.st.Take(ctx, hookKey(kindDelivery, m.Member))
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
+		switch b, err := r.st.Take(ctx, hookKey(kindDelivery, m.Member)); {
+		case err == nil:
+			over, freed = over-logCost(len(b)), freed+logCost(len(b))
+		case !errors.Is(err, store.ErrNotFound):
 			return 0, err
 		}
-		cost := logCost(len(b))
-		over, freed = over-cost, freed+cost
 	}
 	if len(ws) == 0 {
 		return 0, nil
