@@ -22,12 +22,10 @@ var (
 	ErrNoDelivery  = errors.New("no delivery with that id for this endpoint")
 	ErrBadCursor   = errors.New("is not a cursor this endpoint returned")
 	ErrEndpointCap = errors.New("this store already has 5 webhook endpoints, the most allowed; delete one first")
-	// ErrOverBudget: the change would take the store past its budget of
-	// pending deliveries or of remembered Idempotency-Keys; nothing was
-	// made.
+	// ErrOverBudget: the change would take the store past a budget;
+	// nothing was made.
 	ErrOverBudget = errors.New("this store's undelivered webhooks, or its remembered Idempotency-Keys, are over their memory budget")
-	// ErrUnwritable: changes cannot be written now: the store refuses
-	// them.
+	// ErrUnwritable: the store refuses changes now.
 	ErrUnwritable = fmt.Errorf("webhooks: changes cannot be written now: %w", store.ErrUnavailable)
 	// ErrUnreadable: the store of its own that holds the state (Redis)
 	// does not answer, and reads wait for it as changes do.

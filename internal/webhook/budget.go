@@ -15,7 +15,7 @@ import (
 //
 //   - pendingKey + store id counts what the store's pending deliveries
 //     hold, NewCost each (the event's bytes and an overhead): added by
-//     a publish's Apply (pendingWrite), reserved before the Apply of the
+//     a publish's Apply (records.make), reserved before the Apply of the
 //     other changes that make deliveries (reserve), given back when a
 //     delivery ends or its endpoint is deleted. A crash between a
 //     delivery's end and its give back leaves its cost counted: at most
@@ -49,13 +49,9 @@ type budgets struct {
 // hold of their store's pending budget: NewCost each.
 func pendingCost(n, size int) int64 { return int64(size) + int64(n)*pendingOverhead }
 
-// reserve counts n new deliveries, whose events hold size bytes in all,
-// against the store's pending budget, or fails with ErrOverBudget,
-// counting nothing, when that would take it past budget.
+// reserve counts pendingCost(n, size) against the store's pending budget,
+// or, when that would take it past budget, counts nothing: ErrOverBudget.
 func (r *records) reserve(ctx context.Context, storeID string, n, size int, budget int64) error {
-	if n == 0 {
-		return nil
-	}
 	v, err := r.st.Add(ctx, pendingKey+storeID, pendingCost(n, size), time.Time{})
 	if err != nil || v <= budget {
 		return err
@@ -66,8 +62,7 @@ func (r *records) reserve(ctx context.Context, storeID string, n, size int, budg
 	return ErrOverBudget
 }
 
-// release gives back what n deliveries, whose events hold size bytes in
-// all, held of the store's pending budget.
+// release gives back pendingCost(n, size) of the store's pending budget.
 func (r *records) release(ctx context.Context, storeID string, n, size int) error {
 	if n == 0 {
 		return nil
@@ -92,8 +87,7 @@ func (r *records) counter(ctx context.Context, key string) (int64, error) {
 	return counted(key, b)
 }
 
-// counted is the number the counter key holds, its value b as read (nil:
-// none, 0).
+// counted is the number the counter key holds, read as b (nil: none, 0).
 func counted(key string, b []byte) (int64, error) {
 	if b == nil {
 		return 0, nil
@@ -103,17 +97,6 @@ func counted(key string, b []byte) (int64, error) {
 		return 0, fmt.Errorf("webhooks: counter %s: %w", key, err)
 	}
 	return n, nil
-}
-
-// pendingWrite is the write that counts n new deliveries, whose events
-// hold size bytes in all, in the store's pending count, read as pending
-// before; ErrOverBudget when that would take it past budget.
-func pendingWrite(storeID string, n, size int, pending, budget int64) (store.Write, error) {
-	cost := pendingCost(n, size)
-	if pending+cost > budget {
-		return store.Write{}, ErrOverBudget
-	}
-	return store.Write{Key: pendingKey + storeID, Add: cost}, nil
 }
 
 func idemDayKey(storeID string, day int64) string {
@@ -136,9 +119,4 @@ func idemRoom(storeID string, day int64, made [][]byte, budget int) error {
 		return ErrOverBudget
 	}
 	return nil
-}
-
-// idemMade is the write that counts a key the store made on day.
-func idemMade(storeID string, day int64) store.Write {
-	return store.Write{Key: idemDayKey(storeID, day), Add: 1, Exp: time.Unix((day+2)*86400, 0)}
 }

@@ -15,6 +15,13 @@ const (
 	StatusFailed    = "failed"
 )
 
+// Why a delivery failed, as its log shows it (failure_reason).
+const (
+	ReasonRetriesUsedUp = "no attempt succeeded and the retries are used up"
+	ReasonDisabled      = "the endpoint is disabled"
+	ReasonUnsubscribed  = "the endpoint no longer takes this event type"
+)
+
 // Delivery is one event sent to one endpoint, with every attempt.
 type Delivery struct {
 	ID         string    `json:"id"`
@@ -45,6 +52,22 @@ type Delivery struct {
 	// it, ended: what d holds in its endpoint's log (logCost). Not in
 	// the record.
 	written int
+}
+
+// refusal is why e refuses d, or "": only enabled endpoints subscribed to
+// the type of d's event receive it. A delivery asked for explicitly, by
+// the test call, a retry or recover, goes once whatever e's events, and
+// even if e is disabled; its retries then need e enabled.
+func (e *Endpoint) refusal(d *Delivery) string {
+	switch {
+	case d.Explicit && (e.Enabled || d.WhileDisabled && len(d.Attempts) == 0):
+		return ""
+	case !e.Enabled:
+		return ReasonDisabled
+	case !d.Explicit && !e.subscribed(d.Event.Type):
+		return ReasonUnsubscribed
+	}
+	return ""
 }
 
 // summary is a delivery as the log lists it.

@@ -37,36 +37,12 @@ func DispatchWorkers(stores int) int {
 }
 
 // Workers is the size of this process's pool of delivery workers:
-// webhooks.workers, or when that is 0, DispatchWorkers of the stores
-// configured.
+// webhooks.workers, or when 0, DispatchWorkers of the stores configured.
 func (hk *Hooks) Workers() int {
 	if n := hk.Cfg.Webhooks.Workers; n > 0 {
 		return n
 	}
 	return DispatchWorkers(len(hk.Cfg.Stores))
-}
-
-// Why a delivery failed, as its log shows it (failure_reason).
-const (
-	ReasonRetriesUsedUp = "no attempt succeeded and the retries are used up"
-	ReasonDisabled      = "the endpoint is disabled"
-	ReasonUnsubscribed  = "the endpoint no longer takes this event type"
-)
-
-// refusal is why e refuses d, or "": only enabled endpoints subscribed to
-// the type of d's event receive it. A delivery asked for explicitly, by
-// the test call, a retry or recover, goes once whatever e's events, and
-// even if e is disabled; its retries then need e enabled.
-func (e *Endpoint) refusal(d *Delivery) string {
-	switch {
-	case d.Explicit && (e.Enabled || d.WhileDisabled && len(d.Attempts) == 0):
-		return ""
-	case !e.Enabled:
-		return ReasonDisabled
-	case !d.Explicit && !e.subscribed(d.Event.Type):
-		return ReasonUnsubscribed
-	}
-	return ""
 }
 
 // Start runs the sender, but where NoSend is set.

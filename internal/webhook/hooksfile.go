@@ -41,10 +41,6 @@ type hooksFile struct {
 // key would import as nothing at all).
 const hooksFormat = 2
 
-// hooksStateKeys are the members of the state object, the whole file in
-// the earlier form.
-var hooksStateKeys = []string{"endpoints", "events", "deliveries", "idempotency"}
-
 var errHooksChecksum = errors.New("checksum does not match: the file was changed or damaged since it was written")
 
 // decodeHooksFile reads the content of HooksFileName, in either form. Its
@@ -55,8 +51,8 @@ func decodeHooksFile(b []byte) (hooksFile, error) {
 	if err := json.Unmarshal(b, &top); err != nil {
 		return f, err
 	}
-	state := b // the earlier form: the state alone
-	known := hooksStateKeys
+	// The earlier form: the state alone, whose members these are.
+	state, known := b, []string{"endpoints", "events", "deliveries", "idempotency"}
 	if format, ok := top["format"]; ok {
 		known = []string{"format", "sha256", "state"}
 		var n int

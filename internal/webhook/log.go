@@ -23,19 +23,15 @@ const logBatch = 100
 
 // walkLog calls f with e's deliveries, newest first (oldest first when
 // !rev), from the cursor at (from, after) on: with rev, those made
-// before it; without, those made at or after it. (0, "") with rev starts
-// at the newest. It stops when f returns false. An entry whose record is
-// gone (trimmed meanwhile) is passed over.
+// before it; without, those made at or after it. It stops when f returns
+// false. An entry whose record is gone (trimmed meanwhile) is passed
+// over.
 func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, after string, f func(score int64, d *Delivery) bool) error {
-	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
-	bound := &lo // the end the cursor moves
-	if rev {
-		bound = &hi
-	}
-	if !rev || from != 0 || after != "" {
-		*bound = from
-	}
 	for {
+		lo, hi := from, int64(math.MaxInt64)
+		if rev {
+			lo, hi = math.MinInt64, from
+		}
 		batch, err := r.st.ZRange(ctx, logKey+ep, lo, hi, logBatch, rev)
 		if err != nil {
 			return err
@@ -46,14 +42,11 @@ func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, 
 			if after != "" && m.Score == from && (rev && m.Member >= after || !rev && m.Member <= after) {
 				continue
 			}
-			_, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, m.Member))
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
+			switch _, d, err := readRecord[Delivery](ctx, r.st, hookKey(kindDelivery, m.Member)); {
+			case errors.Is(err, store.ErrNotFound): // trimmed meanwhile: passed over
+			case err != nil:
 				return err
-			}
-			if !f(m.Score, d) {
+			case !f(m.Score, d):
 				return nil
 			}
 		}
@@ -62,7 +55,6 @@ func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, 
 		}
 		last := batch[len(batch)-1]
 		from, after = last.Score, last.Member
-		*bound = from
 	}
 }
 
@@ -70,10 +62,8 @@ func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, 
 // q names ("": any), q.Limit of them, after q.Cursor; and the cursor of
 // the next page, "" when there is none.
 func (r *records) logPage(ctx context.Context, e *Endpoint, q DeliveryQuery) (page []*Delivery, next string, err error) {
-	var from int64
-	var after string
+	from, after, ok := int64(math.MaxInt64), "", true // from the newest
 	if q.Cursor != "" {
-		var ok bool
 		if from, after, ok = parseLogCursor(e.ID, q.Cursor); !ok {
 			return nil, "", ErrBadCursor
 		}
@@ -179,13 +169,12 @@ func endedWrites(storeID string, d *Delivery) []store.Write {
 }
 
 // trim drops the endpoint ep's finished deliveries that are not among
-// the newest size of its log, and then, while its finished ones hold more
-// than budget bytes, the oldest of them; pending ones stay, whatever
-// their age. It reads the newest size+1 members of the log (never the
-// whole log: a backlog of pending deliveries may make it long), its
-// finished ones and its counter, and the records of only those it drops:
-// cheap enough for every delivery that ends. It returns how many it
-// dropped.
+// the newest size of its log, then the oldest finished ones while they
+// hold more than budget bytes; pending ones stay, whatever their age. It
+// reads the newest size+1 of the log (never the whole log: a backlog of
+// pending deliveries may make it long), the finished ones, the counter,
+// and the records of only those it drops: cheap enough for every
+// delivery that ends. It returns how many it dropped.
 func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (int, error) {
 	newest, err := r.st.ZRange(ctx, logKey+ep, math.MinInt64, math.MaxInt64, size+1, true)
 	if err != nil {
@@ -215,15 +204,12 @@ func (r *records) trim(ctx context.Context, ep string, size int, budget int64) (
 		ws = append(ws, store.Write{Key: logKey + ep, Member: m.Member}, store.Write{Key: doneKey + ep, Member: m.Member})
 		// Taken, so that of trims racing (on two replicas) one counts
 		// what it held.
-		b, err := r.st.Take(ctx, hookKey(kindDelivery, m.Member))
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
+		switch b, err := r.st.Take(ctx, hookKey(kindDelivery, m.Member)); {
+		case err == nil:
+			over, freed = over-logCost(len(b)), freed+logCost(len(b))
+		case !errors.Is(err, store.ErrNotFound):
 			return 0, err
 		}
-		cost := logCost(len(b))
-		over, freed = over-cost, freed+cost
 	}
 	if len(ws) == 0 {
 		return 0, nil

@@ -11,11 +11,6 @@ import (
 	"deeplink/internal/store"
 )
 
-// Publishing in the state of record (records.go): an event's deliveries,
-// their places in the logs and the queue, and the store's counts, in one
-// Apply after the Idempotency-Key's Insert; a replay of the key answers
-// the first event, and completes a publish cut short.
-
 // idemRecord is what an Idempotency-Key holds: the event its publish
 // made and the deliveries it makes of it, and whether they are written
 // (Done, written last in the publish's Apply). A replay of a publish
@@ -41,13 +36,13 @@ var errPublishUnderWay = fmt.Errorf("webhooks: a publish with this Idempotency-K
 const publishDeadline = 10 * time.Second
 
 // enqueueRecord returns the writes that make d, logged on its endpoint and
-// queued, due now.
-func enqueueRecord(d *Delivery, now time.Time) []store.Write {
+// queued, due at due.
+func enqueueRecord(d *Delivery, due time.Time) []store.Write {
 	ws := []store.Write{
 		{Key: hookKey(kindDelivery, d.ID), Val: d.appendRecord(nil)},
 		{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt},
 	}
-	return append(ws, enqueueWrites(d.EndpointID, d.ID, now)...)
+	return append(ws, enqueueWrites(d.EndpointID, d.ID, due)...)
 }
 
 // newDelivery is a pending delivery of ev to the endpoint ep of the store
@@ -129,8 +124,8 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 		case err != nil:
 			return "", err
 		}
-		if r.budget != nil {
-			first = append(first, idemMade(storeID, day))
+		if r.budget != nil { // kept until tomorrow's end, when idemRoom reads it as yesterday's
+			first = append(first, store.Write{Key: idemDayKey(storeID, day), Add: 1, Exp: time.Unix((day+2)*86400, 0)})
 		}
 	}
 	return ev.ID, r.make(ctx, k, key != "", m, nil, pending, first)
@@ -138,11 +133,11 @@ func (r *records) publish(ctx context.Context, storeID, typ string, object json.
 
 // make writes, in one Apply: first; the deliveries m lists but those in
 // have (written whole already), logged and queued; what they hold, added
-// to the store's pending count (pendingWrite); and, when keyed, m marked
-// done, last. pending is the store's pending count as read before it:
-// past the budget with the new deliveries, it makes nothing
-// (ErrOverBudget). A delivery in have whose log or queue entries an
-// earlier Apply did not get to is given them again.
+// to the store's pending count; and, when keyed, m marked done, last.
+// pending is the store's pending count as read before it: past the
+// budget with the new deliveries, it makes nothing (ErrOverBudget). A
+// delivery in have whose log or queue entries an earlier Apply did not
+// get to is given them again.
 func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, have map[string]*Delivery, pending int64, first []store.Write) error {
 	now := r.now()
 	ws := append(make([]store.Write, 0, len(first)+4*len(m.Deliveries)+2), first...)
@@ -163,12 +158,11 @@ func (r *records) make(ctx context.Context, k string, keyed bool, m idemRecord, 
 		}
 		ws = append(ws, w...)
 	}
-	if made > 0 && r.budget != nil {
-		w, err := pendingWrite(m.Store, made, made*len(m.Event.Body), pending, r.budget.Pending)
-		if err != nil {
-			return err
+	if cost := pendingCost(made, made*len(m.Event.Body)); made > 0 && r.budget != nil {
+		if pending+cost > r.budget.Pending {
+			return ErrOverBudget
 		}
-		ws = append(ws, w)
+		ws = append(ws, store.Write{Key: pendingKey + m.Store, Add: cost})
 	}
 	if keyed {
 		m.Done = true

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strconv"
 	"time"
@@ -122,8 +123,8 @@ func (q *queue) claimOf(ctx context.Context, ep string, now, until time.Time, n 
 		return nil, err
 	}
 	if len(slots) == 0 { // none free; or none at all, if a crash cut short ep's placesWrites: made now
-		has, err := q.st.ZRange(ctx, queueSlots+ep, math.MinInt64, math.MaxInt64, 1, false)
-		if err != nil || len(has) > 0 {
+		_, has, err := q.head(ctx, queueSlots+ep)
+		if err != nil || has {
 			return nil, err
 		}
 		return nil, q.st.Apply(ctx, placesWrites(ep))
@@ -150,14 +151,7 @@ func (q *queue) claimOf(ctx context.Context, ep string, now, until time.Time, n 
 // read, which sets the entry again: the entry is never left later than
 // what is due.
 func (q *queue) refresh(ctx context.Context, ep string) error {
-	head := func() (int64, bool, error) {
-		h, err := q.st.ZRange(ctx, queueDue+ep, math.MinInt64, math.MaxInt64, 1, false)
-		if err != nil || len(h) == 0 {
-			return 0, false, err
-		}
-		return h[0].Score, true, nil
-	}
-	first, ok, err := head()
+	first, ok, err := q.head(ctx, queueDue+ep)
 	if err != nil {
 		return err
 	}
@@ -169,7 +163,7 @@ func (q *queue) refresh(ctx context.Context, ep string) error {
 	if err != nil {
 		return err
 	}
-	again, ok2, err := head()
+	again, ok2, err := q.head(ctx, queueDue+ep)
 	if err != nil || !ok2 || ok && again >= first {
 		return err
 	}
@@ -235,9 +229,55 @@ func dueWrite(c claim, at time.Time) store.Write {
 // next returns when the earliest endpoint in queueReady comes due, or
 // false when none is listed.
 func (q *queue) next(ctx context.Context) (time.Time, bool, error) {
-	h, err := q.st.ZRange(ctx, queueReady, math.MinInt64, math.MaxInt64, 1, false)
+	ms, ok, err := q.head(ctx, queueReady)
+	return time.UnixMilli(ms), ok, err
+}
+
+// head returns the lowest score in the sorted set key, or false when the
+// set is empty.
+func (q *queue) head(ctx context.Context, key string) (int64, bool, error) {
+	h, err := q.st.ZRange(ctx, key, math.MinInt64, math.MaxInt64, 1, false)
 	if err != nil || len(h) == 0 {
-		return time.Time{}, false, err
+		return 0, false, err
 	}
-	return time.UnixMilli(h[0].Score), true, nil
+	return h[0].Score, true, nil
+}
+
+// forgetClaims frees the places of every endpoint of the stores
+// configured, and makes each delivery claimed due at its own time (its
+// record's NextAt) rather than when the lease ends (Open's, on a store
+// whose claims are all a dead process's): so that a crash does not cost
+// the next start its places for a lease's length.
+func (hk *Hooks) forgetClaims(ctx context.Context) error {
+	now := hk.Now().UnixMilli()
+	q := &queue{st: hk.St}
+	for _, sc := range hk.Cfg.Stores {
+		_, ids, err := hk.rec().endpointIDs(ctx, sc.ID)
+		if err != nil {
+			return err
+		}
+		for _, ep := range ids {
+			ws := placesWrites(ep) // all free
+			later, err := hk.St.ZRange(ctx, queueDue+ep, now+1, math.MaxInt64, 0, false)
+			if err != nil {
+				return err
+			}
+			for _, m := range later {
+				switch _, d, err := readRecord[Delivery](ctx, hk.St, hookKey(kindDelivery, m.Member)); {
+				case errors.Is(err, store.ErrNotFound):
+				case err != nil:
+					return err
+				case d.Status == StatusPending && claimed(d, m.Score):
+					ws = append(ws, store.Write{Key: queueDue + ep, Member: m.Member, Val: member, Score: time.Unix(0, d.NextAt).UnixMilli()})
+				}
+			}
+			if err := hk.St.Apply(ctx, ws); err != nil {
+				return err
+			}
+			if err := q.refresh(ctx, ep); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

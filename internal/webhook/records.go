@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -26,10 +27,8 @@ import (
 //     by when they were made; its pending ones are in the queue
 //     (queue.go);
 //   - an Idempotency-Key is one Insert (hooks:idem:<store id>\x00<key>),
-//     holding what its publish made, so that a replay finds it.
-//
-// Publishing (publish.go) writes the deliveries, their places in the
-// logs and in the queue, and the store's counts in one Apply.
+//     holding what its publish made, so that a replay finds it
+//     (publish.go).
 type records struct {
 	st     store.Store
 	now    func() time.Time
@@ -42,10 +41,65 @@ type records struct {
 	busy func(ep, dlv string) bool
 }
 
+// Records of the webhook state, as JSON (but deliveries:
+// deliveryrecord.go), under hooks:<kind>:<id>. Builds before the state of
+// record also listed each kind's ids in the sorted set hooks:index:<kind>,
+// and kept events in records of their own (upgrade.go reads those).
 const (
+	kindEndpoint = "ep"
+	kindEvent    = "evt"
+	kindDelivery = "dlv"
+	kindIdem     = "idem"
+
 	listKey = "hooks:eps:"
 	logKey  = "hooks:log:"
 )
+
+func hookKey(kind, id string) string { return "hooks:" + kind + ":" + id }
+func hookIndex(kind string) string   { return "hooks:index:" + kind }
+
+// marshalRecord encodes v as JSON without escaping HTML: an event's body
+// is kept byte for byte as it is sent ("<" stays "<"); but a delivery,
+// which has a format of its own (deliveryrecord.go).
+func marshalRecord(v any) ([]byte, error) {
+	if d, ok := v.(*Delivery); ok {
+		return d.appendRecord(nil), nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// readRecord reads the record key as a T (decodeRecord), with its bytes.
+func readRecord[T any](ctx context.Context, st store.Store, key string) ([]byte, *T, error) {
+	b, err := st.Get(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := decodeRecord[T](key, b)
+	return b, v, err
+}
+
+// decodeRecord decodes b, the record key, as a T: JSON, but a delivery
+// written in its own format (deliveryrecord.go), whose event's body then
+// shares b's bytes.
+func decodeRecord[T any](key string, b []byte) (*T, error) {
+	v := new(T)
+	var err error
+	if d, ok := any(v).(*Delivery); ok && len(b) > 0 && b[0] == deliveryTag {
+		err = d.parseRecord(b)
+	} else {
+		err = json.Unmarshal(b, v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: record %s: %w", key, err)
+	}
+	return v, nil
+}
 
 // endpointIDs returns the ids listed for the store, and the list's bytes
 // (nil when there is none).
@@ -85,8 +139,7 @@ func (r *records) storeEndpoints(ctx context.Context, storeID string) ([]*Endpoi
 	return r.endpoints(ctx, ids)
 }
 
-// endpoints returns the endpoints ids, in their order, read in one call;
-// an id without a record is left out.
+// endpoints reads the endpoints ids in one call (decodeEndpoints).
 func (r *records) endpoints(ctx context.Context, ids []string) ([]*Endpoint, error) {
 	keys := make([]string, len(ids))
 	for i, id := range ids {
@@ -129,16 +182,13 @@ func (r *records) endpoint(ctx context.Context, storeID, id string) ([]byte, *En
 // queue, and lists it, unless the store has MaxEndpointsPerStore:
 // ErrEndpointCap, and nothing made.
 func (r *records) createEndpoint(ctx context.Context, e *Endpoint) error {
-	b, err := marshalRecord(e)
-	if err != nil {
-		return err
-	}
+	b, _ := marshalRecord(e) // an Endpoint always encodes
 	// The record first: listed, it is whole. One never listed (a crash,
 	// or the cap) is no one's.
 	if err := r.st.Apply(ctx, append(placesWrites(e.ID), store.Write{Key: hookKey(kindEndpoint, e.ID), Val: b})); err != nil {
 		return err
 	}
-	err = r.editList(ctx, e.StoreID, func(ids []string) ([]string, error) {
+	err := r.editList(ctx, e.StoreID, func(ids []string) ([]string, error) {
 		live := ids[:0:0]
 		for _, id := range ids { // without those a delete left listed
 			if _, err := r.st.Get(ctx, hookKey(kindEndpoint, id)); err == nil {
@@ -179,9 +229,7 @@ func (r *records) editList(ctx context.Context, storeID string, f func(ids []str
 }
 
 // changeEndpoint applies f to the endpoint id of the store and writes it,
-// by CompareAndSwap on the bytes f saw: a change made meanwhile by
-// another is read again and f applied to it. An error from f is
-// returned, nothing written.
+// by CompareAndSwap on the bytes f saw, as editList does the list.
 func (r *records) changeEndpoint(ctx context.Context, storeID, id string, f func(e *Endpoint) error) (*Endpoint, error) {
 	for {
 		raw, e, err := r.endpoint(ctx, storeID, id)
@@ -191,10 +239,7 @@ func (r *records) changeEndpoint(ctx context.Context, storeID, id string, f func
 		if err := f(e); err != nil {
 			return nil, err
 		}
-		b, err := marshalRecord(e)
-		if err != nil {
-			return nil, err
-		}
+		b, _ := marshalRecord(e) // an Endpoint always encodes
 		if err := r.st.CompareAndSwap(ctx, hookKey(kindEndpoint, id), raw, b, time.Time{}); !errors.Is(err, store.ErrConflict) {
 			return e, err
 		}
@@ -261,12 +306,10 @@ func (r *records) endpointGone(id string) []store.Write {
 	return ws
 }
 
-// moveWindowOf moves e's failure window on by the outcome of one of its
-// attempts, ok when it succeeded, at now, and disables e (reason failing)
-// once the window has been open after or longer (never when after is 0),
-// as failing.go says. It writes e only when that changes it, and returns
-// e as it then is, and whether this disabled it: the caller then fails
-// e's queue (failQueued), a sender once its attempt's outcome is written.
+// moveWindowOf makes moveWindow's change (ok: the attempt succeeded) in
+// e's record, when there is one. It returns e as it then is, and whether
+// this disabled it: the caller then fails e's queue (failQueued), a
+// sender once its attempt's outcome is written.
 func (r *records) moveWindowOf(ctx context.Context, e *Endpoint, ok bool, now time.Time, after time.Duration) (*Endpoint, bool, error) {
 	if c := *e; !moveWindow(&c, ok, now, after) && c.FailingSince == e.FailingSince {
 		return e, false, nil // nothing to write

@@ -23,8 +23,7 @@ import (
 // (webhooks.workers), sends each, signed with its endpoint's secrets as
 // they are then, and writes the outcome into the delivery's record
 // before it changes the queue (the next attempt's due time, or the
-// delivery's end). The records are the state of record; a sender holds
-// only the attempts under way.
+// delivery's end). It holds only the attempts under way.
 //
 // Fencing: a delivery's record is written on condition (Write.Old) that
 // it still holds the bytes its attempt began from. An attempt whose lease
@@ -290,9 +289,11 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 		_, held, err := s.write(ctx, c, e.StoreID, raw, d, nil, why)
 		return held, err
 	}
-	now := s.now()
-	cur, old := e.secrets(now)
-	sig := signature.Sign(cur, old, d.Event.ID, now.Unix(), d.Event.Body)
+	now, old := s.now(), ""
+	if now.Unix() < e.OldSecretEnd {
+		old = e.OldSecret
+	}
+	sig := signature.Sign(e.Secret, old, d.Event.ID, now.Unix(), d.Event.Body)
 	a := Attempt{At: now.UnixNano(), URL: e.URL, Timestamp: now.Unix(), Signature: sig.Signature, StdSignature: sig.StdSignature}
 	actx, cancel := context.WithDeadline(ctx, c.until.Add(-senderMargin))
 	untrack := sync.OnceFunc(s.track(e.ID, d.ID, &cancel)) // busy until the outcome is written
@@ -364,6 +365,7 @@ func (s *sender) attempt(ctx context.Context, c claim) (held time.Time, err erro
 // place is held until (zero: not renewed).
 func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte, d *Delivery, a *Attempt, refused string) (status string, held time.Time, err error) {
 	began := len(d.Attempts)
+	var wasPending bool
 	for {
 		reason, wait := refused, time.Duration(0)
 		status = StatusFailed
@@ -371,7 +373,7 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 			d.Attempts = append(d.Attempts, *a)
 			status, reason, wait = nextStep(s.cfg.RetrySchedule, len(d.Attempts), a.ok(), refused)
 		}
-		wasPending := d.Status == StatusPending
+		wasPending = d.Status == StatusPending
 		if !wasPending && (a == nil || !a.ok()) {
 			// Ended meanwhile (its endpoint disabled): the attempt is
 			// told, the end kept, but for a success.
@@ -397,43 +399,40 @@ func (s *sender) write(ctx context.Context, c claim, storeID string, raw []byte,
 			held = now.Add(s.q.lease)
 			ws = append(ws, renewWrite(c, held))
 		}
-		err = s.q.st.Apply(ctx, ws)
-		if errors.Is(err, store.ErrConflict) {
-			var cur *Delivery
-			raw, cur, err = readRecord[Delivery](ctx, s.q.st, hookKey(kindDelivery, d.ID))
-			if errors.Is(err, store.ErrNotFound) {
-				return "", time.Time{}, s.q.setDue(ctx, c, time.Time{})
-			}
-			if err != nil {
-				return "", time.Time{}, err
-			}
-			if len(cur.Attempts) != began {
-				return "", time.Time{}, nil // another sender attempted it since: its outcome stands, and the queue is its
-			}
-			d, held = cur, time.Time{}
-			continue
+		if err = s.q.st.Apply(ctx, ws); !errors.Is(err, store.ErrConflict) {
+			break
 		}
-		if err != nil {
+		var cur *Delivery
+		switch raw, cur, err = readRecord[Delivery](ctx, s.q.st, hookKey(kindDelivery, d.ID)); {
+		case errors.Is(err, store.ErrNotFound):
+			return "", time.Time{}, s.q.setDue(ctx, c, time.Time{})
+		case err != nil:
 			return "", time.Time{}, err
+		case len(cur.Attempts) != began:
+			return "", time.Time{}, nil // another sender attempted it since: its outcome stands, and the queue is its
 		}
-		// The attempt (if any) counted by what it led to, and d's end
-		// when it ended here (not failed meanwhile, and counted then).
-		att, end := &s.counts.Attempts.Retried, (*atomic.Int64)(nil)
-		switch status {
-		case StatusSucceeded:
-			att, end = &s.counts.Attempts.Succeeded, &s.counts.Ended.Succeeded
-		case StatusFailed:
-			att, end = &s.counts.Attempts.Failed, &s.counts.Ended.Failed
-		}
-		if a != nil {
-			att.Add(1)
-		}
-		if wasPending && end != nil {
-			end.Add(1)
-		}
-		if s.trim != nil && status != StatusPending && wasPending {
-			s.trim(c.Endpoint)
-		}
-		return status, held, nil
+		d, held = cur, time.Time{}
 	}
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	// The attempt (if any) counted by what it led to, and d's end when it
+	// ended here (not failed meanwhile, and counted then).
+	att, end := &s.counts.Attempts.Retried, (*atomic.Int64)(nil)
+	switch status {
+	case StatusSucceeded:
+		att, end = &s.counts.Attempts.Succeeded, &s.counts.Ended.Succeeded
+	case StatusFailed:
+		att, end = &s.counts.Attempts.Failed, &s.counts.Ended.Failed
+	}
+	if a != nil {
+		att.Add(1)
+	}
+	if wasPending && end != nil {
+		end.Add(1)
+	}
+	if s.trim != nil && status != StatusPending && wasPending {
+		s.trim(c.Endpoint)
+	}
+	return status, held, nil
 }

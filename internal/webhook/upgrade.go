@@ -31,6 +31,26 @@ const (
 	upgradeHold  = time.Minute
 )
 
+// Open makes the state in hk.St one this build serves: it upgrades what
+// an earlier build wrote (upgradeRecords), once, saying so; and when the
+// store is this process's alone (Alone), it frees every claim in the
+// queue, all a dead process's (forgetClaims).
+func (hk *Hooks) Open(ctx context.Context) error {
+	upgraded, err := upgradeRecords(ctx, hk.St, hk.Cfg)
+	if err != nil {
+		return fmt.Errorf("webhooks: upgrading the state an earlier build wrote: %w", err)
+	}
+	if upgraded {
+		hk.Log.Info("webhooks: upgraded the state an earlier build wrote; a rollback needs a copy of the state from before this start")
+	}
+	if hk.Alone {
+		if err := hk.forgetClaims(ctx); err != nil {
+			return fmt.Errorf("webhooks: freeing the claims of the process before: %w", err)
+		}
+	}
+	return nil
+}
+
 // upgradeRecords upgrades the webhook state in st, if an earlier build
 // wrote it and no process has upgraded it yet; with several processes
 // starting at once, one does it and the others wait for it. Endpoints of
@@ -102,10 +122,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		}
 		if sc := cfg.Store(e.StoreID); sc != nil && sc.ID != e.StoreID {
 			e.StoreID = sc.ID // in its one spelling
-			b, err := marshalRecord(e)
-			if err != nil {
-				return err
-			}
+			b, _ := marshalRecord(e)
 			ws = append(ws, store.Write{Key: hookKey(kindEndpoint, e.ID), Val: b})
 		}
 		byStore[e.StoreID] = append(byStore[e.StoreID], e)
@@ -120,10 +137,7 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 		for i, e := range list {
 			ids[i] = e.ID
 		}
-		b, err := marshalRecord(ids)
-		if err != nil {
-			return err
-		}
+		b, _ := marshalRecord(ids) // strings always encode
 		ws = append(ws, store.Write{Key: listKey + id, Val: b})
 	}
 	if err := st.Apply(ctx, ws); err != nil {
@@ -147,36 +161,27 @@ func upgrade(ctx context.Context, st store.Store, cfg *config.Config) error {
 			return err
 		}
 		if d.Event == nil {
-			ev, ok := events[d.EventID]
-			if !ok {
-				_, ev, err = readRecord[Event](ctx, st, hookKey(kindEvent, d.EventID))
+			if _, ok := events[d.EventID]; !ok {
+				_, events[d.EventID], err = readRecord[Event](ctx, st, hookKey(kindEvent, d.EventID))
 				if err != nil && !errors.Is(err, store.ErrNotFound) {
 					return err
 				}
-				events[d.EventID] = ev
 			}
-			if ev == nil {
+			if d.Event = events[d.EventID]; d.Event == nil {
 				continue // an earlier build dropped it too
 			}
-			d.Event = ev
 		}
 		// The log's order: by when it was made, and within one second
 		// by the endpoint's sequence, as the earlier build ordered it.
 		d.LoggedAt = d.CreatedAt*1e6 + int64(d.Seq%1e6) // microseconds, as the log's scores
 		d.StoreID = storeOf[d.EndpointID]
-		score := d.LoggedAt
-		b, err := marshalRecord(d)
-		if err != nil {
-			return fmt.Errorf("webhooks: delivery %s: %w", d.ID, err)
-		}
-		ws = append(ws, store.Write{Key: hookKey(kindDelivery, d.ID), Val: b},
-			store.Write{Key: logKey + d.EndpointID, Member: d.ID, Val: member, Score: score})
+		w := enqueueRecord(d, time.Unix(0, d.NextAt)) // its record, its place in the log, and in the queue
 		if d.Status == StatusPending {
-			ws = append(ws, enqueueWrites(d.EndpointID, d.ID, time.Unix(0, d.NextAt))...)
-			pending[storeOf[d.EndpointID]] += NewCost(len(d.Event.Body))
+			ws = append(ws, w...)
+			pending[d.StoreID] += NewCost(len(d.Event.Body))
 		} else {
-			logBytes[d.EndpointID] += logCost(len(b))
-			ws = append(ws, store.Write{Key: doneKey + d.EndpointID, Member: d.ID, Val: member, Score: score})
+			logBytes[d.EndpointID] += logCost(len(w[0].Val))
+			ws = append(ws, w[0], w[1], store.Write{Key: doneKey + d.EndpointID, Member: d.ID, Val: member, Score: d.LoggedAt})
 		}
 		if len(ws) >= 1000 { // one Apply a thousand writes: a journal batch of a sensible size
 			if err := st.Apply(ctx, ws); err != nil {
