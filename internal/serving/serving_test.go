@@ -102,7 +102,11 @@ func send(t *testing.T, c net.Conn, br *bufio.Reader, path string) (*http.Respon
 // has been answered (and its connection has lingered), and only then does
 // the listener close.
 func TestStopAnswersWhileRequestsFinish(t *testing.T) {
-	srv, addr, entered, release, dial := slowServer(t, 50*time.Millisecond)
+	// The linger is short, for the idle connection's close, but longer
+	// than a new connection may wait to have its request read on a loaded
+	// machine: one that waited past it would be closed, unanswered, as
+	// Stop closes every connection waiting for a request after its linger.
+	srv, addr, entered, release, dial := slowServer(t, 500*time.Millisecond)
 	idle, idleR := dial()
 	if _, body := send(t, idle, idleR, "/before"); body != "served" {
 		t.Fatalf("GET /before = %q; want %q", body, "served")
