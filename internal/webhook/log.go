@@ -22,10 +22,11 @@ import (
 const logBatch = 100
 
 // walkLog calls f with e's deliveries, newest first (oldest first when
-// !rev), from the cursor at (from, after) on: with rev, those made
-// before it; without, those made at or after it. It stops when f returns
-// false. An entry whose record is gone (trimmed meanwhile) is passed
-// over.
+// !rev), from the cursor at (from, after) on: with rev, those scored
+// below from, and at from those whose id is below after (all of them
+// when after is ""); without, those scored above from, and at from those
+// whose id is above after. It stops when f returns false. An entry whose
+// record is gone (trimmed meanwhile) is passed over.
 func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, after string, f func(score int64, d *Delivery) bool) error {
 	for {
 		lo, hi := from, int64(math.MaxInt64)
