@@ -23,9 +23,9 @@ const logBatch = 100
 
 // walkLog calls f with e's deliveries, newest first (oldest first when
 // !rev), from the cursor at (from, after) on: with rev, those scored
-// below from, and at from those whose id is below after (all of them
-// when after is ""); without, those scored above from, and at from those
-// whose id is above after. It stops when f returns false. An entry whose
+// below from; without, those scored above it; and of those scored from,
+// the ones whose id comes after after in the walk's order (all of them
+// when after is ""). It stops when f returns false. An entry whose
 // record is gone (trimmed meanwhile) is passed over.
 func (r *records) walkLog(ctx context.Context, ep string, rev bool, from int64, after string, f func(score int64, d *Delivery) bool) error {
 	for {
