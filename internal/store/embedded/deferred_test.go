@@ -109,8 +109,9 @@ func TestDeferredWait(t *testing.T) {
 }
 
 // TestNoWaitSharesTheNextWrite checks that a change nobody waits for
-// (NoWait's) does not start a journal write of its own, and is on disk
-// within writeEvery all the same, though nobody asks.
+// (NoWait's) does not start a journal write of its own, unless its batch
+// has grown to batchFull, and is on disk within writeEvery all the same,
+// though nobody asks.
 func TestNoWaitSharesTheNextWrite(t *testing.T) {
 	dir := t.TempDir()
 	db := openT(t, dir, Options{})
@@ -126,6 +127,13 @@ func TestNoWaitSharesTheNextWrite(t *testing.T) {
 		t.Errorf("after a NoWait Put, %d writes asked for; want 0", n)
 	}
 	tk := db.j.barrier() // the open batch, which holds the NoWait change
+	// A batch that has grown to batchFull is written all the same.
+	if err := db.NoWait().Put(ctx, "big", make([]byte, batchFull), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(db.j.kick); n != 1 {
+		t.Errorf("after NoWait Puts of %d bytes, %d writes asked for; want 1", batchFull, n)
+	}
 	close(open)
 	must(t, <-first)
 	select {

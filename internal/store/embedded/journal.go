@@ -16,7 +16,8 @@ import (
 // the whole batch, writes it with one write and one fsync, then tells
 // every change of it at once (group commit). The writer starts a batch's
 // write as soon as someone waits for it, or a Deferred will (durability
-// "fsync"), and every writeEvery otherwise: the records nobody waits for (interval mode's,
+// "fsync"), or once it holds batchFull bytes, and every writeEvery
+// otherwise: the records nobody waits for (interval mode's,
 // NoWait's) ride with the next batch somebody does, rather than cost an
 // fsync of their own.
 type journal struct {
@@ -96,7 +97,11 @@ func (j *journal) append(r record) ticket {
 	}
 	b := j.cur
 	b.buf = appendRecord(b.buf, r)
+	full := len(b.buf) >= batchFull
 	j.mu.Unlock()
+	if full {
+		j.ask(ticket{b})
+	}
 	return ticket{b}
 }
 
@@ -231,6 +236,12 @@ func (j *journal) maybeFold() {
 // maxSpare is the largest batch buffer kept for the next batch: a burst
 // does not keep its memory.
 const maxSpare = 1 << 20
+
+// batchFull is the size at which a batch is written whether or not
+// anyone waits for it: so that the changes nobody waits for, which may
+// come at megabytes a writeEvery, make batches whose buffers are kept
+// (maxSpare) rather than grown anew for each.
+const batchFull = maxSpare / 2
 
 // preallocStep is how far ahead of the records the journal file is
 // filled with zeros, so that a write's fsync need not also write the
