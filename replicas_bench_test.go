@@ -89,14 +89,9 @@ func BenchmarkReplicaWebhooks(b *testing.B) {
 		}
 	}
 
-	// round publishes n events through urls and waits for their 5n
-	// deliveries; it returns how long the publishing and the whole took.
-	round := func(urls []string, n int) (pub, all time.Duration) {
-		mu.Lock()
-		want = arrived + int64(n*webhook.MaxEndpointsPerStore)
-		delivered := make(chan struct{})
-		done = delivered
-		mu.Unlock()
+	// publish publishes n events from the publishers, split over urls,
+	// and returns how long that took.
+	publish := func(urls []string, n int) time.Duration {
 		t0 := time.Now()
 		var next atomic.Int64
 		var wg sync.WaitGroup
@@ -111,7 +106,18 @@ func BenchmarkReplicaWebhooks(b *testing.B) {
 			})
 		}
 		wg.Wait()
-		pub = time.Since(t0)
+		return time.Since(t0)
+	}
+	// round publishes n events through urls and waits for their 5n
+	// deliveries; it returns how long the publishing and the whole took.
+	round := func(urls []string, n int) (pub, all time.Duration) {
+		mu.Lock()
+		want = arrived + int64(n*webhook.MaxEndpointsPerStore)
+		delivered := make(chan struct{})
+		done = delivered
+		mu.Unlock()
+		t0 := time.Now()
+		pub = publish(urls, n)
 		select {
 		case <-delivered:
 		case <-time.After(5 * time.Minute):
@@ -129,23 +135,7 @@ func BenchmarkReplicaWebhooks(b *testing.B) {
 	one, two := &side{name: "one", replicas: 1}, &side{name: "two", replicas: 2}
 	yard := &side{name: "yard"}
 	yardURL := publishYardstick(b, rd.URL())
-	publishTo := func(url string, n int) time.Duration {
-		t0 := time.Now()
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range replicaBenchPublishers {
-			wg.Go(func() {
-				for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-					st := cfg.Stores[i%int64(len(cfg.Stores))]
-					body := `{"type":"order.status.updated","data":{"object":` + benchOrder + `}}`
-					benchPost(b, url+"/stores/"+st.ID+"/events", st.APIKeys[0], body, http.StatusAccepted)
-				}
-			})
-		}
-		wg.Wait()
-		return time.Since(t0)
-	}
-	publishTo(yardURL, 2*replicaBenchPublishers) // first connections, not measured
+	publish([]string{yardURL}, 2*replicaBenchPublishers) // first connections, not measured
 	run := func(s *side, n int) {
 		urls := []string{firstURL.URL}
 		if s.replicas == 2 {
@@ -171,7 +161,7 @@ func BenchmarkReplicaWebhooks(b *testing.B) {
 		for i := range sides {
 			run(sides[(r+i)%2], per) // who goes first alternates too
 		}
-		yard.pub += publishTo(yardURL, per)
+		yard.pub += publish([]string{yardURL}, per)
 		yard.events += per
 	}
 	b.StopTimer()
