@@ -508,8 +508,9 @@ func (c *Config) SetProxies(p []netip.Prefix) { c.proxies = p }
 // PublicBase fills in public_base_url when the configuration leaves it
 // out and the service listens on a loopback address, addr (HOST:PORT as
 // listened on), for use on this machine: http:// and listen, by the name
-// it gives the host (localhost stays localhost, which the browser's
-// cookies and the redirect domains go by) and the port listened on.
+// it gives the host, as written (localhost stays localhost, which the
+// browser's cookies and the redirect domains go by), and the port
+// listened on.
 // Elsewhere it stays "", and the browser flow is off until it is set:
 // only the operator knows the name browsers reach the service by.
 func (c *Config) PublicBase(addr string) {
@@ -520,10 +521,13 @@ func (c *Config) PublicBase(addr string) {
 	if err != nil {
 		return
 	}
-	if named, _, err := net.SplitHostPort(c.Listen); err == nil && named == "localhost" {
-		host = named
+	if ip, err := netip.ParseAddr(host); host != "localhost" && (err != nil || !ip.IsLoopback()) {
+		return
 	}
-	if ip, err := netip.ParseAddr(host); host == "localhost" || err == nil && ip.IsLoopback() {
-		c.PublicBaseURL = "http://" + net.JoinHostPort(host, port)
+	if named, _, err := net.SplitHostPort(c.Listen); err == nil && named != "" {
+		if _, err := netip.ParseAddr(named); err != nil { // a name, not an address
+			host = named
+		}
 	}
+	c.PublicBaseURL = "http://" + net.JoinHostPort(host, port)
 }

@@ -68,6 +68,9 @@ func TestPublicBase(t *testing.T) {
 		{"", "localhost:8080", "127.0.0.1:8080", "http://localhost:8080"},
 		{"", "localhost:0", "127.0.0.1:41234", "http://localhost:41234"},
 		{"", "127.0.0.1:0", "127.0.0.1:41234", "http://127.0.0.1:41234"},
+		{"", "LOCALHOST:8080", "127.0.0.1:8080", "http://LOCALHOST:8080"},
+		{"", "ip6-localhost:8080", "[::1]:8080", "http://ip6-localhost:8080"},
+		{"", "shop.example.com:8080", "10.1.2.3:8080", ""},
 	} {
 		c := &Config{PublicBaseURL: tt.set, Listen: tt.listen}
 		c.PublicBase(tt.addr)
